@@ -1,0 +1,250 @@
+# JSON syntax check (RFC 8259) over raw bytes; included into _ext.pyx.
+#
+# Everything here is `nogil` and works on a pointer + length the caller keeps alive. The
+# scanner mirrors _pure.json_check step for step so both report the same offset: the
+# first byte that cannot continue a valid document (the lead byte of a bad UTF-8
+# sequence). Helpers return the position after what they scanned, or ~offset (< 0) on
+# error, so one signed integer carries both outcomes.
+
+cdef enum:
+    _MAX_DEPTH = 512
+
+# String bytes: 0 plain ASCII, 1 '"', 2 '\\', 3 control (< 0x20), 4 start of UTF-8.
+cdef unsigned char _STR_CLASS[256]
+cdef unsigned char _IS_HEX[256]
+cdef unsigned char _SIMPLE_ESCAPE[256]  # the byte after '\\' in \" \\ \/ \b \f \n \r \t
+
+
+cdef void _init_json_tables() noexcept:
+    cdef int c
+    for c in range(256):
+        _STR_CLASS[c] = 3 if c < 0x20 else 4 if c >= 0x80 else 0
+        _IS_HEX[c] = (c'0' <= c <= c'9') or (c'a' <= c <= c'f') or (c'A' <= c <= c'F')
+        _SIMPLE_ESCAPE[c] = 0
+    _STR_CLASS[c'"'] = 1
+    _STR_CLASS[c'\\'] = 2
+    for c in b'"\\/bfnrt':
+        _SIMPLE_ESCAPE[c] = 1
+
+
+_init_json_tables()
+
+
+cdef inline uint64_t _zero_bytes(uint64_t v) noexcept nogil:
+    # High bit set in (at least) every zero byte of v; false positives only occur above
+    # a true zero byte, so a non-zero result always means "some byte is zero".
+    return (v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL
+
+
+cdef inline Py_ssize_t _plain_run(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Skip string bytes that need no attention (printable ASCII except '"' and '\\')."""
+    cdef uint64_t v
+    while pos + 8 <= n:
+        memcpy(&v, s + pos, 8)
+        # Flags bytes < 0x20 (the subtraction borrows), >= 0x80, '"' and '\\'. Byte order
+        # does not matter: any flag stops the word loop and the byte loop finds the spot.
+        if ((v - 0x2020202020202020ULL) | v | _zero_bytes(v ^ 0x2222222222222222ULL)
+                | _zero_bytes(v ^ 0x5C5C5C5C5C5C5C5CULL)) & 0x8080808080808080ULL:
+            break
+        pos += 8
+    while pos < n and _STR_CLASS[s[pos]] == 0:
+        pos += 1
+    return pos
+
+
+cdef inline Py_ssize_t _utf8_next(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Position after the well-formed UTF-8 sequence at pos (lead >= 0x80), or -1."""
+    cdef unsigned char c = s[pos], lo = 0x80, hi = 0xBF
+    cdef Py_ssize_t need, k
+    if c < 0xC2 or c > 0xF4:  # continuation bytes, overlong 2-byte leads, > U+10FFFF
+        return -1
+    if c < 0xE0:
+        need = 1
+    elif c < 0xF0:
+        need = 2
+        if c == 0xE0:
+            lo = 0xA0  # overlong
+        elif c == 0xED:
+            hi = 0x9F  # UTF-16 surrogates
+    else:
+        need = 3
+        if c == 0xF0:
+            lo = 0x90  # overlong
+        elif c == 0xF4:
+            hi = 0x8F  # > U+10FFFF
+    if pos + need >= n or s[pos + 1] < lo or s[pos + 1] > hi:
+        return -1
+    for k in range(pos + 2, pos + need + 1):
+        if s[k] & 0xC0 != 0x80:
+            return -1
+    return pos + need + 1
+
+
+cdef inline Py_ssize_t _ws(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    while pos < n and (s[pos] == c' ' or s[pos] == c'\n' or s[pos] == c'\r' or s[pos] == c'\t'):
+        pos += 1
+    return pos
+
+
+cdef Py_ssize_t _scan_string(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """s[pos] is an opening quote."""
+    cdef unsigned char kind
+    cdef Py_ssize_t k
+    pos += 1
+    while True:
+        pos = _plain_run(s, pos, n)
+        if pos >= n:
+            return ~n
+        kind = _STR_CLASS[s[pos]]
+        if kind == 1:
+            return pos + 1
+        if kind == 3:
+            return ~pos
+        if kind == 4:
+            k = _utf8_next(s, pos, n)
+            if k < 0:
+                return ~pos
+            pos = k
+            continue
+        if pos + 1 >= n:
+            return ~n
+        if s[pos + 1] == c'u':
+            for k in range(pos + 2, pos + 6):
+                if k >= n:
+                    return ~n
+                if not _IS_HEX[s[k]]:
+                    return ~k
+            pos += 6
+        elif _SIMPLE_ESCAPE[s[pos + 1]]:
+            pos += 2
+        else:
+            return ~(pos + 1)
+
+
+cdef inline Py_ssize_t _digits(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    while pos < n and c'0' <= s[pos] <= c'9':
+        pos += 1
+    return pos
+
+
+cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t stop
+    if s[pos] == c'-':
+        pos += 1
+    if pos < n and s[pos] == c'0':
+        pos += 1
+    elif pos < n and c'1' <= s[pos] <= c'9':
+        pos = _digits(s, pos + 1, n)
+    else:
+        return ~pos
+    if pos < n and s[pos] == c'.':
+        stop = _digits(s, pos + 1, n)
+        if stop == pos + 1:
+            return ~stop
+        pos = stop
+    if pos < n and (s[pos] == c'e' or s[pos] == c'E'):
+        pos += 1
+        if pos < n and (s[pos] == c'+' or s[pos] == c'-'):
+            pos += 1
+        stop = _digits(s, pos, n)
+        if stop == pos:
+            return ~pos
+        pos = stop
+    return pos
+
+
+cdef Py_ssize_t _scan_literal(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    cdef const char* word
+    cdef Py_ssize_t k, size
+    if s[pos] == c't':
+        word, size = b"true", 4
+    elif s[pos] == c'f':
+        word, size = b"false", 5
+    elif s[pos] == c'n':
+        word, size = b"null", 4
+    else:
+        return ~pos
+    for k in range(size):
+        if pos + k >= n:
+            return ~n
+        if s[pos + k] != <unsigned char>word[k]:
+            return ~(pos + k)
+    return pos + size
+
+
+cdef Py_ssize_t _scan_key(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Scan `"key" :` at pos; return the position of the member's value."""
+    if pos >= n:
+        return ~n
+    if s[pos] != c'"':
+        return ~pos
+    pos = _scan_string(s, pos, n)
+    if pos < 0:
+        return pos
+    pos = _ws(s, pos, n)
+    if pos >= n:
+        return ~n
+    if s[pos] != c':':
+        return ~pos
+    return _ws(s, pos + 1, n)
+
+
+cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* members) noexcept nogil:
+    """-1 when s[0:n] is exactly one JSON value, else the offset of the first bad byte.
+
+    members receives the top-level member count when the value is an object, else -1.
+    Iterative with an explicit bracket stack, so deep input cannot exhaust the C stack.
+    """
+    cdef unsigned char stack[_MAX_DEPTH]
+    cdef Py_ssize_t depth = 0, pos
+    cdef unsigned char c
+    members[0] = -1
+    pos = _ws(s, 0, n)
+    while True:
+        if pos >= n:
+            return n
+        c = s[pos]
+        if c == c'[' or c == c'{':
+            if depth >= _MAX_DEPTH:
+                return pos
+            stack[depth] = c
+            depth += 1
+            if c == c'{' and depth == 1:
+                members[0] = 0
+            pos = _ws(s, pos + 1, n)
+            if pos < n and s[pos] == c + 2:  # ']' / '}' follow '[' / '{' by 2
+                depth -= 1
+                pos += 1
+            else:
+                if c == c'{':
+                    pos = _scan_key(s, pos, n)
+                    if pos < 0:
+                        return ~pos
+                    members[0] += depth == 1
+                continue
+        elif c == c'"':
+            pos = _scan_string(s, pos, n)
+        elif c == c'-' or c'0' <= c <= c'9':
+            pos = _scan_number(s, pos, n)
+        else:
+            pos = _scan_literal(s, pos, n)
+        if pos < 0:
+            return ~pos
+        while True:  # after a value: close containers until a ',' or the end
+            pos = _ws(s, pos, n)
+            if depth == 0:
+                return -1 if pos == n else pos
+            if pos >= n:
+                return n
+            if s[pos] == c',':
+                pos = _ws(s, pos + 1, n)
+                if stack[depth - 1] == c'{':
+                    pos = _scan_key(s, pos, n)
+                    if pos < 0:
+                        return ~pos
+                    members[0] += depth == 1
+                break
+            if s[pos] != stack[depth - 1] + 2:
+                return pos
+            depth -= 1
+            pos += 1
