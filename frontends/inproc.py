@@ -1,0 +1,177 @@
+"""The in-process frontend: topics as a library, async (trio) or synchronous.
+
+Async users inside a trio program open the engine directly::
+
+    async with topics.open_engine("./data") as engine:
+        await engine.write("orders", [{"data": {"sku": "A1"}}])
+
+Scripts without trio use :func:`open`, which runs the engine on its own thread with its
+own ``trio.run`` and forwards each call there (``trio.from_thread``), so every engine
+method keeps running on the one engine thread (ARCHITECTURE: "One thread runs the engine").
+
+Rules:
+1. The engine thread is started and joined in exactly one place (``SyncEngine``).
+2. Errors raised by the engine reach the caller as the same exception classes.
+3. After ``close()`` every call raises ``RuntimeError`` (no silent reopen).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import trio
+
+from topics._clock import Clock
+from topics.engine import Engine, open_engine
+from topics.settings import Limits
+from topics.types import (
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    DiffResult,
+    PutTopicResult,
+    TopicPage,
+    TopicState,
+    WriteResult,
+)
+
+__all__ = ["SyncEngine", "open"]
+
+T = TypeVar("T")
+
+
+class SyncEngine:
+    """A synchronous handle on an engine running in a background thread.
+
+    Method names, arguments and results are those of :class:`topics.Engine`.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        *,
+        clock: Clock | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._engine: Engine | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._run, args=(data_dir, clock, limits), name="topics-engine", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+
+    def _run(self, data_dir: str | None, clock: Clock | None, limits: Limits | None) -> None:
+        try:
+            trio.run(self._main, data_dir, clock, limits)
+        except BaseException as exc:  # reported to the opener, which re-raises it
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    async def _main(self, data_dir: str | None, clock: Clock | None, limits: Limits | None) -> None:
+        async with open_engine(data_dir, clock=clock, limits=limits) as engine:
+            self._engine = engine
+            self._stop = trio.Event()
+            self._token = trio.lowlevel.current_trio_token()
+            self._ready.set()
+            await self._stop.wait()
+
+    @property
+    def engine(self) -> Engine:
+        """The underlying async engine (only usable from the engine thread)."""
+        if self._engine is None or self._closed:
+            raise RuntimeError("this topics engine is closed")
+        return self._engine
+
+    def _call(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        if self._closed or self._token is None:
+            raise RuntimeError("this topics engine is closed")
+        return trio.from_thread.run(functools.partial(fn, *args, **kwargs), trio_token=self._token)
+
+    def close(self) -> None:
+        """Stop the engine (flushing what it must) and join its thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._token is not None and self._stop is not None:
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> SyncEngine:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the Engine's methods, synchronously -------------------------------------------
+
+    def put_topic(self, topic: str, config: Mapping[str, Any] | None = None) -> PutTopicResult:
+        return self._call(self.engine.put_topic, topic, config)
+
+    def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
+        return self._call(self.engine.get_topic, topic, touch=touch)
+
+    def list_topics(
+        self,
+        *,
+        prefix: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+        touch: bool = False,
+    ) -> TopicPage:
+        return self._call(
+            self.engine.list_topics, prefix=prefix, page_size=page_size, cursor=cursor, touch=touch
+        )
+
+    def delete_topic(self, topic: str, *, if_empty: bool = False) -> DeleteTopicResult:
+        return self._call(self.engine.delete_topic, topic, if_empty=if_empty)
+
+    def write(
+        self, topic: str, records: Sequence[Mapping[str, Any]], **options: Any
+    ) -> WriteResult:
+        """See :meth:`topics.Engine.write` for the options."""
+        return self._call(self.engine.write, topic, records, **options)
+
+    def diff(self, topic: str, **options: Any) -> DiffResult:
+        """See :meth:`topics.Engine.diff` for the options."""
+        return self._call(self.engine.diff, topic, **options)
+
+    def delete_records(
+        self, topic: str, *, before_seq: int | None = None, match: object = None
+    ) -> DeleteRecordsResult:
+        return self._call(self.engine.delete_records, topic, before_seq=before_seq, match=match)
+
+
+def open(
+    data_dir: str | None = None, *, clock: Clock | None = None, limits: Limits | None = None
+) -> SyncEngine:
+    """Open topics for synchronous use.
+
+    Args:
+        data_dir: the data directory, or None for memory-only use (tests, scratch).
+
+    Example::
+
+        with topics.open(None) as db:
+            db.write("orders", [{"data": {"sku": "A1"}}])
+            print(db.diff("orders", from_seq=0).records)
+    """
+    return SyncEngine(data_dir, clock=clock, limits=limits)

@@ -1,0 +1,63 @@
+"""topics: a persistent event engine — append-only topics with exact cursors.
+
+The public surface: the async :class:`Engine` (also ``AsyncEngine``) opened with
+:func:`open_engine`, the synchronous facade :func:`open`, configuration and result
+types, and every error class.
+"""
+
+from __future__ import annotations
+
+from ._clock import Clock as Clock
+from ._clock import ManualClock as ManualClock
+from ._clock import SystemClock as SystemClock
+from ._storage.fs import DataDirLockedError as DataDirLockedError
+from ._storage.reader import Reader as Reader
+from .config import TopicConfig as TopicConfig
+from .engine import Engine as Engine
+from .engine import open_engine as open_engine
+from .errors import *  # noqa: F403 - the error classes are public by design
+from .errors import __all__ as _errors_all
+from .frontends.inproc import SyncEngine as SyncEngine
+from .frontends.inproc import open as open
+from .settings import Limits as Limits
+from .types import DeleteRecordsResult as DeleteRecordsResult
+from .types import DeleteTopicResult as DeleteTopicResult
+from .types import DiffResult as DiffResult
+from .types import PutTopicResult as PutTopicResult
+from .types import Record as Record
+from .types import Tombstone as Tombstone
+from .types import TopicPage as TopicPage
+from .types import TopicState as TopicState
+from .types import TopicSummary as TopicSummary
+from .types import WriteResult as WriteResult
+
+AsyncEngine = Engine
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncEngine",
+    "Clock",
+    "DataDirLockedError",
+    "DeleteRecordsResult",
+    "DeleteTopicResult",
+    "DiffResult",
+    "Engine",
+    "Limits",
+    "ManualClock",
+    "PutTopicResult",
+    "Reader",
+    "Record",
+    "SyncEngine",
+    "SystemClock",
+    "Tombstone",
+    "TopicConfig",
+    "TopicPage",
+    "TopicState",
+    "TopicSummary",
+    "WriteResult",
+    "__version__",
+    "open",
+    "open_engine",
+    *_errors_all,
+]

@@ -1,0 +1,53 @@
+"""The diff read shared by the engine and the read-only Reader (contract §3, §3.3).
+
+``read_diff`` decides the tombstone, the start of the window and the cursor fields from
+a topic's floors (docs/SEMANTICS.md rules 10-15); the rendering itself is the log's.
+"""
+
+from __future__ import annotations
+
+from ._log import TopicLog
+from .types import DiffResult, Tombstone, TombstoneReason
+
+__all__ = ["read_diff", "tombstone_for"]
+
+
+def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
+    """The tombstone a read from ``from_seq`` must carry, if any."""
+    if from_seq > log.head:
+        gap_to = log.earliest - 1
+        return Tombstone(1, gap_to, "recreated", max(0, gap_to), log.earliest, log.head)
+    first = from_seq + 1
+    if first >= log.evict_floor:
+        return None
+    by_cap, by_ttl = first < log.cap_floor, first < log.ttl_floor
+    reason: TombstoneReason = "mixed" if by_cap and by_ttl else "cap" if by_cap else "ttl"
+    gap_to = log.earliest - 1
+    return Tombstone(first, gap_to, reason, gap_to - first + 1, log.earliest, log.head)
+
+
+def read_diff(
+    log: TopicLog,
+    from_seq: int,
+    limit: int,
+    skip_nodes: frozenset[bytes] | None,
+    flags: int,
+    budget: int,
+) -> DiffResult:
+    """One diff window from ``from_seq`` (exclusive)."""
+    tombstone = tombstone_for(log, from_seq)
+    start = log.earliest if tombstone is not None else from_seq + 1
+    window = log.read(start, limit, budget, skip_nodes if log.config.dedupe_node else None, flags)
+    nxt = window.next_from_seq
+    return DiffResult(
+        topic=log.name,
+        records_json=window.records_json,
+        record_count=window.emitted,
+        next_from_seq=nxt,
+        head_seq=log.head,
+        earliest_seq=log.earliest,
+        caught_up=nxt == log.head,
+        tombstone=tombstone,
+        lag=log.head - nxt,
+        records_scanned=window.examined,
+    )

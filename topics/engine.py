@@ -1,0 +1,726 @@
+"""The Engine facade: the one object every frontend calls (contract §1-§5).
+
+Each public method checks its arguments, resolves the topic, calls one subsystem
+(``_log`` for records, ``_registry`` for the topic set) and returns a result from
+``topics.types``; errors are ``topics.errors`` classes carrying the wire code.
+
+Rules:
+1. State changes happen in synchronous code between awaits (trio never interleaves
+   there), so a method is atomic up to its first await and needs no lock.
+2. Bad input raises before the first mutation: nothing stored changes on an error.
+3. Time comes from the injected clock; retention is applied lazily at the start of
+   every operation on a topic, so each answer is exact for the clock at that moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+import ujson
+
+from . import _args
+from ._clock import Clock, SystemClock
+from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
+from ._log import DedupeEntry, TopicLog
+from ._names import check_topic_name
+from ._reads import read_diff
+from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
+from ._storage.fs import Fs, RealFs
+from ._storage.recovery import recover
+from ._storage.store import Store, StorePaths
+from ._storage.wal import Wal, WalStatistics, WalTicket
+from .config import TopicConfig, parse_config
+from .errors import (
+    BatchTooLargeError,
+    InternalError,
+    InvalidRequestError,
+    NotReadyError,
+    RecordTooLargeError,
+    ThrottledError,
+    TopicExistsIncompatibleError,
+    TopicFullError,
+    TopicNotEmptyError,
+    TopicNotFoundError,
+)
+from .settings import Limits
+from .types import (
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    DiffResult,
+    EngineStatistics,
+    PutTopicResult,
+    TopicGauge,
+    TopicPage,
+    TopicState,
+    TopicSummary,
+    WriteResult,
+)
+
+__all__ = ["DIFF_BYTE_BUDGET", "Engine", "open_engine"]
+
+DEFAULT_LIMIT = 256
+MAX_WAIT_MS = 30_000
+#: Per-response byte budget of a diff (contract §11: 1 MiB; one record always goes out).
+DIFF_BYTE_BUDGET = 1 << 20
+MAX_PAGE_SIZE = 1000
+IDEMPOTENCY_KEY_MAX_CHARS = 256
+RETENTION_SWEEP_S = 1.0
+#: Seqs reserved ahead per WATERMARK entry: a crash can leave at most this many (plus the
+#: batch) seqs skipped, and a reserving write pays one synced WAL entry per this many.
+WATERMARK_RESERVE = 4096
+
+# Auto-priority (docs/SEMANTICS.md rule 22).
+AUTO_PRIORITY_MAX = 500
+AUTO_PRIORITY_HALF_LIFE_MS = 30_000
+AUTO_PRIORITY_IDLE_MS = 300_000
+
+
+class Engine:
+    """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
+    synchronous facade); every method must be called from the engine's trio thread."""
+
+    def __init__(self, *, clock: Clock | None = None, limits: Limits | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.limits = limits if limits is not None else Limits()
+        self._registry = TopicRegistry()
+        self._total_bytes = 0
+        self._closed = False
+        self._recovery_progress = 1.0
+        self._started_ms = self.clock.now_ms()
+        self._store: Store | None = None
+
+    # -- topics (§1) ------------------------------------------------------------------
+
+    async def put_topic(
+        self, topic: str, config: Mapping[str, Any] | None = None
+    ) -> PutTopicResult:
+        """Create a topic or apply a config change (idempotent upsert, §1.1).
+
+        Raises: invalid_request, topic_exists_incompatible (type change), throttled
+        (max_topics).
+        """
+        name = check_topic_name(topic)
+        self._check_serving()
+        log = self._registry.get(name)
+        if log is None:
+            cfg = parse_config(config, None, name)
+            self._check_topic_cap()
+            log = self._registry.create(name, cfg)
+            await self._log_topic(log)
+            return PutTopicResult(name, True, cfg)
+        cfg = parse_config(config, log.config, name)
+        self._apply_retention(log)  # what the old config already expired stays expired
+        if cfg.type != log.config.type:
+            raise TopicExistsIncompatibleError(
+                f'topic "{name}" is a {log.config.type}; its type cannot change to {cfg.type}',
+                detail={"topic": name, "type": log.config.type, "requested_type": cfg.type},
+            )
+        changed = cfg != log.config
+        log.config = cfg
+        self._apply_retention(log)  # a tightened cap/ttl applies to what is stored now
+        if changed:
+            await self._log_topic(log)
+        return PutTopicResult(name, False, cfg)
+
+    async def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
+        """Topic state (§1.2). ``touch`` bumps the auto-priority recency clock."""
+        touch = _args.bool_arg("touch", touch)
+        self._check_ready()
+        log = self._live_topic(check_topic_name(topic))
+        now = self.clock.now_ms()
+        if touch:
+            log.last_read_ts = now
+        return TopicState(
+            topic=log.name,
+            type=log.config.type,
+            head_seq=log.head,
+            earliest_seq=log.earliest,
+            next_seq=log.head + 1,
+            count=log.count,
+            bytes=log.bytes,
+            config=log.config,
+            effective_priority=self._priority(log, now),
+            last_write_ts=log.last_write_ts,
+            last_read_ts=log.last_read_ts,
+            queue=self._queue_counters(log),
+        )
+
+    def _queue_counters(self, log: TopicLog) -> dict[str, int] | None:
+        """§10.7 counters of a queue topic. Until a job is claimed every live job is ready."""
+        if log.config.type != "queue":
+            return None
+        return {"ready": log.count, "in_flight": 0, "dead_lettered": 0}
+
+    async def list_topics(
+        self,
+        *,
+        prefix: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+        touch: bool = False,
+    ) -> TopicPage:
+        """One page of topics in name order (§1.3)."""
+        if prefix is not None and not isinstance(prefix, str):
+            raise InvalidRequestError.for_field("prefix", "must be a string")
+        size = _args.u64("page_size", page_size)
+        if size == 0:
+            raise InvalidRequestError.for_field("page_size", "must be at least 1")
+        after = decode_list_cursor(cursor) if cursor is not None else None
+        touch = _args.bool_arg("touch", touch)
+        self._check_ready()
+        logs, last = self._registry.page(prefix or "", after, min(size, MAX_PAGE_SIZE))
+        now = self.clock.now_ms()
+        summaries = []
+        for log in logs:
+            self._apply_retention(log, now)
+            if touch:
+                log.last_read_ts = now
+            summaries.append(self._summary(log, now))
+        return TopicPage(summaries, encode_list_cursor(last) if last is not None else None)
+
+    async def delete_topic(self, topic: str, *, if_empty: bool = False) -> DeleteTopicResult:
+        """Delete a topic and everything it holds (§1.4). Absent: ``deleted=False``."""
+        name = check_topic_name(topic)
+        if_empty = _args.bool_arg("if_empty", if_empty)
+        self._check_serving()
+        log = self._registry.get(name)
+        if log is None:
+            return DeleteTopicResult(name, False, [])
+        self._apply_retention(log)
+        if if_empty and log.count > 0:
+            raise TopicNotEmptyError(
+                f'topic "{name}" holds {log.count} records',
+                detail={"topic": name, "count": log.count},
+            )
+        self._registry.remove(name)
+        self._total_bytes -= log.bytes
+        log.deleted = True
+        log.wake()
+        if self._store is not None:
+            await self._store.log_topic_delete(log).wait()
+        return DeleteTopicResult(name, True, [])
+
+    # -- writes (§2) ------------------------------------------------------------------
+
+    async def write(
+        self,
+        topic: str,
+        records: Sequence[Mapping[str, Any]],
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        return_seqs: bool = True,
+    ) -> WriteResult:
+        """Append a batch atomically (§2); checks in the order of docs/SEMANTICS.md rule 18.
+
+        Args:
+            records: mappings with "data" (any JSON value, or bytes of JSON text) and
+                optional "tag", "node", "meta".
+
+        Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,
+        topic_full, throttled.
+
+        Example::
+
+            res = await engine.write("orders", [{"data": {"sku": "A1"}, "tag": "o-1"}])
+            res.seqs  # [1]
+        """
+        # A registered name was validated when its topic was created.
+        name = topic if type(topic) is str and topic in self._registry.topics else check_topic_name(topic)
+        node = _args.opt_str("node", node, self.limits.max_node_bytes)
+        key = self._idempotency_key(idempotency_key)
+        return_seqs = _args.bool_arg("return_seqs", return_seqs)
+        self._check_serving()
+        log, created = self._topic_for_write(name, create, config)
+        if self._store is not None and not created:
+            log, created = await self._reserve(name, log, records, create, config)
+        now = self.clock.now_ms()
+        if key is not None and not created:
+            hit = self._dedupe_hit(log, key, now)
+            if hit is not None:
+                return self._write_result(log, hit, return_seqs, created=False, deduped=True)
+        n = self._batch_size(records)
+        seg = log.writable_segment()
+        ts = log.next_ts(now)
+        frames, tags = self._encode(records, log.head + 1, ts, node, seg.salt)
+        self._check_room(log, n, len(frames))
+        if created:
+            self._check_topic_cap()
+            self._registry.add(log)
+        size = log.append(frames, n, tags, ts)
+        self._total_bytes += size
+        log.last_write_ts = now
+        if log.config.discard == "old":
+            self._evict(log)
+        entry = DedupeEntry(now, log.head - n + 1, log.head)
+        if key is not None:
+            log.dedupe[key] = entry
+        log.wake()
+        timings = await self._log_append(log, seg.salt, frames, created, n)
+        return self._write_result(
+            log, entry, return_seqs, created=created, deduped=False, timings=timings
+        )
+
+    async def _log_append(
+        self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
+    ) -> tuple[float, float]:
+        """Log a published batch; for the fsync class wait until it is synced (§2)."""
+        store = self._store
+        if store is None:
+            return (0.0, 0.0)
+        if created:
+            await self._log_topic(log, reserve=n)
+        ticket = store.log_append(log, salt, frames)
+        if ticket is None or log.config.durability != "fsync":
+            return (0.0, 0.0)
+        return await ticket.wait()
+
+    async def _reserve(
+        self,
+        name: str,
+        log: TopicLog,
+        records: object,
+        create: object,
+        config: Mapping[str, Any] | None,
+    ) -> tuple[TopicLog, bool]:
+        """Make the durable watermark cover this batch's seqs before any is handed out."""
+        n = len(records) if isinstance(records, list | tuple) else 0
+        created = False
+        while not created and log.head + n > log.watermark:
+            assert self._store is not None
+            target = log.head + n + max(WATERMARK_RESERVE, n)
+            await self._store.log_watermark(log, target).wait()
+            log.watermark = max(log.watermark, target)
+            log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
+        return log, created
+
+    async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
+        """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""
+        if self._store is None:
+            return
+        target = log.head + (max(WATERMARK_RESERVE, reserve) if reserve else 0)
+        await self._store.log_topic(log, max(target, log.watermark)).wait()
+        log.watermark = max(log.watermark, target)
+
+    def _topic_for_write(
+        self, name: str, create: object, config: Mapping[str, Any] | None
+    ) -> tuple[TopicLog, bool]:
+        if create is not None:
+            create = _args.bool_arg("create", create)
+        inline = parse_config(config, None, name) if config is not None else None
+        log = self._registry.get(name)
+        if log is not None:
+            self._apply_retention(log)
+            return log, False
+        cfg = inline if inline is not None else TopicConfig()
+        if not (create if create is not None else cfg.auto_create):
+            raise TopicNotFoundError.for_topic(name)
+        return self._registry.prepare(name, cfg), True
+
+    def _idempotency_key(self, key: object) -> str | None:
+        if key is None:
+            return None
+        if not isinstance(key, str) or not key or len(key) > IDEMPOTENCY_KEY_MAX_CHARS:
+            raise InvalidRequestError.for_field(
+                "idempotency_key",
+                f"must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX_CHARS} characters",
+            )
+        return key
+
+    def _dedupe_hit(self, log: TopicLog, key: str, now: int) -> DedupeEntry | None:
+        window = log.config.idempotency_window_ms
+        dedupe = log.dedupe
+        while dedupe:
+            oldest = next(iter(dedupe.values()))
+            if now - oldest.written_at_ms <= window:
+                break
+            dedupe.popitem(last=False)
+        entry = dedupe.get(key)
+        if entry is not None and now - entry.written_at_ms > window:
+            return None
+        return entry
+
+    def _batch_size(self, records: object) -> int:
+        if not isinstance(records, list | tuple):
+            raise InvalidRequestError.for_field("records", "must be an array of records")
+        n = len(records)
+        if n == 0:
+            raise InvalidRequestError.for_field("records", "must hold at least one record")
+        if n > self.limits.max_batch_records:
+            raise BatchTooLargeError(
+                f"{n} records in one write; the limit is {self.limits.max_batch_records}",
+                detail={"records": n, "max": self.limits.max_batch_records},
+            )
+        return n
+
+    def _encode(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        first_seq: int,
+        ts: int,
+        node: str | None,
+        salt: int,
+    ) -> tuple[bytes, list[bytes | None] | None]:
+        try:
+            return encode_batch(
+                records, first_seq, ts, node, salt, self.limits.encode_limits, ujson.dumps
+            )
+        except FrameError as exc:
+            raise _record_error(exc, self.limits) from None
+
+    def _check_room(self, log: TopicLog, n: int, size: int) -> None:
+        cfg = log.config
+        if cfg.discard == "reject":
+            if (cfg.cap_records and n > cfg.cap_records) or (
+                cfg.cap_bytes and size > cfg.cap_bytes
+            ):
+                raise RecordTooLargeError(
+                    f"this write ({n} records, {size} bytes) can never fit topic caps",
+                    detail={"cap_records": cfg.cap_records, "cap_bytes": cfg.cap_bytes},
+                )
+            if (cfg.cap_records and log.count + n > cfg.cap_records) or (
+                cfg.cap_bytes and log.bytes + size > cfg.cap_bytes
+            ):
+                raise TopicFullError(
+                    f'topic "{log.name}" is full (discard: reject); nothing was appended',
+                    detail={
+                        "topic": log.name,
+                        "cap_records": cfg.cap_records,
+                        "cap_bytes": cfg.cap_bytes,
+                        "count": log.count,
+                        "bytes": log.bytes,
+                        "head_seq": log.head,
+                        "earliest_seq": log.earliest,
+                    },
+                )
+        quota = self.limits.max_total_bytes
+        if quota and self._total_bytes + size > quota:
+            # A self-trimming topic frees what its caps evict (§11: the *live* total counts).
+            freed = log.evictable_bytes(n, size) if cfg.discard == "old" else 0
+            if self._total_bytes + size - freed > quota:
+                raise ThrottledError.for_limit("max_total_bytes", quota)
+
+    def _write_result(
+        self,
+        log: TopicLog,
+        entry: DedupeEntry,
+        return_seqs: bool,
+        *,
+        created: bool,
+        deduped: bool,
+        timings: tuple[float, float] = (0.0, 0.0),
+    ) -> WriteResult:
+        n = entry.last_seq - entry.first_seq + 1
+        return WriteResult(
+            topic=log.name,
+            first_seq=entry.first_seq,
+            last_seq=entry.last_seq,
+            seqs=list(range(entry.first_seq, entry.last_seq + 1)) if return_seqs else None,
+            head_seq=log.head,
+            count=n,
+            created=created,
+            deduped=deduped,
+            wal_append_ms=timings[0],
+            fsync_ms=timings[1],
+        )
+
+    # -- reads (§3) -------------------------------------------------------------------
+
+    async def diff(
+        self,
+        topic: str,
+        *,
+        from_seq: int = 0,
+        limit: int = 0,
+        node: str | list[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        include_data: bool = True,
+        wait_ms: int = 0,
+        max_bytes: int = DIFF_BYTE_BUDGET,
+    ) -> DiffResult:
+        """Records after ``from_seq`` (exclusive), windowed, with any tombstone (§3).
+
+        ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
+        write (at most 30 s). Raises: invalid_request, topic_not_found (never creates).
+
+        Example::
+
+            res = await engine.diff("orders", from_seq=0, limit=100)
+            for rec in res.records: ...
+            cursor = res.next_from_seq
+        """
+        name = check_topic_name(topic)
+        from_seq = _args.u64("from_seq", from_seq)
+        limit = _args.u64("limit", limit) or DEFAULT_LIMIT
+        limit = min(limit, self.limits.max_limit)
+        wait_ms = min(_args.u64("wait_ms", wait_ms), MAX_WAIT_MS)
+        skip = _args.node_set(node, self.limits.max_node_bytes)
+        flags = (
+            (RENDER_TAGS if _args.bool_arg("include_tags", include_tags) else 0)
+            | (RENDER_META if _args.bool_arg("include_meta", include_meta) else 0)
+            | (RENDER_DATA if _args.bool_arg("include_data", include_data) else 0)
+        )
+        budget = max(1, _args.u64("max_bytes", max_bytes))
+        self._check_ready()
+        log = self._live_topic(name)
+        result = read_diff(log, from_seq, limit, skip, flags, budget)
+        if wait_ms and result.caught_up and not result.record_count and result.tombstone is None:
+            with trio.move_on_after(wait_ms / 1000):
+                await log.waiters.park()
+            if self._registry.get(name) is not log:  # deleted (maybe recreated) meanwhile
+                raise TopicNotFoundError.for_topic(name)
+            self._apply_retention(log)
+            result = read_diff(log, from_seq, limit, skip, flags, budget)
+        log.last_read_ts = self.clock.now_ms()
+        return result
+
+    # -- deletes (§5) -----------------------------------------------------------------
+
+    async def delete_records(
+        self, topic: str, *, before_seq: int | None = None, match: object = None
+    ) -> DeleteRecordsResult:
+        """Permanently delete records by seq bound and/or tag match (§5). Silent: no tombstone.
+
+        Raises: invalid_request (neither given, bad match), topic_not_found.
+        """
+        name = check_topic_name(topic)
+        if before_seq is None and match is None:
+            raise InvalidRequestError(
+                "give before_seq, match, or both", detail={"field": "before_seq"}
+            )
+        before = _args.u64("before_seq", before_seq) if before_seq is not None else None
+        spec = _args.match_arg(match) if match is not None else None
+        self._check_serving()
+        log = self._live_topic(name)
+        bound = log.head + 1 if before is None else min(before, log.head + 1)
+        bytes_before = log.bytes
+        ticket: WalTicket | None = None
+        if spec is None:
+            deleted = log.delete_before(bound)
+            if deleted and self._store is not None:
+                ticket = self._store.log_delete_before(log, bound)
+        else:
+            op, operand = spec
+            trie = log.trie
+            seqs = trie.pop_exact(operand, bound) if op == "Eq" else trie.pop_prefix(operand, bound)
+            if self._store is not None:
+                self._store.note_deleted(log, seqs)
+            deleted = log.delete_seqs(seqs)
+            if self._store is not None:
+                ticket = self._store.log_delete_seqs(log, seqs)
+        self._total_bytes -= bytes_before - log.bytes
+        fsync_ms = 0.0
+        if ticket is not None and log.config.durability == "fsync":
+            fsync_ms = (await ticket.wait())[1]
+        return DeleteRecordsResult(
+            name, deleted, log.earliest, log.head, log.count, log.bytes, fsync_ms
+        )
+
+    # -- operations -------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """True once recovery is complete and the engine serves requests (§8.2)."""
+        return self._recovery_progress >= 1.0
+
+    @property
+    def recovery_progress(self) -> float:
+        """0.0-1.0 while recovering; 1.0 when ready."""
+        return self._recovery_progress
+
+    def statistics(self, *, max_topic_gauges: int = 1000) -> EngineStatistics:
+        """A frozen snapshot of the gauges /v0/metrics reports (§8.3)."""
+        by_class = dict.fromkeys(("ephemeral", "memory", "disk", "fsync"), 0)
+        records = queues = 0
+        gauges: list[TopicGauge] = []
+        for name in self._registry.names:
+            log = self._registry.topics[name]
+            by_class[log.config.durability] += 1
+            records += log.count
+            queues += log.config.type == "queue"
+            if len(gauges) < max_topic_gauges:
+                gauges.append(TopicGauge(name, log.head, log.earliest, log.count, log.bytes))
+        return EngineStatistics(
+            ready=self.ready,
+            recovery_progress=self._recovery_progress,
+            uptime_ms=max(0, self.clock.now_ms() - self._started_ms),
+            topics=len(self._registry),
+            topics_by_class=by_class,
+            queue_topics=queues,
+            records_live=records,
+            bytes_live=self._total_bytes,
+            topic_gauges=gauges,
+            topic_gauges_truncated=len(self._registry) > len(gauges),
+        )
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _check_ready(self) -> None:
+        if self._recovery_progress < 1.0:
+            raise NotReadyError(
+                "recovery in progress; retry shortly",
+                detail={"replay_progress": round(self._recovery_progress, 3)},
+                retry_after=1.0,
+            )
+
+    def _check_serving(self) -> None:
+        """Ready, and able to make changes durable (the WAL turns read-only after an I/O error)."""
+        self._check_ready()
+        if self._store is not None and self._store.wal.read_only:
+            raise InternalError(
+                "storage failed (a WAL write or fsync error); writes are refused until restart",
+                detail={"storage": "read_only"},
+            )
+
+    def wal_statistics(self) -> WalStatistics | None:
+        """WAL counters for /v0/metrics, or None for a memory-only engine."""
+        return self._store.wal.statistics() if self._store is not None else None
+
+    def _live_topic(self, name: str) -> TopicLog:
+        log = self._registry.get(name)
+        if log is None:
+            raise TopicNotFoundError.for_topic(name)
+        self._apply_retention(log)
+        return log
+
+    def _apply_retention(self, log: TopicLog, now: int | None = None) -> None:
+        before = log.bytes
+        bound = log.expire(self.clock.now_ms() if now is None else now)
+        if bound and self._store is not None:
+            self._store.log_expire(log, bound)
+        if log.config.discard == "old":
+            log.evict_to_caps()
+        self._total_bytes -= before - log.bytes
+
+    def _evict(self, log: TopicLog) -> None:
+        before = log.bytes
+        log.evict_to_caps()
+        self._total_bytes -= before - log.bytes
+
+    def _check_topic_cap(self) -> None:
+        cap = self.limits.max_topics
+        if cap and len(self._registry) >= cap:
+            raise ThrottledError.for_limit("max_topics", cap)
+
+    def _priority(self, log: TopicLog, now: int) -> int:
+        cfg = log.config
+        if cfg.priority is not None:
+            return cfg.priority
+        if not cfg.auto_priority or log.last_read_ts is None:
+            return 0
+        idle = now - log.last_read_ts
+        if idle >= AUTO_PRIORITY_IDLE_MS:
+            return 0
+        return round(AUTO_PRIORITY_MAX * 2 ** (-max(idle, 0) / AUTO_PRIORITY_HALF_LIFE_MS))
+
+    def _summary(self, log: TopicLog, now: int) -> TopicSummary:
+        return TopicSummary(
+            topic=log.name,
+            type=log.config.type,
+            head_seq=log.head,
+            earliest_seq=log.earliest,
+            count=log.count,
+            bytes=log.bytes,
+            durable=log.config.durable,
+            durability=log.config.durability,
+            effective_priority=self._priority(log, now),
+        )
+
+    async def _recover(self, nursery: trio.Nursery, fs: Fs, paths: StorePaths) -> None:
+        """Rebuild state from disk in a worker thread, then start the WAL and checkpoints."""
+
+        def progress(value: float) -> None:
+            self._recovery_progress = min(value, 0.999)
+
+        rec = await trio.to_thread.run_sync(
+            lambda: recover(fs, paths, repair=True, progress=progress)
+        )
+        wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
+        store = Store(fs, paths, wal, rec.generation)
+        store.after_recovery(rec.covered_lsn, rec.files)
+        for key, idxs in rec.deleted.items():
+            store.pending_deleted(key).update(idxs)
+        self._registry = rec.registry
+        self._total_bytes = sum(log.bytes for log in rec.registry.topics.values())
+        self._store = store
+        await nursery.start(wal.run)
+        await nursery.start(store.run, rec.registry)
+        self._recovery_progress = 1.0
+
+    async def _sweep_retention(self) -> None:
+        """Expire TTL'd records in the background so idle topics release memory too."""
+        while True:
+            await trio.sleep(RETENTION_SWEEP_S)
+            for log in list(self._registry.topics.values()):
+                if log.config.ttl_ms:
+                    self._apply_retention(log)
+
+
+def _record_error(exc: FrameError, limits: Limits) -> Exception:
+    field = f"records[{exc.index}].{exc.field}" if exc.index >= 0 else "records"
+    detail: dict[str, Any] = {"field": field, "index": exc.index}
+    if exc.field == "record" and exc.reason == "too_large":
+        detail["max"] = limits.max_record_bytes
+        return RecordTooLargeError(f"{field}: {exc}", detail=detail)
+    return InvalidRequestError(f"{field}: {exc}", detail=detail)
+
+
+@asynccontextmanager
+async def open_engine(
+    data_dir: str | None = None,
+    *,
+    clock: Clock | None = None,
+    limits: Limits | None = None,
+    fs: Fs | None = None,
+    wait_ready: bool = True,
+) -> AsyncIterator[Engine]:
+    """Open an engine for the duration of an ``async with`` block.
+
+    Args:
+        data_dir: the data directory (created if absent; one writer at a time), or None
+            for a memory-only engine (nothing survives the process).
+        clock: time source (a ``ManualClock`` in tests).
+        limits: hard limits and resource caps (default: the contract's defaults).
+        fs: the file-system seam (tests pass a fake disk).
+        wait_ready: finish recovery before returning (library use). A server passes False
+            to listen at once and answer 503 not_ready while recovery runs.
+
+    Resource handling: the WAL writer, checkpointing and the retention sweep live in one
+    nursery that closes with the block; closing flushes the WAL and writes a final
+    checkpoint first.
+
+    Raises:
+        DataDirLockedError: another process has the data directory open.
+    """
+    engine = Engine(clock=clock, limits=limits)
+    async with trio.open_nursery() as nursery:
+        lock = None
+        if data_dir is not None:
+            fs = fs if fs is not None else RealFs()
+            paths = StorePaths.for_dir(data_dir)
+            fs.makedirs(paths.root)
+            lock = fs.lock(paths.lock)
+            for sub in (paths.wal, paths.segments, paths.manifest):
+                fs.makedirs(sub)
+            fs.sync_dir(paths.root)
+            engine._recovery_progress = 0.0
+            if wait_ready:
+                await engine._recover(nursery, fs, paths)
+            else:
+                nursery.start_soon(engine._recover, nursery, fs, paths)
+        nursery.start_soon(engine._sweep_retention)
+        try:
+            yield engine
+        finally:
+            engine._closed = True
+            if engine._store is not None:
+                await engine._store.aclose(engine._registry)
+            if lock is not None:
+                lock.release()
+            nursery.cancel_scope.cancel()

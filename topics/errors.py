@@ -1,0 +1,243 @@
+"""The one error hierarchy every frontend maps (contract §0.5 error table).
+
+Each class carries the stable wire ``code``, the HTTP ``status`` and, per instance, a
+human ``message`` and an optional structured ``detail``. Frontends never build error
+bodies themselves: they call :func:`topics.wire.envelope.error_body` (HTTP/SSE) or the
+WebSocket equivalent with the exception.
+
+Rule 1: a code is registered by exactly one class (checked at class creation).
+Rule 2: tombstones are data, never errors; nothing here is raised for loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "BatchTooLargeError",
+    "ConflictError",
+    "ForbiddenError",
+    "InternalError",
+    "InvalidRequestError",
+    "MethodNotAllowedError",
+    "NotAQueueError",
+    "NotAcceptableError",
+    "NotFoundError",
+    "NotReadyError",
+    "PayloadTooLargeError",
+    "RecordTooLargeError",
+    "RouterCycleError",
+    "RouterNotFoundError",
+    "ShuttingDownError",
+    "ThrottledError",
+    "TopicExistsIncompatibleError",
+    "TopicFullError",
+    "TopicNotEmptyError",
+    "TopicNotFoundError",
+    "TopicsError",
+    "UnauthorizedError",
+    "UnsupportedMediaTypeError",
+    "error_class_for_code",
+]
+
+_REGISTRY: dict[str, type[TopicsError]] = {}
+
+
+class TopicsError(Exception):
+    """Base of every error topics raises on purpose.
+
+    Args:
+        message: what went wrong and, where useful, what to do next.
+        detail: structured context echoed as ``error.detail``.
+        retry_after: seconds a client should wait (429/503), sent as ``Retry-After``.
+    """
+
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        detail: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail: dict[str, Any] | None = dict(detail) if detail is not None else None
+        self.retry_after = retry_after
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("code")
+        if code is None:  # an intermediate family base shares its parent's code
+            return
+        if code in _REGISTRY:
+            raise TypeError(f"error code {code!r} already registered by {_REGISTRY[code].__name__}")
+        _REGISTRY[code] = cls
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``error`` object of the contract's envelope."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.detail is not None:
+            body["detail"] = self.detail
+        return body
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, detail={self.detail!r})"
+
+
+_REGISTRY["internal"] = TopicsError
+
+
+def error_class_for_code(code: str) -> type[TopicsError]:
+    """The class registered for a wire code; unknown codes map to :class:`TopicsError`."""
+    return _REGISTRY.get(code, TopicsError)
+
+
+class InternalError(TopicsError):
+    """A bug: the server could not complete a valid request."""
+
+
+# 400 ------------------------------------------------------------------------------
+
+
+class InvalidRequestError(TopicsError):
+    code = "invalid_request"
+    status = 400
+
+    @classmethod
+    def for_field(cls, field: str, problem: str) -> InvalidRequestError:
+        return cls(f"{field}: {problem}", detail={"field": field})
+
+
+class BatchTooLargeError(TopicsError):
+    code = "batch_too_large"
+    status = 400
+
+
+class RecordTooLargeError(TopicsError):
+    code = "record_too_large"
+    status = 400
+
+
+# 401/403 --------------------------------------------------------------------------
+
+
+class UnauthorizedError(TopicsError):
+    code = "unauthorized"
+    status = 401
+
+
+class ForbiddenError(TopicsError):
+    code = "forbidden"
+    status = 403
+
+
+# 404 ------------------------------------------------------------------------------
+
+
+class NotFoundError(TopicsError):
+    code = "not_found"
+    status = 404
+
+
+class TopicNotFoundError(NotFoundError):
+    code = "topic_not_found"
+    status = 404
+
+    @classmethod
+    def for_topic(cls, topic: str) -> TopicNotFoundError:
+        return cls(f'topic "{topic}" does not exist', detail={"topic": topic})
+
+
+class RouterNotFoundError(NotFoundError):
+    code = "router_not_found"
+    status = 404
+
+    @classmethod
+    def for_router(cls, router: str) -> RouterNotFoundError:
+        return cls(f'router "{router}" does not exist', detail={"router": router})
+
+
+# 405/406/413/415 ------------------------------------------------------------------
+
+
+class MethodNotAllowedError(TopicsError):
+    code = "method_not_allowed"
+    status = 405
+
+
+class NotAcceptableError(TopicsError):
+    code = "not_acceptable"
+    status = 406
+
+
+class PayloadTooLargeError(TopicsError):
+    code = "payload_too_large"
+    status = 413
+
+
+class UnsupportedMediaTypeError(TopicsError):
+    code = "unsupported_media_type"
+    status = 415
+
+
+# 409 ------------------------------------------------------------------------------
+
+
+class ConflictError(TopicsError):
+    code = "conflict"
+    status = 409
+
+
+class RouterCycleError(ConflictError):
+    code = "router_cycle"
+    status = 409
+
+
+class TopicExistsIncompatibleError(ConflictError):
+    code = "topic_exists_incompatible"
+    status = 409
+
+
+class TopicNotEmptyError(ConflictError):
+    code = "topic_not_empty"
+    status = 409
+
+
+class NotAQueueError(ConflictError):
+    code = "not_a_queue"
+    status = 409
+
+
+# 422/429/503 ----------------------------------------------------------------------
+
+
+class TopicFullError(TopicsError):
+    code = "topic_full"
+    status = 422
+
+
+class ThrottledError(TopicsError):
+    code = "throttled"
+    status = 429
+
+    @classmethod
+    def for_limit(cls, limit: str, maximum: int, retry_after: float = 1.0) -> ThrottledError:
+        return cls(
+            f"resource cap {limit} ({maximum}) reached; retry later",
+            detail={"limit": limit, "max": maximum},
+            retry_after=retry_after,
+        )
+
+
+class NotReadyError(TopicsError):
+    code = "not_ready"
+    status = 503
+
+
+class ShuttingDownError(TopicsError):
+    code = "shutting_down"
+    status = 503

@@ -1,0 +1,95 @@
+"""Engine-wide limits (contract §2 batching limits, §3 read clamps, §11 resource caps).
+
+Every limit has the contract's default and its ``TOPICS_MAX_*`` environment variable.
+A resource cap of 0 means unlimited (§11); the batching limits are hard limits and must
+be positive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["Limits"]
+
+# Resource caps (§11) may be 0 = unlimited; everything else must be >= 1.
+_ZERO_MEANS_UNLIMITED = frozenset(
+    {
+        "max_topics",
+        "max_routers",
+        "max_watch_sessions",
+        "max_sse_connections",
+        "max_sse_connections_per_key",
+        "max_inflight_per_key",
+        "max_total_bytes",
+    }
+)
+# The frame stores tag/node lengths in 16 bits.
+_U16_FIELDS = frozenset({"max_tag_bytes", "max_node_bytes"})
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Hard limits and resource caps, with the contract's defaults."""
+
+    max_batch_records: int = 10_000
+    max_record_bytes: int = 1 << 20
+    max_body_bytes: int = 64 << 20
+    max_meta_bytes: int = 16 << 10
+    max_meta_keys: int = 64
+    max_tag_bytes: int = 256
+    max_node_bytes: int = 128
+    max_limit: int = 1000
+    max_claim: int = 1000
+    max_watch_topics: int = 256
+    max_topics: int = 100_000
+    max_routers: int = 10_000
+    max_watch_sessions: int = 10_000
+    max_sse_connections: int = 10_000
+    max_sse_connections_per_key: int = 1000
+    max_inflight_per_key: int = 1000
+    max_total_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{field.name} must be an integer, got {value!r}")
+            low = 0 if field.name in _ZERO_MEANS_UNLIMITED else 1
+            if value < low:
+                raise ValueError(f"{field.name} must be >= {low}, got {value}")
+            if field.name in _U16_FIELDS and value > 0xFFFF:
+                raise ValueError(f"{field.name} must be <= 65535, got {value}")
+
+    @staticmethod
+    def env_var(name: str) -> str:
+        """The environment variable that sets limit ``name`` (e.g. TOPICS_MAX_TOPICS)."""
+        return "TOPICS_" + name.upper()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
+        """Read every ``TOPICS_MAX_*`` variable that is set; raise ValueError on a bad one."""
+        env = os.environ if env is None else env
+        values: dict[str, int] = {}
+        for field in dataclasses.fields(cls):
+            raw = env.get(cls.env_var(field.name))
+            if raw is None or raw.strip() == "":
+                continue
+            try:
+                values[field.name] = int(raw.strip())
+            except ValueError:
+                raise ValueError(f"{cls.env_var(field.name)}={raw!r} is not an integer") from None
+        return cls(**values)
+
+    @property
+    def encode_limits(self) -> tuple[int, int, int, int, int]:
+        """The tuple ``topics._core.encode_batch`` takes."""
+        return (
+            self.max_record_bytes,
+            self.max_meta_bytes,
+            self.max_meta_keys,
+            self.max_tag_bytes,
+            self.max_node_bytes,
+        )
