@@ -1,0 +1,88 @@
+"""WAL entry payloads: what the engine logs and how recovery reads it back.
+
+Every state change of a persistent topic is one WAL entry, appended in the order the
+engine applied it, so replaying the entries in LSN order over the last checkpoint
+reproduces the state exactly:
+
+Rule 1: an APPEND carries the record frames exactly as the in-memory segment holds them
+  (plus the segment salt their CRCs use), so replay appends the same bytes — no re-encoding.
+Rule 2: anything that depends on the clock is logged as its outcome, never recomputed:
+  an EXPIRE entry names the seq bound TTL reached, a tag delete logs the seqs it removed.
+Rule 3: cap eviction is not logged: it is a pure function of the appends and the config
+  entries before it, and replay re-runs it at the same points.
+Rule 4: a WATERMARK entry is synced before any seq above the previous watermark is handed
+  out, so after a crash no seq is ever reused (docs/STORAGE_FORMATS.md).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import ujson
+
+__all__ = [
+    "APPEND",
+    "DELETE_BEFORE",
+    "DELETE_SEQS",
+    "EXPIRE",
+    "TOPIC_DELETE",
+    "TOPIC_PUT",
+    "WATERMARK",
+    "AppendEntry",
+    "decode_append",
+    "decode_topic_put",
+    "decode_u64s",
+    "encode_append",
+    "encode_topic_put",
+    "encode_u64s",
+]
+
+TOPIC_PUT = 1  # JSON: {"id", "name", "config", "watermark"}
+TOPIC_DELETE = 2  # u64 topic_id
+APPEND = 3  # u64 topic_id, u32 salt, frames
+DELETE_BEFORE = 4  # u64 topic_id, u64 bound
+DELETE_SEQS = 5  # u64 topic_id, u64 seq * n
+EXPIRE = 6  # u64 topic_id, u64 bound, u64 ttl_floor
+WATERMARK = 7  # u64 topic_id, u64 watermark
+
+_APPEND_HEAD = struct.Struct("<QI")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntry:
+    topic_id: int
+    salt: int
+    frames: memoryview
+
+
+def encode_append(topic_id: int, salt: int, frames: bytes) -> bytes:
+    return _APPEND_HEAD.pack(topic_id, salt) + frames
+
+
+def decode_append(payload: bytes) -> AppendEntry:
+    topic_id, salt = _APPEND_HEAD.unpack_from(payload)
+    return AppendEntry(topic_id, salt, memoryview(payload)[_APPEND_HEAD.size :])
+
+
+def encode_u64s(*values: int) -> bytes:
+    return struct.pack(f"<{len(values)}Q", *values)
+
+
+def decode_u64s(payload: bytes) -> tuple[int, ...]:
+    if len(payload) % 8:
+        raise ValueError(f"u64 entry payload of {len(payload)} bytes")
+    return struct.unpack(f"<{len(payload) // 8}Q", payload)
+
+
+def encode_topic_put(topic_id: int, name: str, config: dict[str, Any], watermark: int) -> bytes:
+    body = {"id": topic_id, "name": name, "config": config, "watermark": watermark}
+    return ujson.dumps(body, ensure_ascii=False).encode()
+
+
+def decode_topic_put(payload: bytes) -> dict[str, Any]:
+    body = ujson.loads(payload)
+    if not isinstance(body, dict):
+        raise ValueError("TOPIC_PUT payload is not an object")
+    return body

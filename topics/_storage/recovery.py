@@ -1,0 +1,265 @@
+"""Recovery: manifest -> segments -> WAL replay, into a TopicRegistry.
+
+Role: rebuild the engine's state from a data directory, for the engine (which then
+writes) and for ``topics.Reader`` (read-only, beside a live writer).
+
+Rules:
+1. The newest valid manifest is the base; its segments are read up to their recorded
+   durable lengths only (bytes past that are not known to be complete).
+2. WAL entries after the manifest's covered LSN are replayed in order through the same
+   ``TopicLog`` operations the engine used (docs: entries.py rules 1-4), streaming.
+3. A torn tail of the newest WAL file ends the log (repaired when writable); corruption
+   anywhere else, or in a segment, raises — it is never served as data.
+4. After replay a topic whose durable watermark is above its head may have handed out
+   seqs that were lost: its head moves to the watermark, so no seq is ever handed out
+   twice. Records that did survive stay readable (an acknowledged fsync write survives
+   any crash), so the jump cannot move the eviction floor (that would retire them): the
+   skipped seqs read as a silent gap. Only an ``ephemeral`` topic, which never stores a
+   record, moves its floor to the new head (readers below get a tombstone). The rule
+   depends on nothing but the class, so recovering again after another crash decides the
+   same way. The jump is a writer's decision (``repair=True``): a read-only Reader beside a
+   live writer keeps the recovered head, since the writer still owns those seqs.
+5. Running recovery twice on the same directory gives the same state.
+6. ``ephemeral`` records are never stored: a topic whose checkpoint says it held live
+   records comes back empty with its eviction floor at head+1 (readers below get a
+   tombstone; the loss is involuntary).
+7. With ``repair=True``, segment files that no manifest on disk lists (neither the loaded
+   one nor the older generation kept as its fallback) are removed before the engine
+   writes again: files of a checkpoint that crashed before its manifest, and files of
+   dropped segments whose removal was deferred (store rule: kept while the previous
+   manifest lists them) or lost. Nothing else would ever remove them. Files only the
+   fallback generation lists are returned in ``Recovered.files`` too, so the store drops
+   them once a newer manifest supersedes that fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core import SegmentBuffer, frame_seq, iter_frames
+from .._log import TopicLog
+from .._registry import TopicRegistry
+from ..config import parse_config
+from . import entries
+from .fs import Fs, StorageCorruptionError
+from .manifest import _read as read_manifest_body
+from .manifest import load_manifest, manifest_generations, manifest_name
+from .segment_files import parse_segment_name, read_segment, segment_path
+from .store import SegmentFileState, StorePaths
+from .wal_reader import scan_wal, wal_files
+
+__all__ = ["Recovered", "StaleManifestError", "recover"]
+
+
+class StaleManifestError(StorageCorruptionError):
+    """The WAL no longer holds the entries right after the manifest's covered LSN."""
+
+
+@dataclass(slots=True)
+class Recovered:
+    registry: TopicRegistry
+    generation: int
+    covered_lsn: int
+    last_lsn: int
+    last_file_no: int
+    files: dict[tuple[int, int], SegmentFileState] = field(default_factory=dict)
+    deleted: dict[tuple[int, int], set[int]] = field(default_factory=dict)
+
+
+def recover(
+    fs: Fs,
+    paths: StorePaths,
+    *,
+    repair: bool,
+    progress: Callable[[float], None] | None = None,
+) -> Recovered:
+    """Rebuild state from ``paths.root``; ``repair`` truncates a torn WAL tail (writers only)."""
+    report = progress or (lambda _: None)
+    loaded = load_manifest(fs, paths.manifest) if fs.exists(paths.manifest) else None
+    body: dict[str, Any] = {"covered_lsn": 0, "topics": []}
+    generation = 0
+    if loaded is not None:
+        generation, body = loaded
+    registry = TopicRegistry()
+    registry.next_id = int(body.get("next_topic_id", 1))
+    out = Recovered(registry, generation, int(body["covered_lsn"]), int(body["covered_lsn"]), -1)
+    topics = body["topics"]
+    for i, topic in enumerate(topics):
+        _load_topic(fs, paths, topic, out)
+        report(0.5 * (i + 1) / max(1, len(topics)))
+    if repair and fs.exists(paths.segments):
+        _remove_unlisted_segments(fs, paths, out)
+    if fs.exists(paths.wal):
+        replay = _Replay(out)
+        for entry in scan_wal(fs, paths.wal, from_lsn=out.covered_lsn + 1, repair=repair):
+            if entry.lsn != out.last_lsn + 1:
+                # A reader raced a checkpoint that trimmed the WAL (it retries with the
+                # newer manifest); for the writer this means lost WAL files.
+                raise StaleManifestError(
+                    f"WAL continues at LSN {entry.lsn} but the manifest covers up to {out.covered_lsn}",
+                    path=paths.wal,
+                )
+            replay.apply(entry.entry_type, entry.payload)
+            out.last_lsn = entry.lsn
+        # Listed after the scan: a repair may have removed a newest file with a torn header.
+        numbers = wal_files(fs, paths.wal)
+        out.last_file_no = numbers[-1] if numbers else -1
+    if repair:
+        for log in registry.topics.values():
+            if log.watermark > log.head:
+                _jump(log, log.watermark)
+    report(1.0)
+    return out
+
+
+def _jump(log: TopicLog, head: int) -> None:
+    """Move the head past seqs that may have been handed out but are lost (rule 4)."""
+    if head <= log.head:
+        return
+    if log.config.durability == "ephemeral":
+        log.skip_to(head)  # it stores nothing: the loss is reported to readers below
+        return
+    # Keep what survived. The next seq starts a new segment (seqs in one are contiguous).
+    if log.segments and not log.segments[-1].sealed:
+        log.segments[-1].seal()
+    log.head = head
+    log._settle_front()  # earliest is the first live seq, or head + 1 (_log rule 2)
+
+
+def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None:
+    """Rule 7."""
+    listed = set(out.files)
+    for generation in manifest_generations(fs, paths.manifest):
+        if generation == out.generation:
+            continue
+        body = read_manifest_body(fs, f"{paths.manifest}/{manifest_name(generation)}", generation)
+        if isinstance(body, str):
+            continue  # does not validate: never loaded, so it needs nothing
+        for topic in body.get("topics", ()):
+            for seg in topic.get("segments", ()):
+                key = (int(topic["id"]), int(seg["base"]))
+                listed.add(key)
+                if key not in out.files:  # the store removes it once no manifest needs it
+                    path = segment_path(paths.segments, *key)
+                    out.files[key] = SegmentFileState(path, 0, True)
+    removed = False
+    for name in fs.listdir(paths.segments):
+        stem = name
+        for suffix in (".tmp", ".idx"):
+            if stem.endswith(suffix):
+                stem = stem[: -len(suffix)]
+        owner = parse_segment_name(stem)
+        if owner is not None and owner not in listed:
+            fs.remove(f"{paths.segments}/{name}")
+            removed = True
+    if removed:
+        fs.sync_dir(paths.segments)
+
+
+def _load_topic(fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered) -> None:
+    config = parse_config(topic["config"], None, topic["name"])
+    log = TopicLog(topic["name"], int(topic["id"]), config)
+    for seg_info in topic["segments"]:
+        base, length = int(seg_info["base"]), int(seg_info["length"])
+        path = segment_path(paths.segments, log.topic_id, base)
+        data = read_segment(fs, path, verify=True, max_length=length)
+        if len(data.frames) != length:
+            raise StorageCorruptionError(
+                f"segment {path} holds {len(data.frames)} bytes; the manifest recorded {length}",
+                path=path,
+            )
+        # read_segment checked every CRC already; checking again would double the cost.
+        seg = SegmentBuffer.from_frames(data.frames, base, int(seg_info["salt"]), verify=False)
+        if seg_info["sealed"]:
+            seg.seal()
+        log.adopt_segment(seg)
+        out.files[(log.topic_id, base)] = SegmentFileState(
+            path, length, bool(seg_info["sealed"]) and data.sealed
+        )
+    log.head = int(topic["head"])
+    log.watermark = int(topic["watermark"])
+    log.cap_floor = int(topic["cap_floor"])
+    log.ttl_floor = int(topic["ttl_floor"])
+    log.last_ts = int(topic["last_ts"])
+    log.last_write_ts = topic.get("last_write_ts")
+    log.last_read_ts = topic.get("last_read_ts")
+    log.finish_load(int(topic["earliest"]))
+    if config.durability == "ephemeral" and int(topic["earliest"]) <= log.head:
+        log.cap_floor = max(log.cap_floor, log.head + 1)  # rule 6
+    out.registry.add(log)
+
+
+class _Replay:
+    """Applies WAL entries to the recovered registry (rule 2)."""
+
+    def __init__(self, out: Recovered) -> None:
+        self.out = out
+        self.by_id: dict[int, TopicLog] = {
+            log.topic_id: log for log in out.registry.topics.values()
+        }
+
+    def apply(self, kind: int, payload: bytes) -> None:
+        if kind == entries.TOPIC_PUT:
+            self._topic_put(entries.decode_topic_put(payload))
+            return
+        if kind == entries.APPEND:
+            self._append(entries.decode_append(payload))
+            return
+        values = entries.decode_u64s(payload)
+        log = self.by_id.get(values[0])
+        if log is None:
+            return  # the topic was deleted later in the log, or before the checkpoint
+        if kind == entries.TOPIC_DELETE:
+            self.out.registry.remove(log.name)
+            del self.by_id[log.topic_id]
+        elif kind == entries.WATERMARK:
+            log.watermark = max(log.watermark, values[1])
+        elif kind == entries.DELETE_BEFORE:
+            log.delete_before(min(values[1], log.head + 1))
+        elif kind == entries.DELETE_SEQS:
+            seqs = list(values[1:])
+            self._note_deleted(log, seqs)
+            log.delete_seqs(seqs)
+        elif kind == entries.EXPIRE:
+            log.replay_expiry(values[1], values[2])
+        else:
+            raise StorageCorruptionError(f"unknown WAL entry type {kind}", path="wal")
+
+    def _topic_put(self, body: dict[str, Any]) -> None:
+        name, topic_id = body["name"], int(body["id"])
+        config = parse_config(body["config"], None, name)
+        log = self.by_id.get(topic_id)
+        if log is None:
+            old = self.out.registry.get(name)
+            if old is not None:  # an older instance of the name, deleted by the checkpoint's time
+                self.out.registry.remove(name)
+                self.by_id.pop(old.topic_id, None)
+            log = TopicLog(name, topic_id, config)
+            self.out.registry.add(log)
+            self.by_id[topic_id] = log
+        log.config = config
+        log.watermark = max(log.watermark, int(body.get("watermark", 0)))
+        if config.discard == "old":
+            log.evict_to_caps()
+
+    def _append(self, entry: entries.AppendEntry) -> None:
+        log = self.by_id.get(entry.topic_id)
+        if log is None:
+            return
+        n = len(iter_frames(entry.frames, entry.salt, verify=False))
+        first = frame_seq(entry.frames, 0)
+        if first > log.head + 1:
+            _jump(log, first - 1)  # seqs never logged (appended while ephemeral) are lost
+        log.replay_append(entry.frames, entry.salt, first, n)
+        log.last_write_ts = log.last_ts
+        if log.config.discard == "old":
+            log.evict_to_caps()
+
+    def _note_deleted(self, log: TopicLog, seqs: list[int]) -> None:
+        for seq in seqs:
+            loc = log.locate(seq)
+            if loc is not None:
+                seg = log.segments[loc[0]]
+                self.out.deleted.setdefault((log.topic_id, seg.base_seq), set()).add(loc[1])

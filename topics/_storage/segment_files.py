@@ -1,0 +1,514 @@
+"""Segment files: a topic's record frames on disk, byte for byte as the in-memory segment.
+
+Role: each topic appends its published frames (``topics._core`` record frames, see the
+layout in ``_core/_ext.pyi``) to an active segment file; at a size/age limit the engine
+seals it (sync, then an index file written atomically). Reads hand the frame bytes to
+``SegmentBuffer.from_frames``. Deletions of sealed records flip the frame's trailer byte
+in place (the trailer is outside the frame CRC); see ``docs/STORAGE_FORMATS.md`` for the
+measurement behind that choice. (ARCHITECTURE.md, "Storage": "Segments are the store".)
+
+Rule 1: file names are numeric only (``<topic_id>-<base_seq>.seg``, hex): user input
+  never reaches a path.
+Rule 2: a segment's frames are exactly the bytes after its header; ``length`` counts frame
+  bytes written, ``synced_length`` the prefix known durable. The engine records
+  ``synced_length`` in the manifest, and only that prefix is ever trusted after a crash
+  (``open_for_append`` cuts everything past it).
+Rule 3: sealed <=> ``<path>.idx`` exists. The index is written only after the frames are
+  synced, under a temp name, fsynced, renamed and the directory synced, so an index never
+  describes bytes that are not durable. A sealed segment never changes again except for
+  trailer bytes (deletion flags).
+Rule 4: reading never returns bad bytes silently: a bad header, a sealed segment that
+  disagrees with its index or fails a frame CRC, or a missing durable prefix raises
+  :class:`SegmentCorruptionError`. Only an unsealed segment read without ``max_length``
+  (a reader beside a live writer) stops quietly at a torn tail.
+Rule 5: a segment's first sync also syncs its directory entry, so a segment the
+  manifest names is always found after a crash.
+"""
+
+from __future__ import annotations
+
+import array
+import posixpath
+import struct
+import sys
+from typing import NamedTuple
+
+from topics._core import FrameError, crc32c, frame_seq, iter_frames
+
+from .fs import Buffer, FileHandle, Fs, StorageCorruptionError
+
+__all__ = [
+    "SEGMENT_FORMAT_VERSION",
+    "SegmentCorruptionError",
+    "SegmentData",
+    "SegmentWriter",
+    "mark_deleted",
+    "open_for_append",
+    "parse_segment_name",
+    "read_segment",
+    "remove_segment",
+    "segment_path",
+]
+
+SEGMENT_MAGIC = b"TOPICSEG"
+INDEX_MAGIC = b"TOPICIDX"
+SEGMENT_FORMAT_VERSION = 1
+# magic, version, header_size, salt, topic_id, base_seq, reserved, header crc
+_HEADER = struct.Struct("<8sHHIQQII")
+HEADER_SIZE = _HEADER.size  # 40
+# magic, version, reserved, salt, topic_id, base_seq, frame_count, frames_length
+_INDEX_HEADER = struct.Struct("<8sHHIQQII")
+_U32 = struct.Struct("<I")
+_SUFFIX = ".seg"
+_INDEX_SUFFIX = ".idx"
+_U32_MAX = 0xFFFFFFFF
+
+
+class SegmentCorruptionError(StorageCorruptionError):
+    """A segment or its index does not validate (Rule 4)."""
+
+
+class SegmentData(NamedTuple):
+    topic_id: int
+    base_seq: int
+    salt: int
+    frames: bytes
+    sealed: bool
+
+
+def segment_path(dir: str, topic_id: int, base_seq: int) -> str:
+    """The data file of a topic's segment starting at ``base_seq`` (index: ``+ ".idx"``)."""
+    return f"{dir.rstrip('/')}/{topic_id:016x}-{base_seq:016x}{_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> tuple[int, int] | None:
+    """``(topic_id, base_seq)`` of a segment data file name, None for any other name."""
+    if not name.endswith(_SUFFIX) or len(name) != 33 + len(_SUFFIX) or name[16] != "-":
+        return None
+    topic, base = name[:16], name[17:33]
+    if topic != topic.lower() or base != base.lower():
+        return None
+    try:
+        return int(topic, 16), int(base, 16)
+    except ValueError:
+        return None
+
+
+def _encode_header(topic_id: int, base_seq: int, salt: int) -> bytes:
+    head = _HEADER.pack(
+        SEGMENT_MAGIC, SEGMENT_FORMAT_VERSION, HEADER_SIZE, salt, topic_id, base_seq, 0, 0
+    )
+    return head[:-4] + _U32.pack(crc32c(head[:-4]))
+
+
+def _read_header(handle: FileHandle, path: str) -> tuple[int, int, int]:
+    """(topic_id, base_seq, salt) of a checked header."""
+    raw = handle.read_at(0, HEADER_SIZE)
+    if len(raw) < HEADER_SIZE:
+        raise SegmentCorruptionError("segment header is short", path=path, offset=0)
+    magic, version, size, salt, topic_id, base_seq, _, crc = _HEADER.unpack(raw)
+    if magic != SEGMENT_MAGIC or crc32c(raw[:-4]) != crc:
+        raise SegmentCorruptionError("bad segment header checksum", path=path, offset=0)
+    if version != SEGMENT_FORMAT_VERSION or size != HEADER_SIZE:
+        raise SegmentCorruptionError(f"unsupported segment version {version}", path=path, offset=0)
+    return topic_id, base_seq, salt
+
+
+def _le_u32(values: array.array[int]) -> bytes:
+    if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+        values = array.array("I", values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _check_seqs(frames: Buffer, spans: list[tuple[int, int]], first_seq: int) -> bool:
+    """Cheap continuity check: first and last frame carry the expected seqs."""
+    if not spans:
+        return True
+    last_off = spans[-1][0]
+    return (
+        frame_seq(frames, 0) == first_seq
+        and frame_seq(frames, last_off) == first_seq + len(spans) - 1
+    )
+
+
+class SegmentWriter:
+    """Appends frames to one active segment file; not safe for two concurrent appenders.
+
+    ``sync()`` may run in a worker thread while ``append()`` runs on the trio thread: it
+    reports only the bytes appended before it started.
+    """
+
+    def __init__(
+        self,
+        fs: Fs,
+        path: str,
+        handle: FileHandle,
+        *,
+        topic_id: int,
+        base_seq: int,
+        salt: int,
+        offsets: array.array[int],
+        length: int,
+        entry_durable: bool,
+    ) -> None:
+        self._fs = fs
+        self.path = path
+        self._handle = handle
+        self.topic_id = topic_id
+        self.base_seq = base_seq
+        self.salt = salt
+        self._offsets = offsets
+        self._length = length
+        self._synced_length = length if entry_durable else 0
+        self._entry_durable = entry_durable
+        self._sealed = False
+        self._failure: OSError | None = None
+
+    @classmethod
+    def create(cls, fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int) -> SegmentWriter:
+        """Create a new, empty segment file (header written, not yet synced).
+
+        Raises:
+            FileExistsError: ``path`` exists already.
+            OSError: the file could not be created or written.
+        """
+        if fs.exists(path):
+            raise FileExistsError(f"segment {path} already exists")
+        handle = fs.open(path, create=True)
+        ok = False
+        try:
+            handle.write_at(0, _encode_header(topic_id, base_seq, salt))
+            ok = True
+        finally:
+            if not ok:
+                handle.close()
+        return cls(
+            fs,
+            path,
+            handle,
+            topic_id=topic_id,
+            base_seq=base_seq,
+            salt=salt,
+            offsets=array.array("I"),
+            length=0,
+            entry_durable=False,
+        )
+
+    @classmethod
+    def open_for_append(
+        cls, fs: Fs, path: str, *, durable_length: int, verify: bool = True
+    ) -> SegmentWriter:
+        """Reopen an active segment after a restart, cutting everything past
+        ``durable_length`` (the length the manifest recorded; Rule 2).
+
+        Raises:
+            SegmentCorruptionError: bad header, or the durable prefix is missing or bad.
+            ValueError: the segment is sealed.
+        """
+        if fs.exists(path + _INDEX_SUFFIX):
+            raise ValueError(f"segment {path} is sealed; it cannot be appended to")
+        handle = fs.open(path, write=True)
+        ok = False
+        try:
+            topic_id, base_seq, salt = _read_header(handle, path)
+            frames = _read_exact(handle, path, durable_length)
+            spans = _spans(frames, salt, verify, path)
+            if not _check_seqs(frames, spans, base_seq):
+                raise SegmentCorruptionError("frame seqs do not follow base_seq", path=path)
+            if handle.size() > HEADER_SIZE + durable_length:
+                handle.truncate(HEADER_SIZE + durable_length)
+                # Before new frames land: a crash must not leave them behind old junk.
+                handle.sync_all()
+            ok = True
+        finally:
+            if not ok:
+                handle.close()
+        return cls(
+            fs,
+            path,
+            handle,
+            topic_id=topic_id,
+            base_seq=base_seq,
+            salt=salt,
+            offsets=array.array("I", (off for off, _ in spans)),
+            length=durable_length,
+            entry_durable=True,
+        )
+
+    @property
+    def length(self) -> int:
+        """Frame bytes written (not necessarily durable)."""
+        return self._length
+
+    @property
+    def synced_length(self) -> int:
+        """Frame bytes known durable."""
+        return self._synced_length
+
+    @property
+    def frame_count(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def sealed(self) -> bool:
+        return self._sealed
+
+    def _check_usable(self) -> None:
+        if self._sealed:
+            raise ValueError(f"segment {self.path} is sealed")
+        if self._failure is not None:
+            raise OSError(
+                self._failure.errno, f"segment {self.path} failed earlier: {self._failure}"
+            )
+
+    def append(self, frames: Buffer) -> None:
+        """Write whole frames (continuing this segment's seqs) at the end; no sync.
+
+        Raises:
+            FrameError: ``frames`` are not whole frames.
+            ValueError: seqs do not continue the segment, the segment would pass 4 GiB,
+                or it is sealed.
+            OSError: the write failed (the writer is then unusable).
+        """
+        self._check_usable()
+        spans = iter_frames(frames, self.salt, False)
+        if not _check_seqs(frames, spans, self.base_seq + len(self._offsets)):
+            raise ValueError("frames do not continue this segment's seqs")
+        if self._length + len(frames) > _U32_MAX:
+            raise ValueError("a segment holds at most 4 GiB of frames")
+        try:
+            self._handle.write_at(HEADER_SIZE + self._length, frames)
+        except OSError as exc:
+            self._failure = exc
+            raise
+        self._offsets.extend(self._length + off for off, _ in spans)
+        self._length += len(frames)
+
+    def sync(self) -> int:
+        """Make every frame appended so far durable; returns ``synced_length``.
+
+        Raises:
+            OSError: the fsync failed. The writer is then unusable for good (an fsync
+                is never retried: its failure may have dropped the data it covered).
+        """
+        self._check_usable()
+        length = self._length
+        try:
+            if self._entry_durable:
+                self._handle.sync_data()
+            else:
+                self._handle.sync_all()
+                self._fs.sync_dir(posixpath.dirname(self.path))  # Rule 5
+                self._entry_durable = True
+        except OSError as exc:
+            self._failure = exc
+            raise
+        self._synced_length = max(self._synced_length, length)
+        return self._synced_length
+
+    def seal(self) -> None:
+        """Sync the frames, then write the index atomically (Rule 3) and close.
+
+        Raises:
+            OSError: a sync, write or rename failed; the segment stays unsealed.
+        """
+        self.sync()
+        offsets = _le_u32(self._offsets)
+        head = _INDEX_HEADER.pack(
+            INDEX_MAGIC,
+            SEGMENT_FORMAT_VERSION,
+            0,
+            self.salt,
+            self.topic_id,
+            self.base_seq,
+            len(self._offsets),
+            self._length,
+        )
+        body = head + offsets
+        _write_atomically(
+            self._fs, self.path + _INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
+        )
+        self._sealed = True
+        self._handle.close()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def open_for_append(
+    fs: Fs, path: str, *, durable_length: int, verify: bool = True
+) -> SegmentWriter:
+    """Module-level alias of :meth:`SegmentWriter.open_for_append`."""
+    return SegmentWriter.open_for_append(fs, path, durable_length=durable_length, verify=verify)
+
+
+def _write_atomically(fs: Fs, path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    if fs.exists(tmp):
+        # A fresh inode, never one whose earlier write or fsync may have failed.
+        fs.remove(tmp)
+    handle = fs.open(tmp, create=True)
+    try:
+        handle.write_at(0, data)
+        handle.sync_all()  # bytes durable before the name that vouches for them
+    finally:
+        handle.close()
+    fs.rename(tmp, path)
+    fs.sync_dir(posixpath.dirname(path))
+
+
+def _read_exact(handle: FileHandle, path: str, length: int) -> bytes:
+    data = handle.read_at(HEADER_SIZE, length) if length else b""
+    if len(data) != length:
+        raise SegmentCorruptionError(
+            f"segment holds {len(data)} frame bytes, {length} were recorded durable",
+            path=path,
+            offset=HEADER_SIZE + len(data),
+        )
+    return data
+
+
+def _spans(frames: bytes, salt: int, verify: bool, path: str) -> list[tuple[int, int]]:
+    try:
+        return iter_frames(frames, salt, verify)
+    except FrameError as exc:
+        raise SegmentCorruptionError(f"bad frame: {exc}", path=path) from None
+
+
+def _whole_prefix(frames: bytes, salt: int, verify: bool) -> bytes:
+    """The longest prefix of whole (and, with verify, checksum-valid) frames."""
+    try:
+        iter_frames(frames, salt, verify)
+        return frames
+    except FrameError as exc:
+        bad = max(exc.index, 0)
+    end = 0
+    for _ in range(bad):  # only on a torn tail: walk lengths up to the first bad frame
+        end += _U32.unpack_from(frames, end)[0]
+    return frames[:end]
+
+
+def read_segment(
+    fs: Fs, path: str, *, verify: bool = True, max_length: int | None = None
+) -> SegmentData:
+    """Read a segment's header and frames (only the first ``max_length`` frame bytes when
+    given), checking the header and, for a sealed segment, the index (Rule 4).
+
+    Args:
+        fs: the file system seam.
+        path: the segment's data file.
+        verify: check every frame's CRC (structure and the index are always checked).
+        max_length: the durable length recorded for it; that many bytes must be there
+            and end on a frame boundary.
+
+    Raises:
+        SegmentCorruptionError: see Rule 4.
+    """
+    handle = fs.open(path)
+    try:
+        topic_id, base_seq, salt = _read_header(handle, path)
+        available = handle.size() - HEADER_SIZE
+        sealed = fs.exists(path + _INDEX_SUFFIX)
+        if sealed:
+            frames = _read_exact(handle, path, available)
+        elif max_length is not None:
+            frames = _read_exact(handle, path, max_length)
+        else:
+            frames = _whole_prefix(_read_exact(handle, path, available), salt, verify)
+    finally:
+        handle.close()
+    spans = _spans(frames, salt, verify, path)
+    if sealed:
+        _check_index(fs, path, (topic_id, base_seq, salt), frames, spans)
+    if not _check_seqs(frames, spans, base_seq):
+        raise SegmentCorruptionError("frame seqs do not follow base_seq", path=path)
+    if sealed and max_length is not None and max_length != len(frames):
+        if max_length > len(frames) or max_length not in {off for off, _ in spans}:
+            raise SegmentCorruptionError(
+                f"recorded length {max_length} is not a frame boundary of the sealed segment",
+                path=path,
+            )
+        frames = frames[:max_length]
+    return SegmentData(topic_id, base_seq, salt, frames, sealed)
+
+
+def _check_index(
+    fs: Fs,
+    path: str,
+    ident: tuple[int, int, int],
+    frames: bytes,
+    spans: list[tuple[int, int]],
+) -> None:
+    idx_path = path + _INDEX_SUFFIX
+    handle = fs.open(idx_path)
+    try:
+        raw = handle.read_at(0, handle.size())
+    finally:
+        handle.close()
+    topic_id, base_seq, salt = ident
+    size = _INDEX_HEADER.size
+    if len(raw) < size + 4 or crc32c(raw[:-4], salt) != _U32.unpack_from(raw, len(raw) - 4)[0]:
+        raise SegmentCorruptionError("segment index fails its checksum", path=idx_path)
+    magic, version, _, i_salt, i_topic, i_base, count, length = _INDEX_HEADER.unpack_from(raw)
+    if (magic, version, i_salt, i_topic, i_base) != (
+        INDEX_MAGIC,
+        SEGMENT_FORMAT_VERSION,
+        salt,
+        topic_id,
+        base_seq,
+    ) or len(raw) != size + 4 * count + 4:
+        raise SegmentCorruptionError("segment index does not match its segment", path=idx_path)
+    offsets = array.array("I", raw[size : size + 4 * count])
+    if sys.byteorder == "big":  # pragma: no cover
+        offsets.byteswap()
+    if length != len(frames) or offsets.tolist() != [off for off, _ in spans]:
+        raise SegmentCorruptionError(
+            f"sealed segment has {len(frames)} frame bytes in {len(spans)} frames; its index "
+            f"says {length} bytes in {count} frames",
+            path=path,
+        )
+
+
+def mark_deleted(fs: Fs, path: str, frame_end_offsets: list[int], *, sync: bool = True) -> None:
+    """Flip the trailer byte of each given frame to 1 (deleted), in place, then fdatasync.
+
+    The trailer is outside the frame CRC and the index, so the segment still verifies.
+
+    Args:
+        fs: the file system seam.
+        path: the segment's data file (sealed or active).
+        frame_end_offsets: for each frame, ``offset + frame_len`` within the frames.
+        sync: fdatasync before returning (the delete is durable when this returns).
+
+    Raises:
+        SegmentCorruptionError: bad header.
+        ValueError: an offset outside the segment's frames.
+        OSError: the write or fdatasync failed.
+    """
+    handle = fs.open(path, write=True)
+    try:
+        _read_header(handle, path)  # never flip a byte in a file that is not a segment
+        frames_length = handle.size() - HEADER_SIZE
+        for end in frame_end_offsets:
+            if not 0 < end <= frames_length:
+                raise ValueError(f"frame end {end} is outside the segment's frames")
+        for end in frame_end_offsets:
+            handle.write_at(HEADER_SIZE + end - 1, b"\x01")
+        if sync:
+            handle.sync_data()
+    finally:
+        handle.close()
+
+
+def remove_segment(fs: Fs, path: str, *, sync: bool = True) -> None:
+    """Remove a segment's data file, then its index (a missing file is fine).
+
+    Data first: an index left alone by a crash describes nothing and is ignored, while a
+    data file left without its index would read as an active segment.
+    """
+    for p in (path, path + _INDEX_SUFFIX, path + _INDEX_SUFFIX + ".tmp"):
+        if fs.exists(p):
+            fs.remove(p)
+    if sync:
+        fs.sync_dir(posixpath.dirname(path))

@@ -1,0 +1,390 @@
+"""The engine's persistence: logging every change to the WAL and checkpointing.
+
+Role: the engine calls the ``log_*`` methods synchronously, right after it applies a
+change in memory; they queue one WAL entry each and return its ticket (the engine awaits
+it where the durability class says so). ``checkpoint`` writes the in-memory segments'
+new bytes and delete flags to segment files, then an atomic manifest of metadata only,
+then trims the WAL behind it.
+
+Rules:
+1. Durability classes (§0.10): ``ephemeral`` logs only topic config, deletes of the
+   topic and head watermarks — never records; ``memory`` and ``disk`` log records without
+   an fsync (the WAL's periodic sync bounds their loss window); ``fsync`` entries are
+   synced before the engine acks.
+2. A checkpoint snapshots everything synchronously (the covered LSN, the bytes to write,
+   the manifest body) and only then awaits the disk, so it is consistent even though the
+   engine keeps changing while it runs: entries after the covered LSN stay in the WAL.
+3. Segment bytes and flag flips are synced before the manifest that lists them. Two
+   manifest generations are kept (the older is the fallback if the newer fails to
+   validate), so a segment file is removed, and the WAL trimmed, only behind the OLDER of
+   the two kept manifests.
+4. Payloads are never copied into the manifest: checkpoint cost grows with the metadata
+   and the bytes written since the last checkpoint, not with the data size.
+5. A checkpoint never makes durable what the WAL did not: every entry it covers is
+   synced in the WAL before its segment bytes are written (so a checkpoint never carries
+   a write whose fsync failed, and was reported failed, into the manifest), and after a
+   WAL failure checkpoints are refused. A failed checkpoint keeps its pending delete flags for the
+   next one and drops the segment writers it used, which reopen at their durable length.
+6. A segment that holds no frame yet gets no file and no manifest entry (an unsynced
+   empty file would not survive a crash, and the manifest must only name what does).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from .._log import TopicLog
+from .._registry import TopicRegistry
+from . import entries
+from .fs import Fs
+from .manifest import write_manifest
+from .segment_files import (
+    SegmentWriter,
+    mark_deleted,
+    open_for_append,
+    remove_segment,
+    segment_path,
+)
+from .wal import Wal, WalError, WalTicket
+
+__all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
+
+#: Checkpoint at least this often while anything changed, and whenever the WAL grew by
+#: CHECKPOINT_WAL_BYTES since the last one (this bounds replay time after a crash).
+CHECKPOINT_INTERVAL_S = 30.0
+CHECKPOINT_WAL_BYTES = 256 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class StorePaths:
+    root: str
+
+    @classmethod
+    def for_dir(cls, data_dir: str) -> StorePaths:
+        return cls(os.path.abspath(data_dir))
+
+    @property
+    def wal(self) -> str:
+        return os.path.join(self.root, "wal")
+
+    @property
+    def segments(self) -> str:
+        return os.path.join(self.root, "segments")
+
+    @property
+    def manifest(self) -> str:
+        return os.path.join(self.root, "manifest")
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.root, "LOCK")
+
+
+@dataclass(slots=True)
+class SegmentFileState:
+    """What is on disk for one segment: bytes written (and synced) and whether sealed."""
+
+    path: str
+    written: int
+    sealed: bool
+    writer: SegmentWriter | None = None
+
+
+@dataclass(slots=True)
+class _SegmentWork:
+    key: tuple[int, int]
+    path: str
+    topic_id: int
+    base_seq: int
+    salt: int
+    data: bytes
+    flag_offsets: list[int]
+    seal: bool
+    state: SegmentFileState | None
+
+
+@dataclass(slots=True)
+class _Pending:
+    deleted: dict[tuple[int, int], set[int]] = field(default_factory=dict)
+
+
+class Store:
+    """WAL logging and checkpoints for one data directory (owned by one engine)."""
+
+    def __init__(self, fs: Fs, paths: StorePaths, wal: Wal, generation: int) -> None:
+        self.fs = fs
+        self.paths = paths
+        self.wal = wal
+        self.generation = generation
+        self.files: dict[tuple[int, int], SegmentFileState] = {}
+        self._pending = _Pending()
+        self._checkpoint_lock = trio.Lock()
+        self._wal_bytes_at_checkpoint = 0
+        self._changed = trio.Event()
+        # The previous manifest is kept as a fallback (manifest.py keeps two generations), so
+        # the WAL it needs and the segment files it lists stay until a newer one supersedes it.
+        self._prev_covered = 0
+        self._prev_keep: set[tuple[int, int]] = set()
+
+    def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
+        """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
+        self.files = dict(files)
+        self._prev_covered = covered
+        self._prev_keep = set(files)
+
+    # -- logging (synchronous; called right after the in-memory change) ----------------
+
+    def _submit(self, kind: int, payload: bytes, sync: bool) -> WalTicket:
+        ticket = self.wal.submit(kind, payload, sync=sync)
+        self._changed.set()
+        return ticket
+
+    def log_topic(self, log: TopicLog, watermark: int) -> WalTicket:
+        """Topic created or reconfigured (always synced: the control plane is durable)."""
+        payload = entries.encode_topic_put(log.topic_id, log.name, log.config.to_dict(), watermark)
+        return self._submit(entries.TOPIC_PUT, payload, True)
+
+    def log_topic_delete(self, log: TopicLog) -> WalTicket:
+        return self._submit(entries.TOPIC_DELETE, entries.encode_u64s(log.topic_id), True)
+
+    def log_watermark(self, log: TopicLog, watermark: int) -> WalTicket:
+        return self._submit(entries.WATERMARK, entries.encode_u64s(log.topic_id, watermark), True)
+
+    def log_append(self, log: TopicLog, salt: int, frames: bytes) -> WalTicket | None:
+        durability = log.config.durability
+        if durability == "ephemeral":
+            return None
+        payload = entries.encode_append(log.topic_id, salt, frames)
+        return self._submit(entries.APPEND, payload, durability == "fsync")
+
+    def log_delete_before(self, log: TopicLog, bound: int) -> WalTicket | None:
+        if log.config.durability == "ephemeral":
+            return None
+        payload = entries.encode_u64s(log.topic_id, bound)
+        return self._submit(entries.DELETE_BEFORE, payload, log.config.durability == "fsync")
+
+    def log_delete_seqs(self, log: TopicLog, seqs: list[int]) -> WalTicket | None:
+        if log.config.durability == "ephemeral" or not seqs:
+            return None
+        payload = entries.encode_u64s(log.topic_id, *seqs)
+        return self._submit(entries.DELETE_SEQS, payload, log.config.durability == "fsync")
+
+    def log_expire(self, log: TopicLog, bound: int) -> None:
+        if log.config.durability == "ephemeral":
+            return
+        payload = entries.encode_u64s(log.topic_id, bound, log.ttl_floor)
+        self._submit(entries.EXPIRE, payload, False)
+
+    def pending_deleted(self, key: tuple[int, int]) -> set[int]:
+        """Frame indexes of segment ``key`` whose flags the next checkpoint must flip."""
+        return self._pending.deleted.setdefault(key, set())
+
+    def note_deleted(self, log: TopicLog, seqs: Iterable[int]) -> None:
+        """Remember flags flipped in memory that the next checkpoint must flip on disk."""
+        pending = self._pending.deleted
+        for seq in seqs:
+            loc = log.locate(seq)
+            if loc is not None:
+                seg = log.segments[loc[0]]
+                pending.setdefault((log.topic_id, seg.base_seq), set()).add(loc[1])
+
+    # -- checkpoints ------------------------------------------------------------------
+
+    async def run(
+        self,
+        registry: TopicRegistry,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Checkpoint periodically, and early when the WAL has grown a lot."""
+        task_status.started()
+        while True:
+            with trio.move_on_after(CHECKPOINT_INTERVAL_S):
+                while True:
+                    await self._changed.wait()
+                    self._changed = trio.Event()
+                    grown = (
+                        self.wal.statistics().bytes_written_total - self._wal_bytes_at_checkpoint
+                    )
+                    if grown >= CHECKPOINT_WAL_BYTES:
+                        break
+                    await trio.sleep(1.0)
+            await self.checkpoint(registry)
+
+    async def checkpoint(self, registry: TopicRegistry, *, final: bool = False) -> None:
+        """Write a checkpoint (rule 2: snapshot synchronously, then await the disk)."""
+        async with self._checkpoint_lock:
+            if self.wal.statistics().read_only:
+                raise WalError("the WAL failed; no checkpoint until the engine is reopened")
+            covered = self.wal.next_lsn - 1
+            pending = self._pending.deleted
+            work, body = self._snapshot(registry, covered, final)
+            keep = {w.key for w in work}
+            try:
+                await self.wal.flush()  # rule 5: nothing here is ahead of the WAL
+                await trio.to_thread.run_sync(self._write_segments, work, abandon_on_cancel=False)
+            except BaseException:
+                for key, idxs in pending.items():
+                    self.pending_deleted(key).update(idxs)
+                raise
+            for w in work:
+                assert w.state is not None
+                self.files[w.key] = w.state
+            generation = self.generation + 1
+            await trio.to_thread.run_sync(
+                write_manifest,
+                self.fs,
+                self.paths.manifest,
+                generation,
+                body,
+                abandon_on_cancel=False,
+            )
+            self.generation = generation
+            prev_covered, prev_keep = self._prev_covered, self._prev_keep
+            self._prev_covered, self._prev_keep = covered, keep
+            await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
+            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
+            dropped = [
+                self.files.pop(key) for key in list(self.files) if key not in keep | prev_keep
+            ]
+            await trio.to_thread.run_sync(self._remove_all, dropped, abandon_on_cancel=False)
+
+    def _snapshot(
+        self, registry: TopicRegistry, covered: int, final: bool
+    ) -> tuple[list[_SegmentWork], dict[str, Any]]:
+        pending, self._pending = dict(self._pending.deleted), _Pending()
+        work: list[_SegmentWork] = []
+        topics: list[dict[str, Any]] = []
+        for name in registry.names:
+            log = registry.topics[name]
+            segments: list[dict[str, Any]] = []
+            if log.config.durability != "ephemeral":
+                for seg in log.segments:
+                    if seg.nbytes == 0 and (log.topic_id, seg.base_seq) not in self.files:
+                        continue  # rule 6
+                    work.append(self._segment_work(log, seg, pending))
+                    segments.append(
+                        {
+                            "base": seg.base_seq,
+                            "salt": seg.salt,
+                            "length": seg.nbytes,
+                            "sealed": seg.sealed,
+                        }
+                    )
+            topics.append(
+                {
+                    "id": log.topic_id,
+                    "name": log.name,
+                    "config": log.config.to_dict(),
+                    "head": log.head,
+                    # A final (clean) checkpoint knows no seq above head was handed out.
+                    "watermark": log.head if final else max(log.watermark, log.head),
+                    "earliest": log.earliest,
+                    "cap_floor": log.cap_floor,
+                    "ttl_floor": log.ttl_floor,
+                    "last_ts": log.last_ts,
+                    "last_write_ts": log.last_write_ts,
+                    "last_read_ts": log.last_read_ts,
+                    "segments": segments,
+                }
+            )
+        body = {
+            "format": 1,
+            "covered_lsn": covered,
+            "next_topic_id": registry.next_id,
+            "topics": topics,
+        }
+        return work, body
+
+    def _segment_work(
+        self, log: TopicLog, seg: Any, pending: dict[tuple[int, int], set[int]]
+    ) -> _SegmentWork:
+        key = (log.topic_id, seg.base_seq)
+        state = self.files.get(key)
+        written = state.written if state is not None else 0
+        # Bytes are copied here, on the trio thread: the segment may grow (and move its
+        # buffer) while the worker thread writes.
+        data = bytes(seg.view()[written : seg.nbytes]) if seg.nbytes > written else b""
+        flags = []
+        for idx in pending.pop(key, ()):
+            end = seg.offset_of(idx) + seg.frame_len(idx)
+            if end <= written and not seg.is_live(idx):
+                flags.append(end - 1)
+        return _SegmentWork(
+            key=key,
+            path=segment_path(self.paths.segments, log.topic_id, seg.base_seq),
+            topic_id=log.topic_id,
+            base_seq=seg.base_seq,
+            salt=seg.salt,
+            data=data,
+            flag_offsets=sorted(flags),
+            seal=seg.sealed and not (state is not None and state.sealed),
+            state=state,
+        )
+
+    def _write_segments(self, work: list[_SegmentWork]) -> None:
+        """Worker thread: append new bytes, flip flags, sync, seal (rule 3)."""
+        for w in work:
+            state = w.state
+            if state is None:
+                if self.fs.exists(w.path):  # left by a checkpoint that failed (rule 5)
+                    remove_segment(self.fs, w.path)
+                writer = SegmentWriter.create(
+                    self.fs, w.path, topic_id=w.topic_id, base_seq=w.base_seq, salt=w.salt
+                )
+                state = SegmentFileState(w.path, 0, False, writer)
+            if not w.data and not w.flag_offsets and not w.seal:
+                w.state = state
+                continue
+            try:
+                self._write_segment(w, state)
+            except BaseException:
+                if state.writer is not None:  # rule 5: reopen at the durable length
+                    state.writer.close()
+                    state.writer = None
+                raise
+            w.state = state
+
+    def _write_segment(self, w: _SegmentWork, state: SegmentFileState) -> None:
+        if state.writer is None and not state.sealed:
+            index = w.path + ".idx"
+            if self.fs.exists(index):  # a seal that failed before its manifest
+                self.fs.remove(index)
+            state.writer = open_for_append(self.fs, w.path, durable_length=state.written)
+        if w.flag_offsets:
+            mark_deleted(self.fs, w.path, [o + 1 for o in w.flag_offsets], sync=True)
+        if w.data:
+            assert state.writer is not None
+            state.writer.append(w.data)
+            state.writer.sync()
+            state.written += len(w.data)
+        if w.seal and state.writer is not None:
+            state.writer.seal()
+            state.sealed = True
+            state.writer = None
+
+    def _remove_all(self, dropped: list[SegmentFileState]) -> None:
+        for state in dropped:
+            if state.writer is not None:
+                state.writer.close()
+                state.writer = None
+            remove_segment(self.fs, state.path)
+
+    async def aclose(self, registry: TopicRegistry) -> None:
+        """Final checkpoint (clean shutdown: exact heads, no watermark gaps), close the WAL."""
+        with trio.move_on_after(30, shield=True):
+            try:
+                await self.wal.flush()
+            except WalError:
+                # Every write it failed was told so; a checkpoint now could make those
+                # writes durable behind the callers' backs (rule 5). Recovery replays the
+                # WAL up to its last good frame instead.
+                await self.wal.aclose()
+                return
+            await self.checkpoint(registry, final=True)
+            await self.wal.aclose()

@@ -1,0 +1,636 @@
+"""The write-ahead log writer: one trio task that group-commits every caller's frames.
+
+Role: callers ``submit()`` frames (a plain call that never blocks) and wait on the
+returned ticket; the single writer task ``run()`` takes everything queued, writes it
+with one ``pwrite`` and, when any taken frame asked for it (or the periodic tick is due),
+one ``fdatasync``, both in one worker-thread call; then it resolves the tickets.
+The format and the reader live in ``wal_reader`` (re-exported here).
+(ARCHITECTURE.md, "Storage", WAL; STYLE.md §5: request tasks never own a durability step.)
+
+Rule 1: LSNs are assigned in ``submit()`` order, consecutively, and frames reach the file
+  in LSN order: only the writer task writes, one batch at a time.
+Rule 2: a ticket resolves only after its batch is written (``sync=False``) and, when the
+  batch was synced, after the fdatasync. A ``sync=True`` frame's batch is always synced.
+Rule 3: ``sync=False`` frames are covered by the periodic tick: every written byte is
+  synced within ``sync_interval_ms`` of the first unsynced write, plus at most one batch's
+  write and the fsync itself (the bound on their loss window).
+Rule 4 (fsyncgate): any write or fsync error fails every ticket of that batch, and of
+  everything queued behind it, with :class:`WalError`, and the Wal becomes read-only for
+  good: no retry, no later write. After a failed fsync the kernel may have dropped the
+  dirty pages while marking them clean, so nothing later could be trusted. The way on is
+  recovery (``scan_wal(repair=True)``, then ``Wal.create`` of a new file).
+Rule 5: rotation happens between batches: the old file is synced before the new one is
+  created, and the new file's header is synced (file and directory) before any frame
+  goes in. So every file but the newest is whole on disk.
+Rule 6: state is changed only on the trio thread, between awaits; the worker thread gets
+  what it needs as arguments and returns what changed (no shared mutation, no locks).
+Rule 7: a cancelled writer never abandons a disk call midway (``abandon_on_cancel=False``);
+  a batch it took but could not finish fails with WalError, so no ticket ever hangs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+import trio
+
+from .fs import Buffer, FileHandle, Fs
+from .wal_reader import (
+    FRAME_HEADER_SIZE,
+    HEADER_SIZE,
+    MAX_PAYLOAD_BYTES,
+    WalCorruptionError,
+    WalEntry,
+    encode_frames,
+    encode_header,
+    last_lsn,
+    new_salt,
+    read_wal_header,
+    scan_wal,
+    wal_files,
+    wal_path,
+)
+
+__all__ = [
+    "FSYNC_BUCKETS_US",
+    "LatencyHistogram",
+    "Wal",
+    "WalCorruptionError",
+    "WalEntry",
+    "WalError",
+    "WalStatistics",
+    "WalTicket",
+    "last_lsn",
+    "scan_wal",
+    "wal_files",
+]
+
+CLOSE_TIMEOUT_S = 10.0
+DEFAULT_MAX_QUEUE_BYTES = 64 << 20
+# Upper bounds (microseconds) of the fsync latency buckets; one more bucket holds the rest.
+FSYNC_BUCKETS_US: tuple[float, ...] = (
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000,
+)  # fmt: skip
+
+
+class WalError(Exception):
+    """A WAL write or fsync failed (the Wal is now read-only), or the Wal is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyHistogram:
+    """Per-bucket counts: ``counts[i]`` for values <= ``bounds_us[i]`` (and above
+    ``bounds_us[i-1]``); ``counts[-1]`` for values above the last bound."""
+
+    bounds_us: tuple[float, ...]
+    counts: tuple[int, ...]
+    sum_us: float
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class WalStatistics:
+    frames_total: int
+    batches_total: int
+    fsyncs_total: int
+    bytes_written_total: int
+    rotations_total: int
+    queue_depth: int
+    queue_depth_peak: int
+    submit_full_total: int
+    read_only: bool
+    fsync_latency_us: LatencyHistogram
+
+
+class _Batch:
+    """Frames taken together; every ticket of a batch resolves at the same moment."""
+
+    __slots__ = ("append_ms", "done", "error", "frames", "fsync_ms", "nbytes", "sync")
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, int, bytes]] = []
+        self.nbytes = 0
+        self.sync = False
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+        self.append_ms = 0.0
+        self.fsync_ms = 0.0
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done.is_set():
+            self.error = error
+            self.done.set()
+
+
+class WalTicket:
+    """The promise for one submitted frame."""
+
+    __slots__ = ("_batch", "lsn")
+
+    def __init__(self, lsn: int, batch: _Batch) -> None:
+        self.lsn = lsn
+        self._batch = batch
+
+    @property
+    def done(self) -> bool:
+        return self._batch.done.is_set()
+
+    async def wait(self) -> tuple[float, float]:
+        """Wait until the frame is written (and synced, for a synced batch).
+
+        Returns:
+            ``(wal_append_ms, fsync_ms)`` measured for the frame's batch (fsync_ms is 0
+            when the batch was not synced).
+
+        Raises:
+            WalError: the batch's write or fsync failed, or the Wal closed first.
+        """
+        await self._batch.done.wait()
+        error = self._batch.error
+        if error is not None:
+            raise WalError(f"WAL frame {self.lsn} was not committed: {error}") from error
+        return self._batch.append_ms, self._batch.fsync_ms
+
+
+@dataclass(slots=True)
+class _OpenFile:
+    handle: FileHandle
+    file_no: int
+    first_lsn: int
+    salt: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class _IoResult:
+    append_ms: float
+    fsync_ms: float
+    fsyncs: int
+    new_file: _OpenFile | None
+    bytes_written: int
+
+
+def _create_file(fs: Fs, dir: str, file_no: int, first_lsn: int) -> _OpenFile:
+    path = wal_path(dir, file_no)
+    if fs.exists(path):
+        raise FileExistsError(f"WAL file {path} already exists")
+    handle = fs.open(path, create=True)
+    salt = new_salt()
+    created = False
+    try:
+        handle.write_at(0, encode_header(file_no, salt, first_lsn))
+        # The header (file and directory entry) is durable before any frame is written,
+        # so a torn header can only ever belong to a file that holds nothing (Rule 5).
+        handle.sync_all()
+        fs.sync_dir(dir)
+        created = True
+    finally:
+        if not created:
+            handle.close()
+    return _OpenFile(handle, file_no, first_lsn, salt, HEADER_SIZE)
+
+
+def _do_io(
+    fs: Fs,
+    dir: str,
+    current: _OpenFile,
+    frames: list[tuple[int, int, bytes]],
+    sync: bool,
+    rotate: bool,
+    old_unsynced: bool,
+) -> _IoResult:
+    """Worker-thread body: [rotate,] encode, write, [fdatasync]."""
+    fsyncs = 0
+    new_file = None
+    if rotate:
+        # Old file first: everything in it is durable before the next file exists, so
+        # only the newest file can ever have a torn tail (Rule 5).
+        if old_unsynced:
+            current.handle.sync_data()
+            fsyncs += 1
+        new_file = _create_file(fs, dir, current.file_no + 1, frames[0][0])
+    target = new_file or current
+    done = False
+    try:
+        buf = encode_frames(frames, target.salt) if frames else bytearray()
+        t0 = time.perf_counter()
+        if buf:
+            target.handle.write_at(target.size, buf)
+        t1 = time.perf_counter()
+        if sync:
+            target.handle.sync_data()
+            fsyncs += 1
+        t2 = time.perf_counter()
+        done = True
+    finally:
+        if new_file is not None:
+            # On success the old file is finished; on failure the Wal keeps the old one
+            # as current (it goes read-only) and the new handle must not leak.
+            (current if done else new_file).handle.close()
+    fsync_ms = (t2 - t1) * 1e3 if sync else 0.0
+    return _IoResult((t1 - t0) * 1e3, fsync_ms, fsyncs, new_file, len(buf))
+
+
+class Wal:
+    """The write-ahead log of one data directory (see the module docstring for the rules).
+
+    Create with :meth:`create`, start :meth:`run` in the engine's nursery
+    (``await nursery.start(wal.run)``), then :meth:`submit` and wait on tickets::
+
+        wal = Wal.create(fs, wal_dir, next_lsn=last + 1, file_no=last_file + 1)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(wal.run)
+            ticket = wal.submit(ENTRY_WRITE, payload, sync=True)
+            append_ms, fsync_ms = await ticket.wait()
+            await wal.aclose()
+    """
+
+    def __init__(
+        self,
+        fs: Fs,
+        dir: str,
+        current: _OpenFile,
+        closed_files: list[tuple[int, int | None]],
+        *,
+        max_file_bytes: int,
+        sync_interval_ms: int,
+        max_queue_bytes: int,
+        limiter: trio.CapacityLimiter | None,
+    ) -> None:
+        self._fs = fs
+        self._dir = dir
+        self._file = current
+        # (file_no, first_lsn or None if its header could not be read), oldest first.
+        self._closed_files = closed_files
+        self._max_file_bytes = max_file_bytes
+        self._sync_interval_s = sync_interval_ms / 1000
+        self._max_queue_bytes = max_queue_bytes
+        self._limiter = limiter
+        self._next_lsn = current.first_lsn
+        self._written_lsn = current.first_lsn - 1
+        self._synced_lsn = current.first_lsn - 1
+        self._unsynced_since: float | None = None
+        self._open = _Batch()
+        self._inflight: _Batch | None = None
+        self._queued_bytes = 0
+        self._wakeup = trio.Event()
+        self._progress = trio.Event()
+        self._sync_requested = False
+        self._failure: BaseException | None = None
+        self._closing = False
+        self._closed = False
+        self._running = False
+        self._stopped = trio.Event()
+        self._stats = dict.fromkeys(
+            ("frames", "batches", "fsyncs", "bytes", "rotations", "peak", "full"), 0
+        )
+        self._fsync_counts = [0] * (len(FSYNC_BUCKETS_US) + 1)
+        self._fsync_sum_us = 0.0
+
+    @classmethod
+    def create(
+        cls,
+        fs: Fs,
+        dir: str,
+        *,
+        next_lsn: int,
+        file_no: int,
+        max_file_bytes: int = 64 << 20,
+        sync_interval_ms: int = 50,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        limiter: trio.CapacityLimiter | None = None,
+    ) -> Wal:
+        """Start a new WAL file ``file_no`` whose first frame will carry ``next_lsn``.
+
+        Recovery always writes into a fresh file, after ``scan_wal(repair=True)`` has
+        made the old newest file end cleanly; this call blocks (it creates and syncs).
+
+        Args:
+            fs: the file system seam.
+            dir: the WAL directory (must exist).
+            next_lsn: the LSN of the next frame (last LSN in the log + 1; >= 1).
+            file_no: must be one past the highest existing file (any, if there is none).
+            max_file_bytes: rotate to a new file once the current one reaches this size.
+            sync_interval_ms: the periodic tick for ``sync=False`` frames (0: every batch).
+            max_queue_bytes: the backpressure budget (see :meth:`over_budget`).
+            limiter: thread limiter for the writer's disk calls (default: its own, of 1).
+
+        Raises:
+            ValueError: bad numbers, or ``file_no`` not following the existing files.
+            OSError: creating or syncing the file failed.
+        """
+        if next_lsn < 1 or file_no < 0 or max_file_bytes < 1 or sync_interval_ms < 0:
+            raise ValueError("next_lsn must be >= 1; file_no, sizes and intervals >= 0")
+        existing = wal_files(fs, dir)
+        if existing and file_no != existing[-1] + 1:
+            raise ValueError(
+                f"file_no {file_no:016x} must follow the newest WAL file {existing[-1]:016x}"
+            )
+        closed: list[tuple[int, int | None]] = []
+        for no in existing:
+            try:
+                closed.append((no, read_wal_header(fs, wal_path(dir, no)).first_lsn))
+            except WalCorruptionError:
+                closed.append((no, None))  # never trimmed past: its bounds are unknown
+        current = _create_file(fs, dir, file_no, next_lsn)
+        return cls(
+            fs,
+            dir,
+            current,
+            closed,
+            max_file_bytes=max_file_bytes,
+            sync_interval_ms=sync_interval_ms,
+            max_queue_bytes=max_queue_bytes,
+            limiter=limiter,
+        )
+
+    # -- submitting -------------------------------------------------------------------
+
+    @property
+    def next_lsn(self) -> int:
+        """The LSN the next ``submit()`` will get."""
+        return self._next_lsn
+
+    @property
+    def read_only(self) -> bool:
+        """True after a write or fsync failed: every later submit raises (fsyncgate)."""
+        return self._failure is not None
+
+    @property
+    def synced_lsn(self) -> int:
+        """Every frame up to this LSN is durable."""
+        return self._synced_lsn
+
+    @property
+    def written_lsn(self) -> int:
+        """Every frame up to this LSN has been written (maybe not yet synced)."""
+        return self._written_lsn
+
+    @property
+    def file_no(self) -> int:
+        """The file being written now."""
+        return self._file.file_no
+
+    def submit(self, entry_type: int, payload: Buffer, *, sync: bool) -> WalTicket:
+        """Queue one frame; never blocks and never awaits.
+
+        Args:
+            entry_type: a u8 the engine uses to tell its entries apart.
+            payload: the entry bytes (copied when not ``bytes``).
+            sync: ``True`` for fsync-class frames: the ticket resolves after the fdatasync.
+
+        Returns:
+            The ticket; its ``lsn`` is assigned now.
+
+        Raises:
+            WalError: the Wal is read-only after a failure, or closed.
+            ValueError: ``entry_type`` is not a u8 or the payload is over MAX_PAYLOAD_BYTES.
+        """
+        if self._failure is not None:
+            raise WalError(f"WAL is read-only after a failed write or fsync: {self._failure}")
+        if self._closing:
+            raise WalError("WAL is closed")
+        if not 0 <= entry_type <= 0xFF:
+            raise ValueError(f"entry_type {entry_type} is not a u8")
+        data = payload if isinstance(payload, bytes) else bytes(payload)
+        if len(data) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"WAL payload of {len(data)} bytes is over {MAX_PAYLOAD_BYTES}")
+        lsn = self._next_lsn
+        self._next_lsn += 1
+        nbytes = FRAME_HEADER_SIZE + len(data)
+        if self._queued_bytes + nbytes > self._max_queue_bytes:
+            # Still queued: submit never blocks and a frame that got an LSN must be
+            # written. The engine reads over_budget() and throttles new requests.
+            self._stats["full"] += 1
+        self._queued_bytes += nbytes
+        batch = self._open
+        batch.frames.append((lsn, entry_type, data))
+        batch.nbytes += nbytes
+        batch.sync = batch.sync or sync
+        self._stats["peak"] = max(self._stats["peak"], len(batch.frames))
+        self._wakeup.set()
+        return WalTicket(lsn, batch)
+
+    def over_budget(self) -> bool:
+        """True when queued plus in-flight frame bytes exceed ``max_queue_bytes``."""
+        return self._queued_bytes > self._max_queue_bytes
+
+    async def flush(self) -> None:
+        """Wait until every frame submitted so far is written and synced.
+
+        Raises:
+            WalError: the Wal failed (read-only) or stopped before getting there.
+        """
+        await trio.lowlevel.checkpoint()
+        target = self._next_lsn - 1
+        while self._synced_lsn < target:
+            if self._failure is not None:
+                raise WalError(f"WAL is read-only after a failed write or fsync: {self._failure}")
+            if not self._running:
+                # Never wait for a writer that is not there: that wait would never end.
+                raise WalError("the WAL writer is not running; nothing more can be synced")
+            self._sync_requested = True
+            self._wakeup.set()
+            await self._progress.wait()
+
+    # -- the writer task --------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The single writer task; returns after :meth:`aclose` or a failure.
+
+        Raises:
+            RuntimeError: a second writer was started.
+        """
+        if self._running or self._stopped.is_set():
+            raise RuntimeError("the WAL writer runs once")
+        if self._limiter is None:
+            self._limiter = trio.CapacityLimiter(1)
+        self._running = True
+        task_status.started()
+        try:
+            while self._failure is None:
+                batch = await self._wait_for_work()
+                if batch is None:
+                    break
+                await self._commit(batch)
+        finally:
+            self._running = False
+            # Whatever is still unresolved can no longer be written by anyone (Rule 7).
+            stop = self._failure or WalError("WAL writer stopped")
+            if self._inflight is not None:
+                self._inflight.fail(stop)
+                self._inflight = None
+            self._open.fail(stop)
+            self._closing = True
+            self._stopped.set()
+            self._progress.set()
+
+    def _sync_due(self) -> bool:
+        return (
+            self._unsynced_since is not None
+            and trio.current_time() >= self._unsynced_since + self._sync_interval_s
+        )
+
+    async def _wait_for_work(self) -> _Batch | None:
+        while True:
+            unsynced = self._written_lsn > self._synced_lsn
+            if self._open.frames or (unsynced and (self._sync_requested or self._sync_due())):
+                batch, self._open = self._open, _Batch()
+                return batch
+            self._sync_requested = False  # nothing unsynced: a flush is already satisfied
+            if self._closing:
+                return None
+            deadline = math.inf
+            if self._unsynced_since is not None:
+                deadline = self._unsynced_since + self._sync_interval_s
+            with trio.move_on_at(deadline):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+
+    async def _commit(self, batch: _Batch) -> None:
+        sync = batch.sync or self._sync_requested or self._sync_interval_s == 0 or self._sync_due()
+        self._sync_requested = False
+        rotate = bool(batch.frames) and self._file.size >= self._max_file_bytes
+        rotate = rotate and self._file.size > HEADER_SIZE
+        self._inflight = batch
+        assert self._limiter is not None
+        try:
+            result = await trio.to_thread.run_sync(
+                _do_io,
+                self._fs,
+                self._dir,
+                self._file,
+                batch.frames,
+                sync,
+                rotate,
+                self._written_lsn > self._synced_lsn,
+                limiter=self._limiter,
+                abandon_on_cancel=False,  # a write or fsync under way is always waited for
+            )
+        except OSError as exc:
+            self._fail(exc)
+            return
+        # From here to the end, no await: the new state and the resolved tickets appear
+        # together, so no task ever sees a ticket done before the LSNs that cover it.
+        self._inflight = None
+        self._apply(batch, result, sync)
+
+    def _apply(self, batch: _Batch, result: _IoResult, sync: bool) -> None:
+        if result.new_file is not None:
+            old = self._file
+            self._closed_files.append((old.file_no, old.first_lsn))
+            self._file = result.new_file
+            self._synced_lsn = self._written_lsn  # the old file was synced first
+            self._unsynced_since = None
+            self._stats["rotations"] += 1
+        self._file.size += result.bytes_written
+        self._queued_bytes -= batch.nbytes
+        if batch.frames:
+            self._written_lsn = batch.frames[-1][0]
+            self._stats["frames"] += len(batch.frames)
+            self._stats["batches"] += 1
+            self._stats["bytes"] += result.bytes_written
+        self._stats["fsyncs"] += result.fsyncs
+        if sync:
+            self._synced_lsn = self._written_lsn
+            self._unsynced_since = None
+            self._record_fsync(result.fsync_ms * 1000)
+        elif self._written_lsn > self._synced_lsn and self._unsynced_since is None:
+            self._unsynced_since = trio.current_time()
+        batch.append_ms, batch.fsync_ms = result.append_ms, result.fsync_ms
+        batch.done.set()
+        self._progress.set()
+        self._progress = trio.Event()
+
+    def _fail(self, exc: OSError) -> None:
+        """Rule 4: this batch, everything behind it, and every later submit fail."""
+        self._failure = exc
+        error = WalError(f"WAL write or fsync failed; the WAL is now read-only: {exc}")
+        error.__cause__ = exc
+        if self._inflight is not None:
+            self._inflight.fail(error)
+            self._inflight = None
+        self._open.fail(error)
+        self._open = _Batch()
+        self._queued_bytes = 0
+        self._progress.set()
+
+    def _record_fsync(self, us: float) -> None:
+        self._fsync_counts[bisect.bisect_left(FSYNC_BUCKETS_US, us)] += 1
+        self._fsync_sum_us += us
+
+    # -- housekeeping -----------------------------------------------------------------
+
+    def trim(self, upto_lsn: int) -> int:
+        """Remove whole closed files whose every frame has ``lsn < upto_lsn``.
+
+        Oldest first, each removal made durable (directory fsync) before the next, so a
+        crash leaves a suffix of the files and never a hole (wal_reader Rule 4). Blocks
+        for one unlink and one directory fsync per removed file.
+
+        Returns:
+            The number of files removed.
+        """
+        removed = 0
+        try:
+            bounds = [*self._closed_files, (self._file.file_no, self._file.first_lsn)]
+            for (file_no, _), (_, next_first) in itertools.pairwise(bounds):
+                # Frames of a closed file all sit below the first LSN of the file after it.
+                if next_first is None or next_first > upto_lsn:
+                    break
+                self._fs.remove(wal_path(self._dir, file_no))
+                self._fs.sync_dir(self._dir)
+                removed += 1
+        finally:
+            del self._closed_files[:removed]
+        return removed
+
+    def statistics(self) -> WalStatistics:
+        """A frozen snapshot of the counters (read by ``/v0/metrics``)."""
+        s = self._stats
+        return WalStatistics(
+            frames_total=s["frames"],
+            batches_total=s["batches"],
+            fsyncs_total=s["fsyncs"],
+            bytes_written_total=s["bytes"],
+            rotations_total=s["rotations"],
+            queue_depth=len(self._open.frames),
+            queue_depth_peak=s["peak"],
+            submit_full_total=s["full"],
+            read_only=self._failure is not None,
+            fsync_latency_us=LatencyHistogram(
+                bounds_us=FSYNC_BUCKETS_US,
+                counts=tuple(self._fsync_counts),
+                sum_us=self._fsync_sum_us,
+                count=sum(self._fsync_counts),
+            ),
+        )
+
+    async def aclose(self) -> None:
+        """Flush, stop the writer and close the file.
+
+        Shielded with a timeout, so an engine being cancelled still gets its last frames
+        synced; a Wal that already failed just closes (nothing more can be made durable).
+        """
+        if self._closed:
+            return
+        with trio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+            if self._running:
+                with contextlib.suppress(WalError):
+                    await self.flush()
+            self._closing = True
+            self._wakeup.set()
+            if self._running:
+                await self._stopped.wait()
+        self._closing = True
+        self._open.fail(WalError("WAL closed before the frame was written"))
+        if not self._running:
+            # Only when no worker thread can still be using the handle.
+            self._closed = True
+            self._file.handle.close()
