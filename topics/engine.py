@@ -26,11 +26,13 @@ from ._clock import Clock, SystemClock
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
+from ._queue_ops import QueueOps
 from ._reads import read_diff
+from ._router_ops import RouterOps
 from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
-from ._storage.fs import Fs, RealFs
+from ._storage.fs import DirLock, Fs, RealFs
 from ._storage.recovery import recover
-from ._storage.store import Store, StorePaths
+from ._storage.store import Store, StoreExtension, StorePaths
 from ._storage.wal import Wal, WalStatistics, WalTicket
 from .config import TopicConfig, parse_config
 from .errors import (
@@ -78,7 +80,7 @@ AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
 
 
-class Engine:
+class Engine(RouterOps, QueueOps):
     """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
     synchronous facade); every method must be called from the engine's trio thread."""
 
@@ -91,6 +93,10 @@ class Engine:
         self._recovery_progress = 1.0
         self._started_ms = self.clock.now_ms()
         self._store: Store | None = None
+        # The engine's own nursery (set by open_engine): background services start here.
+        self._nursery: trio.Nursery | None = None
+        self._init_routers()
+        self._init_queues()
 
     # -- topics (§1) ------------------------------------------------------------------
 
@@ -148,12 +154,6 @@ class Engine:
             queue=self._queue_counters(log),
         )
 
-    def _queue_counters(self, log: TopicLog) -> dict[str, int] | None:
-        """§10.7 counters of a queue topic. Until a job is claimed every live job is ready."""
-        if log.config.type != "queue":
-            return None
-        return {"ready": log.count, "in_flight": 0, "dead_lettered": 0}
-
     async def list_topics(
         self,
         *,
@@ -198,10 +198,12 @@ class Engine:
         self._registry.remove(name)
         self._total_bytes -= log.bytes
         log.deleted = True
+        routers = self._routers_on_topic_deleted(log)
+        self._queues_on_topic_deleted(log)
         log.wake()
         if self._store is not None:
             await self._store.log_topic_delete(log).wait()
-        return DeleteTopicResult(name, True, [])
+        return DeleteTopicResult(name, True, routers)
 
     # -- writes (§2) ------------------------------------------------------------------
 
@@ -244,6 +246,29 @@ class Engine:
             hit = self._dedupe_hit(log, key, now)
             if hit is not None:
                 return self._write_result(log, hit, return_seqs, created=False, deduped=True)
+        entry, salt, frames = self._append_batch(log, records, node, created, now)
+        if key is not None:
+            log.dedupe[key] = entry
+        n = entry.last_seq - entry.first_seq + 1
+        timings = await self._log_append(log, salt, frames, created, n)
+        return self._write_result(
+            log, entry, return_seqs, created=created, deduped=False, timings=timings
+        )
+
+    def _append_batch(
+        self,
+        log: TopicLog,
+        records: Sequence[Mapping[str, Any]],
+        node: str | None,
+        created: bool,
+        now: int,
+    ) -> tuple[DedupeEntry, int, bytes]:
+        """Validate, encode and publish one batch (synchronous: atomic between awaits).
+
+        Registers ``log`` first when ``created``. Returns the seq range, the segment salt
+        and the frames (what the WAL entry carries). Shared by client writes, router
+        forwarding and dead-lettering; the caller decides what to log.
+        """
         n = self._batch_size(records)
         seg = log.writable_segment()
         ts = log.next_ts(now)
@@ -257,14 +282,8 @@ class Engine:
         log.last_write_ts = now
         if log.config.discard == "old":
             self._evict(log)
-        entry = DedupeEntry(now, log.head - n + 1, log.head)
-        if key is not None:
-            log.dedupe[key] = entry
         log.wake()
-        timings = await self._log_append(log, seg.salt, frames, created, n)
-        return self._write_result(
-            log, entry, return_seqs, created=created, deduped=False, timings=timings
-        )
+        return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
 
     async def _log_append(
         self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
@@ -499,28 +518,37 @@ class Engine:
         self._check_serving()
         log = self._live_topic(name)
         bound = log.head + 1 if before is None else min(before, log.head + 1)
-        bytes_before = log.bytes
         ticket: WalTicket | None = None
         if spec is None:
+            bytes_before = log.bytes
             deleted = log.delete_before(bound)
+            self._total_bytes -= bytes_before - log.bytes
             if deleted and self._store is not None:
                 ticket = self._store.log_delete_before(log, bound)
         else:
             op, operand = spec
             trie = log.trie
             seqs = trie.pop_exact(operand, bound) if op == "Eq" else trie.pop_prefix(operand, bound)
-            if self._store is not None:
-                self._store.note_deleted(log, seqs)
-            deleted = log.delete_seqs(seqs)
-            if self._store is not None:
-                ticket = self._store.log_delete_seqs(log, seqs)
-        self._total_bytes -= bytes_before - log.bytes
+            deleted, ticket = self._delete_seqs(log, seqs)
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
             fsync_ms = (await ticket.wait())[1]
         return DeleteRecordsResult(
             name, deleted, log.earliest, log.head, log.count, log.bytes, fsync_ms
         )
+
+    def _delete_seqs(self, log: TopicLog, seqs: list[int]) -> tuple[int, WalTicket | None]:
+        """Delete the given seqs (those live) and log it; the ticket is the WAL entry's.
+
+        Synchronous, so atomic between awaits; shared by tag deletes and queue acks.
+        """
+        if self._store is not None:
+            self._store.note_deleted(log, seqs)  # before: a wholly dead segment is dropped
+        bytes_before = log.bytes
+        deleted = log.delete_seqs(seqs)
+        self._total_bytes -= bytes_before - log.bytes
+        ticket = self._store.log_delete_seqs(log, seqs) if self._store is not None else None
+        return deleted, ticket
 
     # -- operations -------------------------------------------------------------------
 
@@ -533,6 +561,11 @@ class Engine:
     def recovery_progress(self) -> float:
         """0.0-1.0 while recovering; 1.0 when ready."""
         return self._recovery_progress
+
+    @property
+    def topic_count(self) -> int:
+        """Number of live topics (O(1); for /v0/ready)."""
+        return len(self._registry)
 
     def statistics(self, *, max_topic_gauges: int = 1000) -> EngineStatistics:
         """A frozen snapshot of the gauges /v0/metrics reports (§8.3)."""
@@ -644,6 +677,10 @@ class Engine:
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
         store = Store(fs, paths, wal, rec.generation)
         store.after_recovery(rec.covered_lsn, rec.files)
+        for ext in self._store_extensions():
+            logged = [(k, p) for k, p in rec.extension_entries if k in ext.entry_types]
+            ext.restore(rec.extension_sections.get(ext.key), logged)
+            store.extensions.append(ext)
         for key, idxs in rec.deleted.items():
             store.pending_deleted(key).update(idxs)
         self._registry = rec.registry
@@ -651,7 +688,17 @@ class Engine:
         self._store = store
         await nursery.start(wal.run)
         await nursery.start(store.run, rec.registry)
+        self._start_services(nursery)
         self._recovery_progress = 1.0
+
+    def _store_extensions(self) -> list[StoreExtension]:
+        """Subsystems that persist their own state through the store (routers, queues)."""
+        return [ext for ext in (self._router_extension(), self._queue_extension()) if ext is not None]
+
+    def _start_services(self, nursery: trio.Nursery) -> None:
+        """Start the subsystems' background work once state is final (after recovery)."""
+        self._start_routers(nursery)
+        self._start_queues(nursery)
 
     async def _sweep_retention(self) -> None:
         """Expire TTL'd records in the background so idle topics release memory too."""
@@ -699,28 +746,51 @@ async def open_engine(
         DataDirLockedError: another process has the data directory open.
     """
     engine = Engine(clock=clock, limits=limits)
-    async with trio.open_nursery() as nursery:
-        lock = None
-        if data_dir is not None:
-            fs = fs if fs is not None else RealFs()
-            paths = StorePaths.for_dir(data_dir)
-            fs.makedirs(paths.root)
-            lock = fs.lock(paths.lock)
-            for sub in (paths.wal, paths.segments, paths.manifest):
-                fs.makedirs(sub)
-            fs.sync_dir(paths.root)
-            engine._recovery_progress = 0.0
-            if wait_ready:
-                await engine._recover(nursery, fs, paths)
+    # Taken before the nursery opens, so a held lock is a plain DataDirLockedError.
+    storage = _open_data_dir(fs if fs is not None else RealFs(), data_dir) if data_dir else None
+    try:
+        async with trio.open_nursery() as nursery:
+            engine._nursery = nursery
+            if storage is not None:
+                engine._recovery_progress = 0.0
+                if wait_ready:
+                    await engine._recover(nursery, storage[0], storage[1])
+                else:
+                    nursery.start_soon(engine._recover, nursery, storage[0], storage[1])
             else:
-                nursery.start_soon(engine._recover, nursery, fs, paths)
-        nursery.start_soon(engine._sweep_retention)
-        try:
-            yield engine
-        finally:
-            engine._closed = True
-            if engine._store is not None:
-                await engine._store.aclose(engine._registry)
-            if lock is not None:
-                lock.release()
-            nursery.cancel_scope.cancel()
+                engine._start_services(nursery)
+            nursery.start_soon(engine._sweep_retention)
+            try:
+                yield engine
+            finally:
+                engine._closed = True
+                if engine._store is not None:
+                    await engine._store.aclose(engine._registry)
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery wraps whatever the caller's block raised; a library user expects
+        # that exception itself (TopicNotFoundError, not a group of one).
+        leaves = _leaves(group)
+        if len(leaves) != 1:
+            raise
+        raise leaves[0] from None
+    finally:
+        if storage is not None:
+            storage[2].release()
+
+
+def _open_data_dir(fs: Fs, data_dir: str) -> tuple[Fs, StorePaths, DirLock]:
+    paths = StorePaths.for_dir(data_dir)
+    fs.makedirs(paths.root)
+    lock = fs.lock(paths.lock)
+    for sub in (paths.wal, paths.segments, paths.manifest):
+        fs.makedirs(sub)
+    fs.sync_dir(paths.root)
+    return fs, paths, lock
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out

@@ -1,0 +1,268 @@
+"""The HTTP frontend as one ASGI app: a raw-ASGI dispatcher in front of a Quart app.
+
+``create_app(engine, settings)`` returns :class:`TopicsHttpApp`. Every HTTP request goes
+through the dispatcher, which in one pass:
+
+1. takes the clock (``server_total_ms`` starts here) and the request id (the client's
+   ``X-Request-ID`` if well formed, else a fresh UUID);
+2. matches the route table (404 not_found / 405 method_not_allowed);
+3. authenticates the bearer key (401) and checks the route's scopes and the key's name
+   prefixes against the path name (403);
+4. sheds what cannot be served: 503 not_ready during recovery, 429 throttled under CPU
+   pressure, 429 when the key already holds ``TOPICS_MAX_INFLIGHT_PER_KEY`` requests (the
+   slot is released in a ``finally``, however the request ends);
+5. reads the bounded, decoded body for routes that take one (413/415 before parsing);
+6. serves the two hot routes (write, diff) itself and hands every other route to Quart
+   with the context attached to the scope (``respond.CTX_KEY``).
+
+Why a dispatcher in front of Quart: Quart-trio costs a nursery, two tasks and a request
+object per request, about a third of the throughput of a bare ASGI handler on the same
+hypercorn (docs/HTTP.md has the numbers). The hot routes cannot afford that; everything
+else keeps Quart's conveniences (and the later SSE/WebSocket modules keep Quart's
+streaming and websocket support).
+
+Extension: a routes module exposes ``ROUTES`` and may define ``register(quart_app,
+state)`` to add Quart-native views; list it in :data:`ROUTE_MODULES`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from types import ModuleType
+from typing import Any, cast
+
+import trio
+from quart import request
+from quart_trio import QuartTrio
+
+from topics.engine import Engine
+from topics.errors import ForbiddenError, NotReadyError, ThrottledError, UnauthorizedError
+
+from . import probe_routes, record_routes, topic_routes
+from .errors import register_quart_handlers, reply_for
+from .requests import ClientDisconnected, read_body
+from .respond import CTX_KEY, context_of, send_reply, to_quart
+from .routing import Route, RouteTable
+from .state import HttpSettings, HttpState, RequestContext
+
+__all__ = ["ROUTE_MODULES", "TopicsHttpApp", "create_app"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The modules whose ``ROUTES`` make up the API (add routers, watch, queues here).
+ROUTE_MODULES: tuple[ModuleType, ...] = (topic_routes, record_routes, probe_routes)
+
+_REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")
+# Path parameters that name a topic or router, checked against the key's prefixes.
+_NAME_PARAMS = frozenset({"topic", "router"})
+
+
+class TopicsHttpApp:
+    """The ASGI callable: the dispatcher (module docstring) plus the Quart app behind it.
+
+    Attributes:
+        state: the shared :class:`HttpState` (tests inject pressure or flip shutdown here).
+        quart: the Quart app serving every non-fast route.
+        table: the route table.
+    """
+
+    def __init__(self, state: HttpState, table: RouteTable, quart: QuartTrio) -> None:
+        self.state = state
+        self.table = table
+        self.quart = quart
+        self._quart_asgi = cast(AsgiApp, quart)  # Quart's typed ASGI signature, seen plainly
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(scope, receive, send)
+        else:  # websocket: its module gates it (no HTTP route table entry to match)
+            await self._quart_asgi(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The pressure monitor lives exactly as long as the server does.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.state.pressure.run)
+            await self._quart_asgi(scope, receive, send)
+            nursery.cancel_scope.cancel()
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        t0 = time.perf_counter()
+        headers: dict[bytes, bytes] = dict(scope["headers"])
+        given = headers.get(b"x-request-id")
+        if given is not None and _REQUEST_ID.fullmatch(given):
+            request_id = given.decode()
+        else:
+            request_id = _new_request_id()
+        state = self.state
+        ctx = RequestContext(
+            state, scope["method"], scope["path"], headers, scope["query_string"], request_id, t0
+        )
+        try:
+            route, ctx.name = self.table.match(ctx.method, ctx.path)
+            ctx.route = route
+            self._admit(ctx, route)
+        except Exception as exc:  # the gate's 4xx/5xx (or a bug in it)
+            await send_reply(send, ctx, reply_for(ctx, exc))
+            return
+        try:
+            if route.body:
+                try:
+                    ctx.body = await read_body(headers, receive, state.max_body_bytes)
+                except ClientDisconnected:
+                    return
+                except Exception as exc:  # 413/415/400 before any parsing
+                    await send_reply(send, ctx, reply_for(ctx, exc))
+                    return
+            if not route.fast or route.handler is None:
+                # Quart answers (its error handlers use the same mapper); never send here.
+                scope[CTX_KEY] = ctx
+                await self._quart_asgi(scope, receive, _with_request_id(send, request_id))
+                return
+            ctx.receive = receive
+            try:
+                reply = await route.handler(ctx)
+            except ClientDisconnected:
+                return
+            except Exception as exc:
+                reply = reply_for(ctx, exc)
+            await send_reply(send, ctx, reply)
+        finally:
+            # However the request ends (answered, failed, client gone, cancelled).
+            state.release_slot(ctx.principal)
+
+    def _admit(self, ctx: RequestContext, route: Route) -> None:
+        """Steps 3-4 of the module docstring; on success the key holds an in-flight slot."""
+        state = self.state
+        if state.auth_enabled and (
+            not route.probe or route.always_auth or state.settings.probe_auth
+        ):
+            self._authenticate(ctx, route)
+        if route.probe:
+            return
+        if not state.engine.ready:
+            progress = state.engine.recovery_progress
+            raise NotReadyError(
+                f"recovery in progress ({progress:.0%}); retry shortly",
+                detail={"replay_progress": round(progress, 3)},
+                retry_after=1.0,
+            )
+        if route.pressure == "gate":
+            state.check_pressure()
+        if not state.acquire_slot(ctx.principal):
+            raise ThrottledError.for_limit("max_inflight_per_key", state.max_inflight_per_key)
+
+    def _authenticate(self, ctx: RequestContext, route: Route) -> None:
+        token: bytes | str | None = None
+        header = ctx.headers.get(b"authorization")
+        if header is not None:
+            scheme, _, credential = header.strip().partition(b" ")
+            if scheme.lower() == b"bearer":
+                token = credential.strip()
+        if not token and ctx.query_string and "token" in ctx.query:
+            if not route.query_token:
+                raise UnauthorizedError(
+                    "?token= is accepted only on SSE stream GETs; "
+                    "send Authorization: Bearer <key> instead"
+                )
+            token = ctx.query["token"]
+        if not token:
+            raise UnauthorizedError("missing API key; send Authorization: Bearer <key>")
+        principal = self.state.keys.authenticate(token)
+        if principal is None:
+            raise UnauthorizedError("invalid API key")
+        needed = route.needed_scopes
+        if needed and not principal.allows_all(needed):
+            missing = principal.missing(needed)
+            raise ForbiddenError(
+                f"api key lacks {' and '.join(missing)} scope for {route.method} {route.pattern}",
+                detail={"required_scopes": sorted(needed), "missing_scopes": missing},
+            )
+        if route.param in _NAME_PARAMS and not principal.may_touch(ctx.name):
+            raise ForbiddenError(
+                f'api key may not touch "{ctx.name}": outside its name prefix allowlist',
+                detail={route.param: ctx.name},
+            )
+        ctx.principal = principal
+
+
+def _new_request_id() -> str:
+    """A random (version 4) UUID string; ``str(uuid.uuid4())`` at a fraction of the cost."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _with_request_id(send: Send, request_id: str) -> Send:
+    """Wrap ``send`` so a Quart-native response that forgot X-Request-ID still has one."""
+    rid = request_id.encode()
+
+    async def send_with_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers") or ())
+            if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                headers.append((b"x-request-id", rid))
+                message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_id
+
+
+def _quart_view(app: QuartTrio, route: Route) -> Callable[..., Awaitable[Any]]:
+    handler = route.handler
+    assert handler is not None
+
+    async def view(**_params: str) -> Any:
+        ctx = context_of(request.scope)
+        return to_quart(app, ctx, await handler(ctx))
+
+    return view
+
+
+def create_app(
+    engine: Engine,
+    settings: HttpSettings | None = None,
+    modules: Sequence[ModuleType] = ROUTE_MODULES,
+) -> TopicsHttpApp:
+    """Build the ASGI app serving ``engine`` over HTTP.
+
+    Args:
+        engine: an open engine (the app does not own it; close it after the server).
+        settings: auth keys, limits and tuning (default: no keys, contract limits).
+        modules: routes modules (each with ``ROUTES`` and optionally ``register``).
+
+    Example::
+
+        async with open_engine(None) as engine:
+            app = create_app(engine, HttpSettings())
+            await hypercorn.trio.serve(app, config)
+    """
+    state = HttpState(engine, settings if settings is not None else HttpSettings())
+    table = RouteTable(route for module in modules for route in module.ROUTES)
+    quart = QuartTrio("topics.frontends.http")
+    quart.config.update(MAX_CONTENT_LENGTH=None, PROVIDE_AUTOMATIC_OPTIONS=False)
+    for route in table.routes:
+        if route.handler is not None and not route.fast:
+            quart.add_url_rule(
+                route.quart_rule,
+                endpoint=f"{route.method} {route.pattern}",
+                view_func=_quart_view(quart, route),
+                methods=[route.method],
+            )
+    register_quart_handlers(quart, lambda ctx, reply: to_quart(quart, ctx, reply))
+    for module in modules:
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(quart, state)
+    return TopicsHttpApp(state, table, quart)

@@ -1,0 +1,117 @@
+"""The one error mapper of the HTTP frontend (STYLE §6).
+
+Every failure of every route ends here, whether the raw-ASGI dispatcher served it or Quart
+did: a :class:`~topics.errors.TopicsError` becomes its status, the §0.5 envelope (with the
+request id and the performance object) and, for 429/503, a ``Retry-After`` header; any
+other exception is logged with its traceback and answered with a generic ``500 internal``
+that reveals nothing.
+
+Rules:
+1. Handlers raise; they never build error bodies.
+2. ``401`` carries ``WWW-Authenticate: Bearer``; ``405`` carries ``Allow``.
+3. Nothing a client sent (headers, query, body) is logged: only method, route pattern and
+   request id, so a token can never reach a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from quart import Quart, has_request_context, request
+from werkzeug.exceptions import HTTPException
+
+from topics.errors import (
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    PayloadTooLargeError,
+    TopicsError,
+    UnsupportedMediaTypeError,
+)
+from topics.wire.envelope import error_body, internal_error_body, performance, retry_after_seconds
+
+from .respond import CTX_KEY
+from .state import Reply, RequestContext
+
+__all__ = ["error_reply", "internal_reply", "register_quart_handlers"]
+
+log = logging.getLogger("topics.http")
+
+
+def error_reply(ctx: RequestContext, exc: TopicsError) -> Reply:
+    """Map a :class:`TopicsError` to its reply (status, envelope, headers)."""
+    body = error_body(exc, ctx.request_id, performance(ctx.elapsed_ms()))
+    headers: list[tuple[bytes, bytes]] = []
+    retry_after = retry_after_seconds(exc)
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    if exc.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="topics"'))
+    elif exc.status == 405 and exc.detail and isinstance(exc.detail.get("allowed"), list):
+        headers.append((b"allow", ", ".join(exc.detail["allowed"]).encode()))
+    return Reply(exc.status, body, headers=headers)
+
+
+def internal_reply(ctx: RequestContext, exc: BaseException) -> Reply:
+    """Log an unexpected exception and answer a generic 500 (rule 3: no request data)."""
+    pattern = ctx.route.pattern if ctx.route is not None else "?"
+    log.error(
+        "unhandled error in %s %s (request_id=%s)",
+        ctx.method,
+        pattern,
+        ctx.request_id,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    return Reply(500, internal_error_body(ctx.request_id, performance(ctx.elapsed_ms())))
+
+
+def reply_for(ctx: RequestContext, exc: Exception) -> Reply:
+    """The reply for any exception a handler raised."""
+    if isinstance(exc, TopicsError):
+        if exc.status == 500:
+            # A deliberate 500 (e.g. storage failed): the message is meant for the client,
+            # and the operator needs the log line.
+            log.error("internal error in %s (request_id=%s): %s", ctx.method, ctx.request_id, exc)
+        return error_reply(ctx, exc)
+    return internal_reply(ctx, exc)
+
+
+_HTTP_EXCEPTIONS: dict[int, type[TopicsError]] = {
+    400: InvalidRequestError,
+    404: NotFoundError,
+    405: MethodNotAllowedError,
+    413: PayloadTooLargeError,
+    415: UnsupportedMediaTypeError,
+}
+
+
+def register_quart_handlers(
+    app: Quart, to_response: Callable[[RequestContext, Reply], Any]
+) -> None:
+    """Install the mapper as Quart's error handlers (``to_response`` builds the Quart
+    response), so Quart-native routes of other modules answer the same envelopes."""
+
+    def context() -> RequestContext | None:
+        if not has_request_context():
+            return None  # e.g. a websocket: its module maps its own errors
+        ctx = request.scope.get(CTX_KEY)
+        return ctx if isinstance(ctx, RequestContext) else None
+
+    @app.errorhandler(HTTPException)
+    async def _http_exception(exc: HTTPException) -> Any:
+        ctx = context()
+        if ctx is None:
+            return exc
+        cls = _HTTP_EXCEPTIONS.get(exc.code or 500)
+        if cls is None:
+            return to_response(ctx, internal_reply(ctx, exc))
+        return to_response(ctx, error_reply(ctx, cls(exc.description or exc.name)))
+
+    @app.errorhandler(Exception)
+    async def _any_exception(exc: Exception) -> Any:
+        ctx = context()
+        if ctx is None:
+            raise exc
+        return to_response(ctx, reply_for(ctx, exc))

@@ -1,0 +1,68 @@
+"""Operational routes: liveness, readiness, metrics (§8).
+
+Rules:
+1. /v0/health (and /healthz) answers 200 whenever the process can serve; it never
+   touches the engine's topic set, so it stays cheap however many topics exist.
+2. /v0/ready (and /readyz) answers 200 once recovery is complete, 503 not_ready (with
+   ``replay_progress``) while it runs and 503 shutting_down once the drain has begun.
+3. /v0/metrics answers 200 even while recovering; Prometheus text by default, the JSON
+   snapshot for ``Accept: application/json``. It needs the read scope when keys are
+   configured; health and ready need a key only with ``TOPICS_PROBE_AUTH``.
+"""
+
+from __future__ import annotations
+
+from topics import __version__
+from topics.errors import NotReadyError
+from topics.wire import metrics
+
+from .routing import Route
+from .state import Reply, RequestContext
+
+__all__ = ["ROUTES"]
+
+_PROMETHEUS = metrics.CONTENT_TYPE.encode()
+
+
+async def health(ctx: RequestContext) -> Reply:
+    """GET /v0/health — liveness."""
+    return ctx.json({"status": "ok", "version": __version__, "uptime_ms": ctx.state.uptime_ms()})
+
+
+async def ready(ctx: RequestContext) -> Reply:
+    """GET /v0/ready — readiness (recovery and drain aware)."""
+    state = ctx.state
+    state.check_not_shutting_down()
+    engine = state.engine
+    if not engine.ready:
+        progress = engine.recovery_progress
+        raise NotReadyError(
+            f"recovery in progress ({progress:.0%}); retry shortly",
+            detail={"replay_progress": round(progress, 3)},
+            retry_after=1.0,
+        )
+    topics = engine.topic_count
+    return ctx.json({"status": "ready", "wal_replay_complete": True, "topics": topics})
+
+
+async def metrics_route(ctx: RequestContext) -> Reply:
+    """GET /v0/metrics — Prometheus text or a JSON snapshot."""
+    state = ctx.state
+    engine = state.engine
+    stats = engine.statistics(max_topic_gauges=state.settings.metrics_max_topics)
+    wal = engine.wal_statistics()
+    extras: dict[str, float | int] = {}
+    for source in state.metrics_sources:
+        extras.update(source())
+    if b"application/json" in ctx.headers.get(b"accept", b""):
+        return ctx.json(metrics.render_json(stats, wal, extras))
+    return Reply(200, metrics.render_prometheus(stats, wal, extras), content_type=_PROMETHEUS)
+
+
+ROUTES = (
+    Route("GET", "/v0/health", health, probe=True),
+    Route("GET", "/healthz", health, probe=True),
+    Route("GET", "/v0/ready", ready, probe=True),
+    Route("GET", "/readyz", ready, probe=True),
+    Route("GET", "/v0/metrics", metrics_route, probe=True, always_auth=True),
+)

@@ -1,0 +1,191 @@
+"""Record routes: write (§2), diff (§3), delete records (§5).
+
+Write and diff are the hot routes, served by the raw-ASGI dispatcher (``fast=True``);
+delete goes through Quart like every other route. Each handler parses, calls one Engine
+method and encodes.
+
+Rules:
+1. Records stay bytes. A write body is split by ``topics._core.scan.split_write_body``,
+   which hands back each record's ``data``/``meta`` as the exact bytes the client sent;
+   the engine stores those bytes. A diff answer splices ``DiffResult.records_json`` (the
+   engine's stored fragments) into the response without decoding it.
+2. Unknown body members are ``400 invalid_request`` (a typo such as ``idempotencyKey``
+   must not silently turn off deduplication).
+3. A write is shed under CPU pressure after its body is parsed, unless it says
+   ``"disable_backpressure": true`` (the trusted-loader opt-out, §0.6).
+4. ``Idempotency-Key`` (header) is used when the body has no ``idempotency_key``.
+5. A long-poll diff (``wait_ms``) ends early with the current answer when the server
+   starts shutting down, so it never holds up the drain, and ends silently when the client
+   disconnects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from topics._core.scan import BodyError, split_write_body
+from topics.errors import InvalidRequestError
+from topics.types import DiffResult
+from topics.wire.envelope import json_bytes
+
+from .requests import ClientDisconnected, decode_json_object
+from .routing import Route
+from .state import Reply, RequestContext
+
+__all__ = ["ROUTES"]
+
+WRITE_FIELDS = frozenset(
+    {
+        "records",
+        "node",
+        "idempotency_key",
+        "create",
+        "config",
+        "disable_backpressure",
+        "return_seqs",
+    }
+)
+DIFF_FIELDS = frozenset(
+    {
+        "from_seq",
+        "limit",
+        "node",
+        "include_tags",
+        "include_meta",
+        "include_data",
+        "wait_ms",
+        "max_batch_bytes",
+    }
+)
+DELETE_FIELDS = frozenset({"before_seq", "match"})
+#: Default and ceiling of a diff's byte budget (§11: 1 MiB, clamped to 8 MiB).
+DIFF_MAX_BYTES = 1 << 20
+DIFF_MAX_BYTES_CEILING = 8 << 20
+
+_TRUE_FALSE = (b"false", b"true")
+
+
+def _body_error(exc: BodyError) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"malformed write body: {exc}", detail={"path": exc.path, "offset": exc.offset}
+    )
+
+
+async def write_records(ctx: RequestContext) -> Reply:
+    """POST /v0/topics/:topic — append a batch (§2)."""
+    try:
+        records, fields = split_write_body(ctx.body)
+    except BodyError as exc:
+        raise _body_error(exc) from None
+    for name in fields:
+        if name not in WRITE_FIELDS:
+            raise InvalidRequestError.for_field(name, "is not a field of a write")
+    backpressure_off = fields.get("disable_backpressure", False)
+    if backpressure_off is not True:
+        if backpressure_off is not False:
+            raise InvalidRequestError.for_field("disable_backpressure", "must be true or false")
+        ctx.state.check_pressure()
+    if records is None:
+        raise InvalidRequestError.for_field("records", "is required (an array of records)")
+    key: object = fields.get("idempotency_key")
+    if key is None:
+        header = ctx.headers.get(b"idempotency-key")
+        if header is not None:
+            key = header.decode("utf-8", "replace")
+    return_seqs: object = fields.get("return_seqs")
+    if return_seqs is None:
+        return_seqs = ctx.query_bool("return_seqs", True)
+    result = await ctx.engine.write(
+        ctx.name,
+        records,
+        node=fields.get("node"),  # type: ignore[arg-type]  # the engine type-checks
+        idempotency_key=key,  # type: ignore[arg-type]
+        create=fields.get("create"),  # type: ignore[arg-type]
+        config=fields.get("config"),  # type: ignore[arg-type]
+        return_seqs=return_seqs,  # type: ignore[arg-type]
+    )
+    return ctx.json(
+        result.to_dict(),
+        201 if result.created else 200,
+        wal_append_ms=result.wal_append_ms,
+        fsync_ms=result.fsync_ms,
+        throttle_wait_ms=0.0,
+    )
+
+
+async def diff_records(ctx: RequestContext) -> Reply:
+    """POST /v0/topics/:topic/diff — records after a cursor (§3)."""
+    args: dict[str, Any] = decode_json_object(ctx.body, DIFF_FIELDS)
+    max_bytes = args.pop("max_batch_bytes", DIFF_MAX_BYTES)
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
+        raise InvalidRequestError.for_field("max_batch_bytes", "must be a positive integer")
+    max_bytes = min(max_bytes, DIFF_MAX_BYTES_CEILING)
+    if args.get("wait_ms"):
+        result = await _long_poll(ctx, args, max_bytes)
+    else:
+        result = await ctx.engine.diff(ctx.name, max_bytes=max_bytes, **args)
+    tombstone = result.tombstone
+    tail = b',"next_from_seq":%d,"head_seq":%d,"earliest_seq":%d,"caught_up":%s,"tombstone":' % (
+        result.next_from_seq,
+        result.head_seq,
+        result.earliest_seq,
+        _TRUE_FALSE[result.caught_up],
+    )
+    tomb = b"null" if tombstone is None else json_bytes(tombstone.to_dict())
+    perf = b',"lag":%d,"performance":{"server_total_ms":%.3f,"records_scanned":%d}}' % (
+        result.lag,
+        ctx.elapsed_ms(),
+        result.records_scanned,
+    )
+    # The topic name is validated by the engine ([A-Za-z0-9._:-]): no escaping needed.
+    head = b'{"topic":"' + result.topic.encode() + b'","records":'
+    return Reply(200, b"".join((head, result.records_json, tail, tomb, perf)))
+
+
+async def _long_poll(ctx: RequestContext, args: dict[str, Any], max_bytes: int) -> DiffResult:
+    """A diff that may wait (rule 5): it ends early, with the current answer, when the
+    server starts shutting down, and without an answer when the client goes away (so a
+    vanished client does not hold its in-flight slot for up to 30 s)."""
+    engine = ctx.engine
+    result: DiffResult | None = None
+    gone = False
+    with ctx.state.long_poll():
+        async with trio.open_nursery() as nursery:
+
+            async def watch_disconnect() -> None:
+                nonlocal gone
+                receive = ctx.receive
+                if receive is None:
+                    return
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                gone = True
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_disconnect)
+            result = await engine.diff(ctx.name, max_bytes=max_bytes, **args)
+            nursery.cancel_scope.cancel()
+    if gone:
+        raise ClientDisconnected
+    if result is None:  # shutting down: answer with what there is now
+        args["wait_ms"] = 0
+        result = await engine.diff(ctx.name, max_bytes=max_bytes, **args)
+    return result
+
+
+async def delete_records(ctx: RequestContext) -> Reply:
+    """POST /v0/topics/:topic/delete — delete by seq bound and/or tag match (§5)."""
+    args = decode_json_object(ctx.body, DELETE_FIELDS)
+    result = await ctx.engine.delete_records(
+        ctx.name, before_seq=args.get("before_seq"), match=args.get("match")
+    )
+    return ctx.json(result.to_dict(), fsync_ms=result.fsync_ms)
+
+
+ROUTES = (
+    Route("POST", "/v0/topics/{topic}", write_records, fast=True, body=True, pressure="handler"),
+    Route("POST", "/v0/topics/{topic}/diff", diff_records, fast=True, body=True),
+    Route("POST", "/v0/topics/{topic}/delete", delete_records, body=True),
+)

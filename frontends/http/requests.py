@@ -1,0 +1,164 @@
+"""Request bodies: size limit, Content-Type, Content-Encoding and JSON decoding (§0.3, §2).
+
+Rules:
+1. ``413 payload_too_large`` is decided before any parsing: a ``Content-Length`` over
+   ``TOPICS_MAX_BODY_BYTES`` is refused before a byte is read, a chunked body is refused
+   as soon as the bytes received pass the limit, and a gzip body is refused as soon as its
+   *decompressed* size passes it (a small bomb cannot expand into memory).
+2. A body that is present must be ``Content-Type: application/json`` (a ``charset``
+   parameter, if any, must be utf-8), else ``415 unsupported_media_type``. An empty body
+   needs no Content-Type (it means "all defaults" where a route allows that).
+3. ``Content-Encoding`` may be absent, ``identity`` or ``gzip``; anything else is 415.
+4. Bodies are decoded by ujson here (small control bodies) or by
+   ``topics._core.scan.split_write_body`` in the write route (records stay raw bytes);
+   a malformed body is ``400 invalid_request`` naming where it broke.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from typing import Any
+
+import ujson
+
+from topics.errors import InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
+
+__all__ = ["ClientDisconnected", "check_content_type", "decode_json_object", "read_body"]
+
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its body arrived; nothing is answered."""
+
+
+def _too_large(limit: int, what: str) -> PayloadTooLargeError:
+    return PayloadTooLargeError(
+        f"{what} exceeds the server limit of {limit} bytes (TOPICS_MAX_BODY_BYTES); "
+        "split the batch into smaller writes",
+        detail={"max_body_bytes": limit},
+    )
+
+
+def check_content_type(headers: dict[bytes, bytes]) -> None:
+    """Rule 2 for a request that carries a body."""
+    raw = headers.get(b"content-type")
+    if raw is None:
+        raise UnsupportedMediaTypeError(
+            "a request body needs Content-Type: application/json",
+            detail={"content_type": None},
+        )
+    media, _, params = raw.partition(b";")
+    if media.strip().lower() != b"application/json":
+        raise UnsupportedMediaTypeError(
+            "the request body must be Content-Type: application/json",
+            detail={"content_type": raw.decode("latin-1")},
+        )
+    for param in params.split(b";"):
+        key, _, value = param.partition(b"=")
+        if key.strip().lower() == b"charset" and value.strip().strip(b'"').lower() not in (
+            b"utf-8",
+            b"utf8",
+        ):
+            raise UnsupportedMediaTypeError(
+                "JSON bodies must be UTF-8 (charset=utf-8)",
+                detail={"content_type": raw.decode("latin-1")},
+            )
+
+
+def _content_encoding(headers: dict[bytes, bytes]) -> bool:
+    """True for gzip, False for identity/absent; 415 for anything else (rule 3)."""
+    raw = headers.get(b"content-encoding")
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in (b"", b"identity"):
+        return False
+    if value in (b"gzip", b"x-gzip"):
+        return True
+    raise UnsupportedMediaTypeError(
+        "Content-Encoding must be gzip or identity",
+        detail={"content_encoding": raw.decode("latin-1")},
+    )
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = decoder.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise InvalidRequestError(
+            f"the gzip request body is corrupt ({exc})", detail={"content_encoding": "gzip"}
+        ) from None
+    if len(out) > limit or decoder.unconsumed_tail:
+        raise _too_large(limit, "the decompressed request body")
+    if not decoder.eof:
+        raise InvalidRequestError(
+            "the gzip request body is truncated", detail={"content_encoding": "gzip"}
+        )
+    return out
+
+
+async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -> bytes:
+    """Read the whole request body within ``limit`` bytes and undo any gzip (rules 1-3).
+
+    Raises:
+        PayloadTooLargeError, UnsupportedMediaTypeError, InvalidRequestError,
+        ClientDisconnected.
+    """
+    declared = headers.get(b"content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise InvalidRequestError("Content-Length is not a number")
+        if int(declared) > limit:
+            raise _too_large(limit, "the request body")
+        if int(declared) > 0:
+            check_content_type(headers)
+    elif b"transfer-encoding" in headers:
+        check_content_type(headers)
+    gzipped = _content_encoding(headers)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit, "the request body")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if body and declared is None and b"transfer-encoding" not in headers:
+        check_content_type(headers)  # e.g. HTTP/2 without a length
+    if gzipped and body:
+        body = _gunzip(body, limit)
+    return body
+
+
+def decode_json_object(body: bytes, allowed: Collection[str] | None = None) -> dict[str, Any]:
+    """Decode a small JSON control body into a dict; an empty body is ``{}``.
+
+    Args:
+        allowed: the member names the route understands; any other is a 400 (a typo must
+            not silently do nothing).
+    """
+    if not body.strip():
+        return {}
+    try:
+        value = ujson.loads(body)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidRequestError(
+            f"the body is not valid JSON: {exc}", detail={"path": "$"}
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidRequestError("the body must be a JSON object", detail={"path": "$"})
+    if allowed is not None:
+        for key in value:
+            if key not in allowed:
+                raise InvalidRequestError.for_field(key, "is not a field of this request")
+    return value

@@ -1,0 +1,144 @@
+"""The route table: every HTTP route of /v0, declared once, matched once per request.
+
+A routes module exposes ``ROUTES: tuple[Route, ...]``; ``app.ROUTE_MODULES`` lists the
+modules (add yours there: routers, watch, queues). The dispatcher matches each request
+here, runs the gate (auth, scopes, prefixes, caps, readiness, pressure) and then either
+calls the handler directly (``fast=True``: the hot write/diff routes) or hands the request
+to the Quart app, where the same handler runs behind a thin view (or a Quart-native view
+registered by a blueprint, ``handler=None``).
+
+Rules:
+1. Patterns are literal segments with at most one ``{param}`` segment, followed by an
+   optional literal suffix (``/v0/topics/{topic}/diff``). A parameter never contains '/'.
+2. A path that matches no pattern is ``404 not_found``; a pattern matched with a method it
+   does not declare is ``405 method_not_allowed`` with an ``Allow`` header.
+3. The scopes a route needs come from :data:`topics.auth.ROUTE_SCOPES` (one table for
+   every frontend) unless the route says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from topics.auth import Scope, required_scopes
+from topics.errors import MethodNotAllowedError, NotFoundError
+
+from .state import Reply, RequestContext
+
+__all__ = ["Handler", "Route", "RouteTable"]
+
+Handler = Callable[[RequestContext], Awaitable[Reply]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One method + path pattern and how the dispatcher treats it.
+
+    Attributes:
+        method: "GET", "PUT", "POST", "DELETE".
+        pattern: e.g. "/v0/topics/{topic}/diff" (rule 1).
+        handler: ``async (ctx) -> Reply``; None when a Quart-native view serves the route.
+        fast: served by the raw-ASGI dispatcher without entering Quart (hot routes).
+        body: the dispatcher reads the (bounded, decoded) body into ``ctx.body`` first.
+        probe: liveness/readiness/metrics: no readiness or pressure check, and auth only
+            when ``TOPICS_PROBE_AUTH`` is set (metrics sets ``always_auth``).
+        always_auth: with ``probe``, still authenticate whenever keys are configured.
+        pressure: "gate" sheds in the dispatcher under CPU pressure; "handler" leaves it to
+            the handler (a write may opt out with ``disable_backpressure``); "never".
+        query_token: accept the dev-only ``?token=`` credential (SSE streams only).
+        scopes: the scopes needed (default: ``topics.auth.ROUTE_SCOPES``).
+    """
+
+    method: str
+    pattern: str
+    handler: Handler | None
+    fast: bool = False
+    body: bool = False
+    probe: bool = False
+    always_auth: bool = False
+    pressure: Literal["gate", "handler", "never"] = "gate"
+    query_token: bool = False
+    scopes: frozenset[Scope] | None = None
+    param: str = field(init=False, default="")
+    prefix: str = field(init=False, default="")
+    suffix: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        if self.scopes is None:
+            object.__setattr__(self, "scopes", required_scopes(self.method, self.pattern))
+        head, brace, rest = self.pattern.partition("{")
+        if brace:
+            param, close, suffix = rest.partition("}")
+            if not close or not head.endswith("/") or "{" in suffix:
+                raise ValueError(f"route pattern {self.pattern!r}: one {{param}} segment at most")
+            if suffix and not suffix.startswith("/"):
+                raise ValueError(
+                    f"route pattern {self.pattern!r}: the parameter is a whole segment"
+                )
+            object.__setattr__(self, "param", param)
+            object.__setattr__(self, "prefix", head)
+            object.__setattr__(self, "suffix", suffix)
+
+    @property
+    def needed_scopes(self) -> frozenset[Scope]:
+        return self.scopes or frozenset()
+
+    @property
+    def quart_rule(self) -> str:
+        """The pattern in werkzeug syntax ("{topic}" -> "<topic>")."""
+        return self.pattern.replace("{", "<").replace("}", ">")
+
+
+class RouteTable:
+    """Exact-path routes in a dict, parameterised ones indexed by (prefix, suffix)."""
+
+    def __init__(self, routes: Iterable[Route] = ()) -> None:
+        self._static: dict[str, dict[str, Route]] = {}
+        self._dynamic: dict[str, dict[str, dict[str, Route]]] = {}
+        self.routes: list[Route] = []
+        for route in routes:
+            self.add(route)
+
+    def add(self, route: Route) -> None:
+        if route.param:
+            by_suffix = self._dynamic.setdefault(route.prefix, {})
+            methods = by_suffix.setdefault(route.suffix, {})
+        else:
+            methods = self._static.setdefault(route.pattern, {})
+        if route.method in methods:
+            raise ValueError(f"duplicate route {route.method} {route.pattern}")
+        methods[route.method] = route
+        self.routes.append(route)
+
+    def match(self, method: str, path: str) -> tuple[Route, str]:
+        """The route for ``method path`` and its parameter value ("" when none).
+
+        Raises:
+            NotFoundError: no pattern matches the path (404 not_found).
+            MethodNotAllowedError: the path matches, the method does not (405).
+        """
+        methods = self._static.get(path)
+        param = ""
+        if methods is None:
+            for prefix, by_suffix in self._dynamic.items():
+                if path.startswith(prefix):
+                    value, slash, tail = path[len(prefix) :].partition("/")
+                    if value:
+                        methods = by_suffix.get(slash + tail)
+                        if methods is not None:
+                            param = value
+                            break
+        if methods is None:
+            raise NotFoundError(
+                f"no route for {path!r}; see the /v0 endpoint list", detail={"path": path}
+            )
+        route = methods.get(method)
+        if route is None:
+            allowed = sorted(methods)
+            raise MethodNotAllowedError(
+                f"{method} is not allowed on {path!r}; use {', '.join(allowed)}",
+                detail={"method": method, "allowed": allowed},
+            )
+        return route, param

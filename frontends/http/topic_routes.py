@@ -1,0 +1,89 @@
+"""Topic routes: create/configure, state, list, delete (§1).
+
+Rules:
+1. PUT's body is the topic config object (§0.10); an empty body means all defaults.
+   201 when the call created the topic, else 200.
+2. Listing is filtered to the key's name prefixes (§0.2): a prefix-limited key never sees
+   a name outside its allowlist. With one allowed prefix the listing is narrowed in the
+   engine (exact pages); with several, engine pages are scanned and filtered, so a page
+   may hold fewer than ``page_size`` topics while ``next_cursor`` is present.
+"""
+
+from __future__ import annotations
+
+from topics.engine import MAX_PAGE_SIZE
+from topics.types import TopicSummary
+
+from .requests import decode_json_object
+from .routing import Route
+from .state import Reply, RequestContext
+
+__all__ = ["ROUTES"]
+
+#: How many engine pages one filtered listing may scan before answering (bounds the work
+#: a multi-prefix key's request can cause).
+MAX_FILTERED_PAGES = 16
+
+
+async def put_topic(ctx: RequestContext) -> Reply:
+    """PUT /v0/topics/:topic — create or configure (idempotent upsert, §1.1)."""
+    config = decode_json_object(ctx.body) if ctx.body else None
+    result = await ctx.engine.put_topic(ctx.name, config)
+    return ctx.json(result.to_dict(), 201 if result.created else 200)
+
+
+async def get_topic(ctx: RequestContext) -> Reply:
+    """GET /v0/topics/:topic — topic state (§1.2)."""
+    state = await ctx.engine.get_topic(ctx.name, touch=ctx.query_bool("touch", True))
+    return ctx.json(state.to_dict())
+
+
+async def delete_topic(ctx: RequestContext) -> Reply:
+    """DELETE /v0/topics/:topic — delete the topic and everything in it (§1.4)."""
+    result = await ctx.engine.delete_topic(ctx.name, if_empty=ctx.query_bool("if_empty", False))
+    return ctx.json(result.to_dict())
+
+
+async def list_topics(ctx: RequestContext) -> Reply:
+    """GET /v0/topics — one page of topics, filtered to the key's allowlist (§1.3)."""
+    prefix = ctx.query_str("prefix") or None
+    page_size = ctx.query_int("page_size", 100)
+    cursor = ctx.query_str("cursor") or None
+    touch = ctx.query_bool("touch", False)
+    engine = ctx.engine
+    principal = ctx.principal
+    narrowed = principal.list_prefixes(prefix)
+    topics: list[TopicSummary]
+    if narrowed is None or len(narrowed) == 1:
+        page = await engine.list_topics(
+            prefix=narrowed[0] if narrowed else prefix,
+            page_size=page_size,
+            cursor=cursor,
+            touch=touch,
+        )
+        topics, next_cursor = page.topics, page.next_cursor
+    elif not narrowed:
+        topics, next_cursor = [], None
+    else:
+        topics, next_cursor = [], cursor
+        want = min(page_size, MAX_PAGE_SIZE)
+        for _ in range(MAX_FILTERED_PAGES):
+            page = await engine.list_topics(
+                prefix=prefix, page_size=max(1, want - len(topics)), cursor=next_cursor, touch=touch
+            )
+            topics += [t for t in page.topics if principal.may_touch(t.topic)]
+            next_cursor = page.next_cursor
+            if next_cursor is None or len(topics) >= want:
+                break
+    payload: dict[str, object] = {"topics": [t.to_dict() for t in topics]}
+    if next_cursor is not None:
+        payload["next_cursor"] = next_cursor
+    return ctx.json(payload)
+
+
+ROUTES = (
+    Route("GET", "/v0/topics", list_topics),
+    Route("PUT", "/v0/topics/{topic}", put_topic, body=True),
+    Route("GET", "/v0/topics/{topic}", get_topic),
+    Route("DELETE", "/v0/topics/{topic}", delete_topic),
+)

@@ -1,0 +1,266 @@
+"""API keys: the ``TOPICS_API_KEYS`` grammar, the hashed key store, scopes and prefixes (§0.2).
+
+Pure: no I/O, no trio, no web framework. Frontends call :meth:`KeyStore.authenticate` with
+the presented bearer token and then ask the returned :class:`Principal` what it may do.
+
+Rules:
+1. Only SHA-256 digests of the secrets are kept. The plaintext entries are parsed once and
+   dropped; nothing here stores, logs or echoes a secret (errors name the entry by position).
+2. Fail closed: a malformed entry (empty secret, unknown or empty scope token, empty prefix
+   in a non-empty list, duplicate secret) raises ``ValueError`` and the server must not start.
+3. Authentication hashes the presented token and compares its digest with *every* stored
+   digest using ``hmac.compare_digest``, with no early exit, so neither which key matched nor
+   how many leading bytes did leaks through timing.
+4. A bare key (no scopes, no prefixes) and an empty scopes field mean all scopes; an empty
+   prefixes field means every name. A prefix match is a byte prefix of the raw name.
+5. Every route names the scopes it needs in :data:`ROUTE_SCOPES` (the §0.2 table); a route
+   that is absent needs no scope (the probes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+__all__ = [
+    "ALL_SCOPES",
+    "ROUTE_SCOPES",
+    "KeyStore",
+    "Principal",
+    "Scope",
+    "parse_api_keys",
+    "required_scopes",
+]
+
+Scope = Literal["read", "write", "delete", "admin"]
+ALL_SCOPES: frozenset[Scope] = frozenset(get_args(Scope))
+
+# Every spelling §0.2 accepts for a scope token, and what it grants.
+_SCOPE_TOKENS: Mapping[str, frozenset[Scope]] = {
+    "read": frozenset({"read"}),
+    "write": frozenset({"write"}),
+    "delete": frozenset({"delete"}),
+    "admin": frozenset({"admin"}),
+    "r": frozenset({"read"}),
+    "w": frozenset({"write"}),
+    "d": frozenset({"delete"}),
+    "a": frozenset({"admin"}),
+    "rw": frozenset({"read", "write"}),
+}
+
+_READ: frozenset[Scope] = frozenset({"read"})
+_WRITE: frozenset[Scope] = frozenset({"write"})
+_READ_WRITE: frozenset[Scope] = frozenset({"read", "write"})
+_DELETE: frozenset[Scope] = frozenset({"delete"})
+_ADMIN: frozenset[Scope] = frozenset({"admin"})
+
+#: The per-route scope table of §0.2, keyed by (method, route pattern). Routes of other
+#: frontends (WebSocket commands) check the same scopes by operation.
+ROUTE_SCOPES: Mapping[tuple[str, str], frozenset[Scope]] = {
+    ("GET", "/v0/topics"): _READ,
+    ("GET", "/v0/topics/{topic}"): _READ,
+    ("POST", "/v0/topics/{topic}/diff"): _READ,
+    ("GET", "/v0/routers"): _READ,
+    ("GET", "/v0/routers/{router}"): _READ,
+    ("POST", "/v0/watch"): _READ,
+    ("GET", "/v0/watch/{wid}"): _READ,
+    ("GET", "/v0/metrics"): _READ,
+    ("POST", "/v0/topics/{topic}"): _WRITE,
+    ("POST", "/v0/topics/{topic}/ack"): _WRITE,
+    ("POST", "/v0/topics/{topic}/nack"): _WRITE,
+    ("POST", "/v0/topics/{topic}/extend"): _WRITE,
+    ("POST", "/v0/topics/{topic}/claim"): _READ_WRITE,
+    ("GET", "/v0/topics/{topic}/work"): _READ_WRITE,
+    ("DELETE", "/v0/topics/{topic}"): _DELETE,
+    ("DELETE", "/v0/routers/{router}"): _DELETE,
+    ("POST", "/v0/topics/{topic}/delete"): _DELETE,
+    ("PUT", "/v0/topics/{topic}"): _ADMIN,
+    ("PUT", "/v0/routers/{router}"): _ADMIN,
+}
+
+
+def required_scopes(method: str, pattern: str) -> frozenset[Scope]:
+    """The scopes a route needs (empty for routes outside the table, e.g. the probes)."""
+    return ROUTE_SCOPES.get((method, pattern), frozenset())
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated key: its position in ``TOPICS_API_KEYS``, scopes and name prefixes.
+
+    ``prefixes`` empty means every name is allowed. ``key_index`` identifies the key for
+    per-key accounting (in-flight caps) without ever holding the secret.
+    """
+
+    key_index: int
+    scopes: frozenset[Scope]
+    prefixes: tuple[str, ...] = ()
+
+    def allows(self, scope: Scope) -> bool:
+        """True when the key carries ``scope``."""
+        return scope in self.scopes
+
+    def allows_all(self, scopes: Iterable[Scope]) -> bool:
+        """True when the key carries every scope in ``scopes``."""
+        return self.scopes.issuperset(scopes)
+
+    def missing(self, scopes: Iterable[Scope]) -> list[Scope]:
+        """The scopes of ``scopes`` this key lacks, in a stable order."""
+        return sorted(set(scopes) - self.scopes)
+
+    def may_touch(self, name: str) -> bool:
+        """True when ``name`` (a topic or router) starts with one of the allowed prefixes."""
+        if not self.prefixes:
+            return True
+        return name.startswith(self.prefixes)
+
+    def list_prefixes(self, query_prefix: str | None) -> list[str] | None:
+        """Name prefixes to list so that every result is both allowed and matches
+        ``query_prefix``.
+
+        Returns None when the key is unrestricted (list ``query_prefix`` as asked), an
+        empty list when nothing can match, else the narrowed prefixes.
+        """
+        if not self.prefixes:
+            return None
+        query = query_prefix or ""
+        out: set[str] = set()
+        for prefix in self.prefixes:
+            if query.startswith(prefix):
+                out.add(query)
+            elif prefix.startswith(query):
+                out.add(prefix)
+        # A narrower prefix is covered by a broader one in the set: keep the broad ones.
+        return sorted(p for p in out if not any(q != p and p.startswith(q) for q in out))
+
+    def filter_names(self, names: Iterable[str]) -> list[str]:
+        """The names of ``names`` this key may see (list endpoints are filtered, §0.2)."""
+        return [n for n in names if self.may_touch(n)]
+
+
+#: The principal used when auth is disabled (no keys configured): full access.
+DEV_PRINCIPAL = Principal(key_index=-1, scopes=ALL_SCOPES)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    digest: bytes
+    principal: Principal
+
+
+def _digest(secret: str | bytes) -> bytes:
+    raw = secret.encode("utf-8", "surrogateescape") if isinstance(secret, str) else secret
+    return hashlib.sha256(raw).digest()
+
+
+def _parse_scopes(field: str, where: str) -> frozenset[Scope]:
+    if field == "":
+        return ALL_SCOPES
+    scopes: set[Scope] = set()
+    for token in field.split("+"):
+        granted = _SCOPE_TOKENS.get(token)
+        if granted is None:
+            shown = repr(token) if token else "an empty token"
+            raise ValueError(
+                f"{where}: unknown scope {shown}; use read, write, delete, admin "
+                "(or r, w, d, a, rw) joined with '+'"
+            )
+        scopes |= granted
+    return frozenset(scopes)
+
+
+def _parse_prefixes(field: str, where: str) -> tuple[str, ...]:
+    if field == "":
+        return ()
+    prefixes = tuple(field.split("|"))
+    if any(p == "" for p in prefixes):
+        # An empty prefix would match every name and silently widen the key.
+        raise ValueError(f"{where}: empty prefix in the allowlist {field!r}")
+    return prefixes
+
+
+def parse_api_keys(spec: str) -> list[tuple[bytes, Principal]]:
+    """Parse a ``TOPICS_API_KEYS`` value into (SHA-256 digest, principal) pairs.
+
+    Grammar (comma-separated entries; blank entries are skipped)::
+
+        key                  full access: all scopes, all topics
+        key:scopes           scopes only, all topics
+        key:scopes:prefixes  scopes + a topic-name prefix allowlist
+        key::prefixes        all scopes, prefix-restricted
+
+    Raises:
+        ValueError: a malformed entry; the message names the entry by position and never
+            contains the secret.
+    """
+    entries: list[tuple[bytes, Principal]] = []
+    seen: dict[bytes, int] = {}
+    position = 0
+    for raw in spec.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        position += 1
+        where = f"TOPICS_API_KEYS entry {position}"
+        secret, sep, rest = entry.partition(":")
+        if not secret:
+            raise ValueError(f"{where}: the key (text before the first ':') is empty")
+        scopes_field, _, prefixes_field = rest.partition(":") if sep else ("", "", "")
+        principal = Principal(
+            key_index=len(entries),
+            scopes=_parse_scopes(scopes_field, where),
+            prefixes=_parse_prefixes(prefixes_field, where),
+        )
+        digest = _digest(secret)
+        if digest in seen:
+            raise ValueError(f"{where}: repeats the key of entry {seen[digest]}")
+        seen[digest] = position
+        entries.append((digest, principal))
+    return entries
+
+
+class KeyStore:
+    """The hashed key store: authenticates bearer tokens in constant time.
+
+    Example::
+
+        store = KeyStore.from_spec("ops::,dash:read:tenant42:")
+        principal = store.authenticate(token)  # None: unknown key -> 401
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: Iterable[tuple[bytes, Principal]] = ()) -> None:
+        self._entries = tuple(_Entry(d, p) for d, p in entries)
+
+    @classmethod
+    def from_spec(cls, spec: str | None) -> KeyStore:
+        """Parse ``TOPICS_API_KEYS`` (None or blank: no keys, auth disabled)."""
+        return cls(parse_api_keys(spec or ""))
+
+    @property
+    def enabled(self) -> bool:
+        """True when at least one key is configured (auth is on)."""
+        return bool(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def authenticate(self, token: str | bytes | None) -> Principal | None:
+        """The principal of ``token``, or None when it matches no key (or is empty).
+
+        Hashes the token once and compares the digest against every stored digest with
+        ``hmac.compare_digest``; the loop never exits early.
+        """
+        if not token:
+            return None
+        digest = _digest(token)
+        found: Principal | None = None
+        for entry in self._entries:
+            # No early exit: every digest is compared whatever matched before.
+            if hmac.compare_digest(entry.digest, digest):
+                found = entry.principal
+        return found

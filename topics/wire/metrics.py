@@ -1,0 +1,271 @@
+"""``/v0/metrics`` rendering (contract §8.3): Prometheus text v0.0.4 and a JSON snapshot.
+
+Pure: values in (the engine's :class:`~topics.types.EngineStatistics`, the WAL's
+statistics when the engine has a data directory, and gauges other frontends own), text or
+a dict out.
+
+Rules:
+1. The metric names are exactly the ones §8.3 lists; every aggregate and WAL metric is
+   always present (0 when its owner is absent, e.g. no WAL on a memory-only engine), so a
+   scraper sees one stable set of series.
+2. The per-topic block holds what the engine's snapshot holds (the engine bounds it) and
+   ``topics_topic_metrics_truncated`` says whether topics were left out.
+3. Label values are escaped per the exposition format (backslash, double quote, newline).
+4. The JSON snapshot uses the same names as keys: a number for a plain metric, a
+   ``{label value: number}`` object for a labelled one, and ``{"buckets", "sum", "count"}``
+   (cumulative buckets keyed by ``le``) for the fsync histogram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from topics.types import EngineStatistics
+
+__all__ = [
+    "CONTENT_TYPE",
+    "EXTRA_GAUGES",
+    "HistogramLike",
+    "WalStatisticsLike",
+    "metric_names",
+    "render_json",
+    "render_prometheus",
+]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class HistogramLike(Protocol):
+    """Per-bucket counts: ``counts[i]`` for values in (bounds_us[i-1], bounds_us[i]];
+    ``counts[-1]`` for values above the last bound."""
+
+    @property
+    def bounds_us(self) -> tuple[float, ...]: ...
+    @property
+    def counts(self) -> tuple[int, ...]: ...
+    @property
+    def sum_us(self) -> float: ...
+    @property
+    def count(self) -> int: ...
+
+
+class WalStatisticsLike(Protocol):
+    """What the WAL reports (``topics._storage.wal.WalStatistics``)."""
+
+    @property
+    def frames_total(self) -> int: ...
+    @property
+    def batches_total(self) -> int: ...
+    @property
+    def fsyncs_total(self) -> int: ...
+    @property
+    def bytes_written_total(self) -> int: ...
+    @property
+    def rotations_total(self) -> int: ...
+    @property
+    def queue_depth(self) -> int: ...
+    @property
+    def queue_depth_peak(self) -> int: ...
+    @property
+    def submit_full_total(self) -> int: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def fsync_latency_us(self) -> HistogramLike: ...
+
+
+#: Gauges owned by frontends and subsystems outside the engine snapshot (routers, watch
+#: sessions, SSE connections, queue leases); 0 until their owner reports them.
+EXTRA_GAUGES: Mapping[str, str] = {
+    "topics_routers": "Routers configured.",
+    "topics_queue_leases_in_flight": "Queue jobs currently leased.",
+    "topics_sse_connections": "Open SSE streams and WebSocket connections.",
+    "topics_watch_sessions": "Watch sessions held.",
+}
+
+_WAL_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("frames_total", "counter", "WAL frames appended."),
+    ("batches_total", "counter", "WAL group-commit batches written."),
+    ("fsyncs_total", "counter", "WAL fdatasync calls."),
+    ("bytes_written_total", "counter", "Bytes written to the WAL."),
+    ("rotations_total", "counter", "WAL file rotations."),
+    ("queue_depth", "gauge", "Frames waiting for the WAL writer."),
+    ("queue_depth_peak", "gauge", "Highest WAL queue depth seen."),
+    ("submit_full_total", "counter", "Submissions that found the WAL queue full."),
+    ("read_only", "gauge", "1 when the WAL refused further writes after an I/O error."),
+)
+
+_TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("topics_topic_head_seq", "head_seq", "Highest assigned seq per topic."),
+    ("topics_topic_earliest_seq", "earliest_seq", "First live seq per topic."),
+    ("topics_topic_records_live", "records_live", "Live records per topic."),
+    ("topics_topic_bytes_live", "bytes_live", "Live record bytes per topic."),
+    ("topics_topic_queue_ready", "queue_ready", "Claimable jobs per queue topic."),
+    ("topics_topic_queue_in_flight", "queue_in_flight", "Leased jobs per queue topic."),
+)
+
+_HISTOGRAM = "topics_wal_fsync_latency_us"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _num(value: float | int | bool) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if value != value:  # NaN
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _le(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
+
+
+def _aggregates(
+    stats: EngineStatistics, extras: Mapping[str, float | int] | None
+) -> list[tuple[str, str, float | int | bool]]:
+    extra = extras or {}
+    return [
+        ("topics_topics", "Topics that exist.", stats.topics),
+        ("topics_routers", EXTRA_GAUGES["topics_routers"], extra.get("topics_routers", 0)),
+        ("topics_records_live", "Live records across all topics.", stats.records_live),
+        ("topics_bytes_live", "Live record bytes across all topics.", stats.bytes_live),
+        ("topics_queue_topics", "Topics of type queue.", stats.queue_topics),
+        (
+            "topics_queue_leases_in_flight",
+            EXTRA_GAUGES["topics_queue_leases_in_flight"],
+            extra.get("topics_queue_leases_in_flight", 0),
+        ),
+        (
+            "topics_sse_connections",
+            EXTRA_GAUGES["topics_sse_connections"],
+            extra.get("topics_sse_connections", 0),
+        ),
+        (
+            "topics_watch_sessions",
+            EXTRA_GAUGES["topics_watch_sessions"],
+            extra.get("topics_watch_sessions", 0),
+        ),
+        ("topics_ready", "1 once recovery finished and the server is ready.", stats.ready),
+        ("topics_recovery_progress", "Recovery progress, 0.0-1.0.", stats.recovery_progress),
+        ("topics_uptime_ms", "Milliseconds since the engine opened.", stats.uptime_ms),
+    ]
+
+
+def _topic_values(stats: EngineStatistics, attr: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for gauge in stats.topic_gauges:
+        value = getattr(gauge, attr, None)
+        if value is not None:
+            out.append((gauge.topic, int(value)))
+    return out
+
+
+def _histogram(wal: WalStatisticsLike | None) -> tuple[list[tuple[str, int]], float, int]:
+    """Cumulative ``(le, count)`` buckets ending with +Inf, the sum and the count."""
+    if wal is None:
+        return [("+Inf", 0)], 0.0, 0
+    hist = wal.fsync_latency_us
+    buckets: list[tuple[str, int]] = []
+    running = 0
+    for bound, count in zip(hist.bounds_us, hist.counts, strict=False):
+        running += count
+        buckets.append((_le(bound), running))
+    buckets.append(("+Inf", hist.count))
+    return buckets, float(hist.sum_us), hist.count
+
+
+def render_prometheus(
+    stats: EngineStatistics,
+    wal: WalStatisticsLike | None = None,
+    extras: Mapping[str, float | int] | None = None,
+) -> bytes:
+    """The Prometheus text exposition (v0.0.4) of every §8.3 metric.
+
+    Args:
+        stats: the engine's snapshot (``Engine.statistics()``).
+        wal: the WAL's statistics, or None for a memory-only engine (WAL metrics are 0).
+        extras: values for :data:`EXTRA_GAUGES` reported by their owners.
+    """
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_text: str) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+
+    family("topics_topics_by_class", "gauge", "Topics per durability class.")
+    for cls, count in sorted(stats.topics_by_class.items()):
+        lines.append(f'topics_topics_by_class{{class="{_escape(cls)}"}} {count}')
+    for name, help_text, value in _aggregates(stats, extras):
+        family(name, "gauge", help_text)
+        lines.append(f"{name} {_num(value)}")
+    for name, attr, help_text in _TOPIC_METRICS:
+        family(name, "gauge", help_text)
+        for topic, value in _topic_values(stats, attr):
+            lines.append(f'{name}{{topic="{_escape(topic)}"}} {value}')
+    family("topics_topic_metrics_truncated", "gauge", "1 when the per-topic block was capped.")
+    lines.append(f"topics_topic_metrics_truncated {_num(stats.topic_gauges_truncated)}")
+    for attr, kind, help_text in _WAL_METRICS:
+        name = f"topics_wal_{attr}"
+        family(name, kind, help_text)
+        lines.append(f"{name} {_num(getattr(wal, attr) if wal is not None else 0)}")
+    family(_HISTOGRAM, "histogram", "WAL fdatasync latency in microseconds.")
+    buckets, total, count = _histogram(wal)
+    for le, cumulative in buckets:
+        lines.append(f'{_HISTOGRAM}_bucket{{le="{le}"}} {cumulative}')
+    lines.append(f"{_HISTOGRAM}_sum {_num(total)}")
+    lines.append(f"{_HISTOGRAM}_count {count}")
+    lines.append("")
+    return "\n".join(lines).encode()
+
+
+def render_json(
+    stats: EngineStatistics,
+    wal: WalStatisticsLike | None = None,
+    extras: Mapping[str, float | int] | None = None,
+) -> dict[str, Any]:
+    """The JSON snapshot: the same metrics keyed by their Prometheus names (rule 4)."""
+    out: dict[str, Any] = {"topics_topics_by_class": dict(sorted(stats.topics_by_class.items()))}
+    for name, _, value in _aggregates(stats, extras):
+        out[name] = int(value) if isinstance(value, bool) else value
+    for name, attr, _ in _TOPIC_METRICS:
+        out[name] = dict(_topic_values(stats, attr))
+    out["topics_topic_metrics_truncated"] = int(stats.topic_gauges_truncated)
+    for attr, _, _ in _WAL_METRICS:
+        value = getattr(wal, attr) if wal is not None else 0
+        out[f"topics_wal_{attr}"] = int(value) if isinstance(value, bool) else value
+    buckets, total, count = _histogram(wal)
+    out[_HISTOGRAM] = {"buckets": dict(buckets), "sum": total, "count": count}
+    return out
+
+
+def metric_names() -> Sequence[str]:
+    """Every metric family name rendered, in order (for tests and docs)."""
+    names = ["topics_topics_by_class"]
+    names += [n for n, _, _ in _aggregates(_EMPTY, None)]
+    names += [n for n, _, _ in _TOPIC_METRICS]
+    names.append("topics_topic_metrics_truncated")
+    names += [f"topics_wal_{a}" for a, _, _ in _WAL_METRICS]
+    names.append(_HISTOGRAM)
+    return names
+
+
+_EMPTY = EngineStatistics(
+    ready=True,
+    recovery_progress=1.0,
+    uptime_ms=0,
+    topics=0,
+    topics_by_class={},
+    queue_topics=0,
+    records_live=0,
+    bytes_live=0,
+    topic_gauges=[],
+    topic_gauges_truncated=False,
+)
