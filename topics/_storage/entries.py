@@ -27,6 +27,7 @@ __all__ = [
     "DELETE_BEFORE",
     "DELETE_SEQS",
     "EXPIRE",
+    "FIRST_EXTENSION_ENTRY",
     "TOPIC_DELETE",
     "TOPIC_PUT",
     "WATERMARK",
@@ -46,6 +47,9 @@ DELETE_BEFORE = 4  # u64 topic_id, u64 bound
 DELETE_SEQS = 5  # u64 topic_id, u64 seq * n
 EXPIRE = 6  # u64 topic_id, u64 bound, u64 ttl_floor
 WATERMARK = 7  # u64 topic_id, u64 watermark
+#: Entry types from here up belong to store extensions (routers, queues): recovery hands
+#: them, in log order, to the extension that declared them (store.StoreExtension).
+FIRST_EXTENSION_ENTRY = 32
 
 _APPEND_HEAD = struct.Struct("<QI")
 

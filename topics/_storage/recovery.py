@@ -66,6 +66,9 @@ class Recovered:
     last_file_no: int
     files: dict[tuple[int, int], SegmentFileState] = field(default_factory=dict)
     deleted: dict[tuple[int, int], set[int]] = field(default_factory=dict)
+    # Store extensions: their manifest sections, and their WAL entries in log order.
+    extension_sections: dict[str, Any] = field(default_factory=dict)
+    extension_entries: list[tuple[int, bytes]] = field(default_factory=list)
 
 
 def recover(
@@ -85,6 +88,7 @@ def recover(
     registry = TopicRegistry()
     registry.next_id = int(body.get("next_topic_id", 1))
     out = Recovered(registry, generation, int(body["covered_lsn"]), int(body["covered_lsn"]), -1)
+    out.extension_sections = dict(body.get("extensions") or {})
     topics = body["topics"]
     for i, topic in enumerate(topics):
         _load_topic(fs, paths, topic, out)
@@ -201,6 +205,9 @@ class _Replay:
         }
 
     def apply(self, kind: int, payload: bytes) -> None:
+        if kind >= entries.FIRST_EXTENSION_ENTRY:
+            self.out.extension_entries.append((kind, bytes(payload)))
+            return
         if kind == entries.TOPIC_PUT:
             self._topic_put(entries.decode_topic_put(payload))
             return

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -58,6 +58,23 @@ __all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
 #: CHECKPOINT_WAL_BYTES since the last one (this bounds replay time after a crash).
 CHECKPOINT_INTERVAL_S = 30.0
 CHECKPOINT_WAL_BYTES = 256 << 20
+
+
+class StoreExtension(Protocol):
+    """A subsystem (routers, queues) that keeps its own state through the store.
+
+    Its manifest section is ``snapshot()`` (taken on the trio thread at checkpoint time,
+    so it is consistent with the topics in the same manifest); its changes between
+    checkpoints are WAL entries of the types it declares (>= FIRST_EXTENSION_ENTRY),
+    handed back by ``restore`` after recovery in log order.
+    """
+
+    key: str
+    entry_types: frozenset[int]
+
+    def snapshot(self) -> Any: ...
+
+    def restore(self, section: Any, logged: list[tuple[int, bytes]]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +145,7 @@ class Store:
         self._changed = trio.Event()
         # The previous manifest is kept as a fallback (manifest.py keeps two generations), so
         # the WAL it needs and the segment files it lists stay until a newer one supersedes it.
+        self.extensions: list[StoreExtension] = []
         self._prev_covered = 0
         self._prev_keep: set[tuple[int, int]] = set()
 
@@ -173,6 +191,12 @@ class Store:
             return None
         payload = entries.encode_u64s(log.topic_id, *seqs)
         return self._submit(entries.DELETE_SEQS, payload, log.config.durability == "fsync")
+
+    def log_extension(self, kind: int, payload: bytes, *, sync: bool) -> WalTicket:
+        """Log a store extension's entry (routers, queues)."""
+        if kind < entries.FIRST_EXTENSION_ENTRY:
+            raise ValueError(f"entry type {kind} is reserved for topics")
+        return self._submit(kind, payload, sync)
 
     def log_expire(self, log: TopicLog, bound: int) -> None:
         if log.config.durability == "ephemeral":
@@ -298,6 +322,7 @@ class Store:
             "covered_lsn": covered,
             "next_topic_id": registry.next_id,
             "topics": topics,
+            "extensions": {ext.key: ext.snapshot() for ext in self.extensions},
         }
         return work, body
 

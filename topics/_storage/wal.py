@@ -228,6 +228,12 @@ def _do_io(
             fsyncs += 1
         t2 = time.perf_counter()
         done = True
+    except OSError:
+        # The batch is reported failed, so its bytes must not be replayed by the next open:
+        # cut them off (best effort: the Wal turns read-only either way).
+        with contextlib.suppress(OSError):
+            target.handle.truncate(target.size)
+        raise
     finally:
         if new_file is not None:
             # On success the old file is finished; on failure the Wal keeps the old one
