@@ -36,9 +36,43 @@ cdef inline uint64_t _zero_bytes(uint64_t v) noexcept nogil:
     return (v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL
 
 
+cdef extern from *:
+    """
+    /* 16 string bytes at a time where SSE2 exists (all x86-64): the offset of the first
+       byte from pos that is '"', '\\', < 0x20 or >= 0x80 (the signed compare against 0x20
+       catches both of the last two), or the last offset with fewer than 16 bytes left. */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline Py_ssize_t topics_plain_run16(const unsigned char *s, Py_ssize_t pos,
+                                                Py_ssize_t n) {
+        const __m128i quote = _mm_set1_epi8(0x22), bslash = _mm_set1_epi8(0x5C);
+        const __m128i space = _mm_set1_epi8(0x20);
+        for (; pos + 16 <= n; pos += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(s + pos));
+            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+                                                    _mm_cmpeq_epi8(v, bslash)),
+                                       _mm_cmplt_epi8(v, space));
+            int mask = _mm_movemask_epi8(hit);
+            if (mask) return pos + __builtin_ctz((unsigned)mask);
+        }
+        return pos;
+    }
+    #else
+    static inline Py_ssize_t topics_plain_run16(const unsigned char *s, Py_ssize_t pos,
+                                                Py_ssize_t n) {
+        (void)s;
+        (void)n;
+        return pos;
+    }
+    #endif
+    """
+    Py_ssize_t topics_plain_run16(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil
+
+
 cdef inline Py_ssize_t _plain_run(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
     """Skip string bytes that need no attention (printable ASCII except '"' and '\\')."""
     cdef uint64_t v
+    pos = topics_plain_run16(s, pos, n)
     while pos + 8 <= n:
         memcpy(&v, s + pos, 8)
         # Flags bytes < 0x20 (the subtraction borrows), >= 0x80, '"' and '\\'. Byte order
@@ -189,24 +223,27 @@ cdef Py_ssize_t _scan_key(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) 
     return _ws(s, pos + 1, n)
 
 
-cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* members) noexcept nogil:
-    """-1 when s[0:n] is exactly one JSON value, else the offset of the first bad byte.
+cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n,
+                            Py_ssize_t* members) noexcept nogil:
+    """Scan the one JSON value that starts at s[pos] (no whitespace skipped before it).
 
-    members receives the top-level member count when the value is an object, else -1.
+    Returns the position just after the value, or ~offset of the first bad byte. Stops at
+    the value's last byte whatever follows, so a value inside a larger text (an array
+    element) scans exactly as it would on its own; the nesting limit counts from here.
+    members receives the value's member count when it is an object, else -1.
     Iterative with an explicit bracket stack, so deep input cannot exhaust the C stack.
     """
     cdef unsigned char stack[_MAX_DEPTH]
-    cdef Py_ssize_t depth = 0, pos
+    cdef Py_ssize_t depth = 0
     cdef unsigned char c
     members[0] = -1
-    pos = _ws(s, 0, n)
     while True:
         if pos >= n:
-            return n
+            return ~n
         c = s[pos]
         if c == c'[' or c == c'{':
             if depth >= _MAX_DEPTH:
-                return pos
+                return ~pos
             stack[depth] = c
             depth += 1
             if c == c'{' and depth == 1:
@@ -219,7 +256,7 @@ cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* mem
                 if c == c'{':
                     pos = _scan_key(s, pos, n)
                     if pos < 0:
-                        return ~pos
+                        return pos
                     members[0] += depth == 1
                 continue
         elif c == c'"':
@@ -229,22 +266,67 @@ cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* mem
         else:
             pos = _scan_literal(s, pos, n)
         if pos < 0:
-            return ~pos
+            return pos
         while True:  # after a value: close containers until a ',' or the end
-            pos = _ws(s, pos, n)
             if depth == 0:
-                return -1 if pos == n else pos
+                return pos
+            pos = _ws(s, pos, n)
             if pos >= n:
-                return n
+                return ~n
             if s[pos] == c',':
                 pos = _ws(s, pos + 1, n)
                 if stack[depth - 1] == c'{':
                     pos = _scan_key(s, pos, n)
                     if pos < 0:
-                        return ~pos
+                        return pos
                     members[0] += depth == 1
                 break
             if s[pos] != stack[depth - 1] + 2:
-                return pos
+                return ~pos
             depth -= 1
             pos += 1
+
+
+cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* members) noexcept nogil:
+    """-1 when s[0:n] is exactly one JSON value, else the offset of the first bad byte.
+
+    members receives the top-level member count when the value is an object, else -1.
+    """
+    cdef Py_ssize_t pos = _scan_value(s, _ws(s, 0, n), n, members)
+    if pos < 0:
+        return ~pos
+    pos = _ws(s, pos, n)
+    return -1 if pos == n else pos
+
+
+ctypedef struct _Span:
+    Py_ssize_t start, size, members
+
+
+cdef Py_ssize_t _split_array(const unsigned char* s, Py_ssize_t n, Py_ssize_t count,
+                             _Span* spans) noexcept nogil:
+    """Split what dumps() made of a list of ``count`` values into one span per value.
+
+    The encoders this is used with write a list as "[" + ",".join(texts) + "]", each text
+    exactly what they make of that value alone; a span runs from just after one delimiter
+    to just before the next (whitespace included, as a standalone text would have it), and
+    must hold exactly one valid JSON value (the json_check rules; its member count goes to
+    spans[j].members). Returns count when the whole text splits cleanly into ``count``
+    such spans, else 0: an element that does not check (NaN or Infinity, say), a missing
+    delimiter or a wrong count means the values go through dumps() one by one, and that
+    path reports the failing record exactly. (No prefix is trusted: a text from ujson's
+    verbatim __json__ hook that holds a ',' shifts every span after it.)
+    """
+    cdef Py_ssize_t j, pos = 0, end
+    if count == 0 or n == 0 or s[0] != c'[':
+        return 0
+    for j in range(count):
+        end = _scan_value(s, _ws(s, pos + 1, n), n, &spans[j].members)
+        if end < 0:
+            return 0
+        end = _ws(s, end, n)
+        if end >= n or s[end] != (c',' if j + 1 < count else c']'):
+            return 0
+        spans[j].start, spans[j].size = pos + 1, end - pos - 1
+        pos = end
+    return count if pos == n - 1 else 0

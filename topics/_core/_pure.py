@@ -6,6 +6,9 @@ module is the fast path and is tested against this one.
 
 Choices the stub leaves open, shared by both implementations:
 - encode_batch validates each record in the order data, meta, tag, node, record size.
+  With ujson's dumps it encodes a batch's data values in one dumps(list) call and its dict
+  metas in another, split per value (see _split_array), and falls back to one call per
+  value when that fails or does not split cleanly; other dumps are called per value.
 - json_check rejects nesting deeper than 512 and reports the offset of the first byte
   that cannot continue a valid document (the lead byte of a bad UTF-8 sequence).
 - iter_frames checks truncation, then length, then CRC, then kind/reserved/flags.
@@ -18,7 +21,18 @@ import struct
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
-from typing import Final
+from typing import Final, TypeGuard
+
+try:
+    import ujson
+except ImportError:  # pragma: no cover - ujson is a dependency
+    _BATCH_DUMPS: tuple[object, ...] = ()
+else:
+    # The dumps functions encode_batch calls once per batch, matched by identity: within
+    # ujson's output for a list, each value's text is exactly what ujson makes of it alone
+    # (no indent, no separator spaces). Any other dumps is called once per value, keeping
+    # exactly what it makes of each: json.dumps writes ", " between elements, say.
+    _BATCH_DUMPS = (ujson.dumps, ujson.encode)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -186,12 +200,16 @@ def _key(buf: bytes, pos: int) -> int:
     return _ws(buf, pos + 1)
 
 
-def json_check(data: Buffer) -> int:
-    buf = _as_bytes(data)
+def _value(buf: bytes, pos: int) -> tuple[int, int]:
+    """Scan the one JSON value that starts at ``pos`` (no whitespace skipped before it).
+
+    Returns (offset just after it, member count if it is an object else -1); raises
+    FrameError at the first bad byte. Stops at the value's last byte whatever follows, so a
+    value inside a larger text scans exactly as it would on its own.
+    """
     end = len(buf)
     stack = bytearray()  # the open brackets, innermost last
     members = -1
-    pos = _ws(buf, 0)
     while True:
         if pos >= end:
             raise _json_fail(end)
@@ -218,11 +236,9 @@ def json_check(data: Buffer) -> int:
         else:
             pos = _literal(buf, pos)
         while True:  # after a value: close containers until a "," or the end
-            pos = _ws(buf, pos)
             if not stack:
-                if pos != end:
-                    raise _json_fail(pos)
-                return members
+                return pos, members
+            pos = _ws(buf, pos)
             if pos >= end:
                 raise _json_fail(end)
             if buf[pos] == 0x2C:
@@ -235,6 +251,45 @@ def json_check(data: Buffer) -> int:
                 raise _json_fail(pos)
             stack.pop()
             pos += 1
+
+
+def json_check(data: Buffer) -> int:
+    buf = _as_bytes(data)
+    pos, members = _value(buf, _ws(buf, 0))
+    pos = _ws(buf, pos)
+    if pos != len(buf):
+        raise _json_fail(pos)
+    return members
+
+
+def _split_array(buf: bytes, count: int) -> list[tuple[int, int, int]]:
+    """Split what dumps() made of a list of ``count`` values into one span per value.
+
+    The encoders this is used with write a list as "[" + ",".join(texts) + "]", each text
+    exactly what they make of that value alone; a span (start, stop, members) runs from
+    just after one delimiter to just before the next (whitespace included, as a standalone
+    text would have it) and must hold exactly one valid JSON value (json_check's rules).
+    Returns the ``count`` spans when the whole text splits cleanly, else []: an element
+    that does not check (NaN or Infinity, say), a missing delimiter or a wrong count means
+    the values go through dumps() one by one, and that path reports the failing record
+    exactly. (No prefix is trusted: a text from ujson's verbatim __json__ hook that holds
+    a "," shifts every span after it.)
+    """
+    spans: list[tuple[int, int, int]] = []
+    if count == 0 or not buf.startswith(b"["):
+        return []
+    pos = 0
+    for j in range(count):
+        try:
+            stop, members = _value(buf, _ws(buf, pos + 1))
+        except FrameError:
+            return []
+        stop = _ws(buf, stop)
+        if stop >= len(buf) or buf[stop] != (0x2C if j + 1 < count else 0x5D):
+            return []
+        spans.append((pos + 1, stop, members))
+        pos = stop
+    return spans if pos == len(buf) - 1 else []
 
 
 # --- encoding -----------------------------------------------------------------------
@@ -255,9 +310,11 @@ def _checked(raw: bytes, index: int, field: str) -> int:
         raise _record_error(index, field, "json", str(exc)) from None
 
 
-def _to_json(value: object, index: int, field: str, dumps: Callable[[object], str]) -> bytes:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return _as_bytes(value)
+def _is_buffer(value: object) -> TypeGuard[Buffer]:
+    return isinstance(value, bytes | bytearray | memoryview)
+
+
+def _dumps_json(value: object, index: int, field: str, dumps: Callable[[object], str]) -> bytes:
     try:
         text: object = dumps(value)
         if isinstance(text, bytes):
@@ -269,15 +326,57 @@ def _to_json(value: object, index: int, field: str, dumps: Callable[[object], st
     raise _record_error(index, field, "type")
 
 
+class _Dumped:
+    """One dumps(list) call over the values a batch would otherwise dumps() one by one,
+    split per value (_split_array). take() hands out the next value's (JSON, members), or
+    None when every value must go through dumps() on its own (no batch call was made, it
+    failed, or its text did not split cleanly)."""
+
+    def __init__(self, values: list[object], dumps: Callable[[object], str] | None) -> None:
+        self.text = b""
+        self.spans: list[tuple[int, int, int]] = []
+        self.next = 0
+        if not values or dumps is None:
+            return
+        try:
+            text: object = dumps(values)
+            if isinstance(text, str):
+                text = text.encode()
+        except Exception:
+            # Which value failed is for the per-record path to find: it raises the first
+            # failing record's error (or this same exception) exactly as it always has.
+            return
+        if isinstance(text, bytes):
+            self.text = text
+            self.spans = _split_array(text, len(values))
+
+    def take(self) -> tuple[bytes, int] | None:
+        j = self.next
+        self.next += 1
+        if j >= len(self.spans):
+            return None
+        start, stop, members = self.spans[j]
+        return self.text[start:stop], members
+
+
 def _meta_json(
-    meta: object, index: int, limits: tuple[int, ...], dumps: Callable[[object], str]
+    meta: object,
+    index: int,
+    limits: tuple[int, ...],
+    dumps: Callable[[object], str],
+    batch: _Dumped,
 ) -> bytes:
     if not isinstance(meta, dict | bytes | bytearray | memoryview):
         raise _record_error(index, "meta", "type")
-    raw = _to_json(meta, index, "meta", dumps)
+    got = batch.take() if isinstance(meta, dict) else None
+    if got is not None:
+        raw, keys = got  # checked by _split_array
+    else:
+        raw = _as_bytes(meta) if _is_buffer(meta) else _dumps_json(meta, index, "meta", dumps)
     if len(raw) > limits[1]:
         raise _record_error(index, "meta", "too_large")
-    keys = _checked(raw, index, "meta")
+    if got is None:
+        keys = _checked(raw, index, "meta")
     if keys < 0:
         raise _record_error(index, "meta", "type")
     if keys > limits[2]:
@@ -315,29 +414,46 @@ def _check_limits(limits: tuple[int, int, int, int, int]) -> tuple[int, ...]:
     return tuple(min(v, high) for v, high in zip(limits, highs, strict=True))
 
 
-def _encode_record(
-    record: object,
-    index: int,
-    default_node: str | None,
-    limits: tuple[int, ...],
-    dumps: Callable[[object], str],
-) -> tuple[bytes, bytes, bytes, bytes]:
-    """Validate one record; return its (node, tag, meta, data) bytes (b"" = absent)."""
+_Fields = tuple[object, object, object, object]
+
+
+def _fetch(record: object, index: int) -> _Fields:
+    """A record's (data, meta, tag, node); absent ones None."""
     if not isinstance(record, Mapping):
         raise _record_error(index, "record", "type")
     data = record.get("data", _MISSING)
     if data is _MISSING:
         raise _record_error(index, "data", "missing")
-    raw = b"null" if data is None else _to_json(data, index, "data", dumps)
-    _checked(raw, index, "data")
-    meta = record.get("meta")
-    meta_raw = b"" if meta is None else _meta_json(meta, index, limits, dumps)
-    tag = _name(record.get("tag"), index, "tag", limits[3])
-    node = record.get("node")
+    return data, record.get("meta"), record.get("tag"), record.get("node")
+
+
+def _encode_record(
+    fields: _Fields,
+    index: int,
+    default_node: str | None,
+    limits: tuple[int, ...],
+    dumps: Callable[[object], str],
+    data_batch: _Dumped,
+    meta_batch: _Dumped,
+) -> tuple[bytes, bytes, bytes, bytes]:
+    """Validate one record; return its (node, tag, meta, data) bytes (b"" = absent)."""
+    data, meta, tag, node = fields
+    got = None
+    if data is None:
+        raw = b"null"
+    elif _is_buffer(data):
+        raw = _as_bytes(data)
+    else:
+        got = data_batch.take()
+        raw = got[0] if got is not None else _dumps_json(data, index, "data", dumps)
+    if got is None:
+        _checked(raw, index, "data")
+    meta_raw = b"" if meta is None else _meta_json(meta, index, limits, dumps, meta_batch)
+    tag_raw = _name(tag, index, "tag", limits[3])
     node_raw = _name(default_node if node is None else node, index, "node", limits[4])
     if len(raw) + len(meta_raw) > limits[0]:
         raise _record_error(index, "record", "too_large")
-    return node_raw, tag, meta_raw, raw
+    return node_raw, tag_raw, meta_raw, raw
 
 
 def _frame(seq: int, ts_ms: int, fields: tuple[bytes, bytes, bytes, bytes], salt: int) -> bytes:
@@ -365,7 +481,29 @@ def encode_batch(
     batch = list(records)
     if batch and first_seq + len(batch) - 1 > _U64:
         raise OverflowError("seq overflows u64")
-    encoded = [_encode_record(r, i, default_node, checked, dumps) for i, r in enumerate(batch)]
+    # Fetch every record first; a record that cannot be read is reported only after the
+    # records before it are checked, as an earlier record's error wins.
+    fields: list[_Fields] = []
+    error: Exception | None = None
+    for i, record in enumerate(batch):
+        try:
+            fields.append(_fetch(record, i))
+        except Exception as exc:
+            error = exc
+            break
+    # With ujson, one dumps() call for all data values and one for all dict metas
+    # (mirroring _ext, where this saves most of the per-call cost of dumps()).
+    batched = dumps if any(dumps is d for d in _BATCH_DUMPS) else None
+    data_batch = _Dumped(
+        [f[0] for f in fields if f[0] is not None and not _is_buffer(f[0])], batched
+    )
+    meta_batch = _Dumped([f[1] for f in fields if isinstance(f[1], dict)], batched)
+    encoded = [
+        _encode_record(f, i, default_node, checked, dumps, data_batch, meta_batch)
+        for i, f in enumerate(fields)
+    ]
+    if error is not None:
+        raise error
     frames = [_frame(first_seq + i, ts_ms, f, salt) for i, f in enumerate(encoded)]
     tags: list[bytes | None] = [f[1] or None for f in encoded]
     return b"".join(frames), tags if any(tags) else None
@@ -392,7 +530,8 @@ def _check_frame(buf: bytes, off: int, index: int, salt: int, verify: bool) -> i
     if verify and _U32S.unpack_from(frame, 4)[0] != _frame_crc(frame, salt):
         raise fail("crc")
     kind, res1, nlen, tlen, res2, mlen, dlen, _, _ = _BODY.unpack_from(frame, 8)
-    if kind != KIND_RECORD or res1 or res2 or frame[-1] > FLAG_DELETED:
+    # Any non-zero trailer reads as deleted (see _ext: a garbled flip must not corrupt).
+    if kind != KIND_RECORD or res1 or res2:
         raise fail("kind")
     if dlen == 0 or _MIN_FRAME + nlen + tlen + mlen + dlen != size:
         raise fail("kind")

@@ -468,6 +468,333 @@ def test_encode_batch_seqs_and_crc(core: ModuleType) -> None:
         assert frame[-1] == 0
 
 
+# --- encode_batch: one dumps() call per batch -----------------------------------------
+#
+# With ujson.dumps, encode_batch encodes all data values (and all dict metas) of a batch
+# in one call and splits the list text per value; any other dumps is called per value.
+# ``per_value`` is ujson.dumps under another identity, so it takes the per-value path
+# with the same output: the two paths must agree on every batch, errors included.
+
+
+def per_value(value: object) -> Any:
+    return ujson.dumps(value)
+
+
+def both_paths(core: ModuleType, records: list[Any], limits: tuple[int, ...] = SMALL) -> Any:
+    """encode_batch's outcome through the batched path, checked against the per-value one."""
+    args = (records, 0, 0, "nd", SALT, limits)
+    batched = outcome(core.encode_batch, *args, ujson.dumps)
+    assert batched == outcome(core.encode_batch, *args, per_value)
+    assert outcome(core.encode_batch, *args, ujson.encode) == batched
+    return batched
+
+
+def json_error(text: str) -> str:
+    """The message json_check gives for ``text``."""
+    with pytest.raises(PURE.FrameError) as info:
+        PURE.json_check(text.encode())
+    return str(info.value)
+
+
+class Raises(Mapping[str, object]):
+    """A mapping whose every read raises ValueError."""
+
+    def __getitem__(self, key: str) -> object:
+        raise ValueError("unreadable")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def bad_batch(bad: dict[int, dict[str, Any] | Any], n: int = 10) -> list[Any]:
+    """n good records (data, meta, tag), bad[i] updating record i (a dict) or replacing it."""
+    records: list[Any] = [{"data": {"i": i}, "meta": {"m": i}, "tag": f"t{i}"} for i in range(n)]
+    for i, change in bad.items():
+        if isinstance(change, dict):
+            records[i] = {**records[i], **change}
+        else:
+            records[i] = change
+    return records
+
+
+BATCH_ERRORS: list[tuple[str, dict[int, Any], tuple[int, str, str]]] = [
+    ("tag before later nan", {3: {"tag": ""}, 7: {"data": NAN}}, (3, "tag", "empty")),
+    ("nan before later tag", {3: {"data": [1, NAN]}, 7: {"tag": ""}}, (3, "data", "json")),
+    (
+        "node before later unserialisable",
+        {2: {"node": 5}, 4: {"data": object()}},
+        (2, "node", "type"),
+    ),
+    (
+        "unserialisable before later nan",
+        {1: {"data": object()}, 3: {"data": NAN}},
+        (1, "data", "type"),
+    ),
+    ("meta nan before non-mapping", {6: {"meta": {"a": INF}}, 8: 5}, (6, "meta", "json")),
+    (
+        "size before missing data",
+        {1: {"data": "x" * 999}, 5: ReadOnlyMapping({"meta": {}})},
+        (1, "record", "too_large"),
+    ),
+    (
+        "meta too large beats its nan",
+        {4: {"meta": {"k": "x" * 100, "n": NAN}}},
+        (4, "meta", "too_large"),
+    ),
+    ("data nan beats own tag", {5: {"data": -INF, "tag": ""}}, (5, "data", "json")),
+    (
+        "data type beats own meta nan",
+        {3: {"data": object(), "meta": {"a": NAN}}},
+        (3, "data", "type"),
+    ),
+    ("last record", {9: {"data": {"deep": [[INF]]}}}, (9, "data", "json")),
+    (
+        "meta keys before unreadable",
+        {2: {"meta": dict.fromkeys("abcde", 1)}, 6: Raises()},
+        (2, "meta", "meta_keys"),
+    ),
+    (
+        "raw meta bad before dict meta nan",
+        {2: {"meta": b"{"}, 3: {"meta": {"a": NAN}}},
+        (2, "meta", "json"),
+    ),
+    ("raw data bad before nan", {2: {"data": b"[1,]"}, 3: {"data": NAN}}, (2, "data", "json")),
+    (
+        "meta type before meta unserialisable",
+        {1: {"meta": [1]}, 2: {"meta": {"a": object()}}},
+        (1, "meta", "type"),
+    ),
+    ("non-mapping first", {0: [1], 1: {"data": NAN}}, (0, "record", "type")),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected"), [e[1:] for e in BATCH_ERRORS], ids=[e[0] for e in BATCH_ERRORS]
+)
+def test_batch_first_failing_record_wins(
+    core: ModuleType, bad: dict[int, Any], expected: tuple[int, str, str]
+) -> None:
+    result = both_paths(core, bad_batch(bad))
+    assert result[:4] == ("FrameError", *expected)
+
+
+def test_batch_unreadable_mapping_raises_after_earlier_records(core: ModuleType) -> None:
+    assert both_paths(core, bad_batch({6: Raises()}))[0] == "ValueError"
+    with pytest.raises(ValueError, match="unreadable"):
+        encode(core, bad_batch({6: Raises(), 8: {"tag": ""}}))
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda v: v,
+        lambda v: [1, v],
+        lambda v: {"a": {"b": [0, v]}},
+        lambda v: {"x": "s", "y": [True, None, {"z": v}], "w": 2},
+    ],
+)
+def test_batch_nan_and_infinity_anywhere(core: ModuleType, bad: float, shape: Any) -> None:
+    value = shape(bad)
+    message = json_error(ujson.dumps(value))
+    for k in (0, 1, 50, 99):
+        records: list[Any] = [{"data": {"i": i, "s": "v"}} for i in range(100)]
+        records[k] = {"data": value}
+        assert both_paths(core, records, LIMITS) == ("FrameError", k, "data", "json", message)
+        records[k] = {"data": 1, "meta": {"m": value}}
+        meta_message = json_error(ujson.dumps({"m": value}))
+        assert both_paths(core, records, LIMITS) == ("FrameError", k, "meta", "json", meta_message)
+
+
+def test_batch_unserialisable_value_reports_its_index(core: ModuleType) -> None:
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    for bad in (object(), [1, {"a": object()}], cyclic, {"b": b"bytes nested"}):
+        for k in (0, 1, 7, 19):
+            records: list[Any] = [{"data": [i], "meta": {"i": i}} for i in range(20)]
+            records[k] = {"data": bad}
+            assert both_paths(core, records, LIMITS)[:4] == ("FrameError", k, "data", "type")
+            records[k] = {"data": 1, "meta": {"m": bad}}
+            assert both_paths(core, records, LIMITS)[:4] == ("FrameError", k, "meta", "type")
+
+
+def test_batch_mixed_data_kinds(core: ModuleType) -> None:
+    values: list[Any] = [
+        b' {"raw": 1} ',
+        {"k": "v"},
+        None,
+        bytearray(b"[1,2]"),
+        "é\u2028",
+        memoryview(b'"mv"'),
+        3,
+        None,
+        [{"n": [None, True]}, 2.5],
+        b"7",
+        -(2**63),
+        {},
+    ]
+    expected = []
+    for v in values:
+        if v is None:
+            expected.append(b"null")
+        elif isinstance(v, bytes | bytearray | memoryview):
+            expected.append(bytes(v))
+        else:
+            expected.append(ujson.dumps(v).encode())
+    records = [{"data": v} for v in values]
+    frames = both_paths(core, records, LIMITS)[1][0]
+    seg = core.SegmentBuffer.from_frames(frames, 0, SALT)
+    assert [seg.decode(i)[5] for i in range(len(values))] == expected
+
+
+def test_batch_meta_dicts_mixed_with_raw_meta(core: ModuleType) -> None:
+    metas: list[Any] = [
+        {"a": 1},
+        b' {"raw": true} ',
+        None,
+        bytearray(b"{}"),
+        {"b": [1, {"c": 2}], "d": "é"},
+        memoryview(b'{"m":1}'),
+        {},
+        dict.fromkeys("abcd", None),
+    ]
+    expected = [
+        None if m is None else bytes(m) if not isinstance(m, dict) else ujson.dumps(m).encode()
+        for m in metas
+    ]
+    records = [{"data": i, "meta": m} for i, m in enumerate(metas)]
+    frames = both_paths(core, records)[1][0]
+    seg = core.SegmentBuffer.from_frames(frames, 0, SALT)
+    assert [seg.decode(i)[4] for i in range(len(metas))] == expected
+    # Key counts come from the batch split for dict metas and from json_check for raw ones.
+    too_many = dict.fromkeys("abcde", 1)
+    assert both_paths(core, [*records, {"data": 1, "meta": too_many}])[1:4] == (
+        8,
+        "meta",
+        "meta_keys",
+    )
+    raw_many = b'{"a":1,"b":2,"c":3,"d":4,"e":5}'
+    assert both_paths(core, [*records, {"data": 1, "meta": raw_many}])[1:4] == (
+        8,
+        "meta",
+        "meta_keys",
+    )
+
+
+def test_batch_nesting_limits(core: ModuleType) -> None:
+    def nested(depth: int) -> Any:
+        value: Any = 1
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    # Each value's nesting counts from the value, not from the list around the batch.
+    ok = both_paths(core, [{"data": 1}, {"data": nested(512)}, {"data": "x"}], LIMITS)
+    assert ok[0] == "ok"
+    too_deep = ("FrameError", 1, "data", "json", "invalid JSON at byte 512")
+    assert both_paths(core, [{"data": 1}, {"data": nested(513)}], LIMITS) == too_deep
+    # ujson takes 1024 levels alone but not inside the batch's list: per-value path.
+    assert both_paths(core, [{"data": 1}, {"data": nested(1024)}], LIMITS) == too_deep
+    assert both_paths(core, [{"data": 1}, {"data": nested(1025)}], LIMITS)[1:4] == (
+        1,
+        "data",
+        "type",
+    )
+
+
+class RawJSON:
+    """ujson writes what __json__ returns verbatim."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __json__(self) -> str:
+        return self.text
+
+
+def test_batch_keeps_verbatim_json_hook_output(core: ModuleType) -> None:
+    records = [{"data": RawJSON(" 1 ")}, {"data": [RawJSON('{"a" : 2}')]}, {"data": 3}]
+    frames = both_paths(core, records)[1][0]
+    seg = core.SegmentBuffer.from_frames(frames, 0, SALT)
+    assert [seg.decode(i)[5] for i in range(3)] == [b" 1 ", b'[{"a" : 2}]', b"3"]
+    # Text that is not one JSON value is reported as it always was (here the split finds
+    # three elements for two values and leaves the rest to the per-value path).
+    for text in ("1,2", "", "[", "1 2", "NaN"):
+        result = both_paths(core, [{"data": 0}, {"data": RawJSON(text)}, {"data": 2}])
+        assert result == ("FrameError", 1, "data", "json", json_error(text))
+
+
+def test_batch_dumps_raising_other_errors(core: ModuleType) -> None:
+    class Boom:
+        def __json__(self) -> str:
+            raise RuntimeError("boom")
+
+    records: list[Any] = [{"data": 1}, {"data": 2, "tag": ""}, {"data": Boom()}]
+    assert frame_error(core, encode, core, records) == (1, "tag", "empty")
+    with pytest.raises(RuntimeError, match="boom"):
+        encode(core, [{"data": 1}, {"data": Boom()}, {"data": 2, "tag": ""}])
+
+
+def test_other_dumps_are_called_per_value(core: ModuleType) -> None:
+    import functools
+
+    indented = functools.partial(json.dumps, indent=1)
+    values: list[Any] = [{"a": [1, 2]}, "x", {"b": {}}]
+    frames = encode(core, [{"data": v, "meta": {"v": v}} for v in values], dumps=indented)
+    seg = core.SegmentBuffer.from_frames(frames, 0, SALT)
+    for i, v in enumerate(values):
+        assert seg.decode(i)[4:6] == (indented({"v": v}).encode(), indented(v).encode())
+    calls: list[object] = []
+
+    def counting(value: object) -> str:
+        calls.append(value)
+        return json.dumps(value)
+
+    encode(core, [{"data": v} for v in values], dumps=counting)
+    assert calls == values
+
+
+def test_batch_large_texts(core: ModuleType) -> None:
+    # Over the GIL-release threshold for the split; values with escapes and non-ASCII.
+    records = [
+        {"data": {"k": 'x\u00e9\n"' * 300, "i": i}, "meta": {"m": "é" * 200}, "tag": "t"}
+        for i in range(40)
+    ]
+    ok = both_paths(core, records, LIMITS)
+    assert ok[0] == "ok"
+    assert ok == outcome(PURE.encode_batch, records, 0, 0, "nd", SALT, LIMITS, ujson.dumps)
+
+
+class StrKey(str):
+    pass
+
+
+def test_record_key_variants(core: ModuleType) -> None:
+    def built(text: str) -> str:  # an equal str that is not the interned literal
+        return "".join(list(text))
+
+    records: list[Any] = [
+        {built("data"): 1, built("tag"): "t", built("node"): "n", built("meta"): {"a": 1}},
+        {StrKey("data"): 2, StrKey("tag"): "u"},
+        {1: "x", None: "y", "data": 3},
+        {"dat\u00e4": 0, "d\u00e4ta": 1, "data": 4, "tags": "no", "ta": "no"},
+        {**{f"k{i}": i for i in range(20)}, "data": 5, "tag": "many"},
+        {"data": 6, "tag": "x", "node": "y", "meta": None, "extra": [1]},
+    ]
+    frames, tags = core.encode_batch(records, 0, 0, "dn", SALT, LIMITS, ujson.dumps)
+    assert tags == [b"t", b"u", None, None, b"many", b"x"]
+    assert (frames, tags) == PURE.encode_batch(records, 0, 0, "dn", SALT, LIMITS, ujson.dumps)
+    seg = core.SegmentBuffer.from_frames(frames, 0, SALT)
+    assert seg.decode(0)[2:6] == (b"n", b"t", b'{"a":1}', b"1")
+    assert frame_error(core, encode, core, [{StrKey("date"): 1}]) == (0, "data", "missing")
+
+
 # --- frames -------------------------------------------------------------------------
 
 
@@ -496,8 +823,11 @@ def test_iter_frames_detects_every_corrupted_byte(core: ModuleType) -> None:
     for pos in range(size):
         bad = bytearray(frames)
         bad[pos] ^= 0x40
-        if pos == size - 1:  # the trailer is not covered by the CRC
-            assert frame_error(core, core.iter_frames, bytes(bad), SALT) == (0, "frame", "kind")
+        if pos == size - 1:  # the trailer is not covered by the CRC: a garbled flag
+            assert len(core.iter_frames(bytes(bad), SALT)) == 2  # reads as deleted, not corrupt
+            seg = core.SegmentBuffer.from_frames(bytes(bad), 10, SALT)
+            assert not seg.is_live(0)
+            assert seg.is_live(1)
             continue
         with pytest.raises(core.FrameError) as info:
             core.iter_frames(bytes(bad), SALT)
@@ -532,7 +862,6 @@ def test_iter_frames_structure_checks(core: ModuleType) -> None:
         lambda b: b.__setitem__(9, 1),  # reserved
         lambda b: b.__setitem__(14, 1),  # reserved
         lambda b: struct.pack_into("<H", b, 10, 3),  # lengths do not add up
-        lambda b: b.__setitem__(len(b) - 1, 2),  # unknown flag
     ]
     for mutate in cases:
         assert frame_error(core, core.iter_frames, reframe(mutate), SALT) == (0, "frame", "kind")
@@ -1191,3 +1520,85 @@ def test_segment_pure_vs_ext(ops: list[tuple[Any, ...]]) -> None:
             results.append((len(tries[m]), tries[m].ntags, tries[m].count_prefix(b"")))
         assert results[: len(results) // 2] == results[len(results) // 2 :]
     assert bytes(segs[PURE].view()) == bytes(segs[EXT].view())
+
+
+finite_value = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**64 - 1),
+        st.text(max_size=8),
+        st.floats(allow_nan=False, allow_infinity=False),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+bad_leaf = st.sampled_from([NAN, INF, -INF]) | st.builds(object)
+bad_value = bad_leaf.flatmap(lambda b: st.sampled_from([b, [1, b], {"k": [{"j": b}]}]))
+good_record = st.fixed_dictionaries(
+    {
+        "data": st.one_of(
+            finite_value,
+            finite_value,
+            st.none(),
+            finite_value.map(lambda v: json.dumps(v).encode()),
+        )
+    },
+    optional={
+        "meta": st.one_of(
+            st.none(),
+            st.dictionaries(st.text(max_size=3), finite_value, max_size=4),
+            st.sampled_from([b"{}", b' {"a": 1} ', bytearray(b'{"b":[]}')]),
+        ),
+        "tag": st.none() | st.text(min_size=1, max_size=4),
+        "node": st.none() | st.text(min_size=1, max_size=4),
+    },
+)
+# Changes that may break a record: a bad data or meta value, a bad raw text, a bad name,
+# "drop" (remove its data) or "replace" (not a mapping). Many are still valid.
+bad_change = st.one_of(
+    bad_value.map(lambda v: {"data": v}),
+    bad_value.map(lambda v: {"meta": {"m": v}}),
+    raw_json.map(lambda b: {"data": b}),
+    raw_json.map(lambda b: {"meta": b}),
+    name.map(lambda n: {"tag": n}),
+    name.map(lambda n: {"node": n}),
+    st.sampled_from(["drop", "replace"]),
+)
+
+
+@pytest.mark.slow
+@needs_ext
+@settings(max_examples=400, deadline=None)
+@given(
+    good=st.lists(good_record, max_size=12),
+    changes=st.lists(st.tuples(st.integers(0, 11), bad_change), max_size=3),
+    limits=st.sampled_from([LIMITS, LIMITS, SMALL, (300, 40, 3, 6, 6)]),
+    default_node=st.sampled_from([None, "nd", ""]),
+)
+def test_encode_batch_batched_vs_per_value_pure_vs_ext(
+    good: list[dict[str, Any]],
+    changes: list[tuple[int, Any]],
+    limits: tuple[int, ...],
+    default_node: str | None,
+) -> None:
+    records: list[Any] = [dict(r) for r in good]
+    for i, change in changes:
+        if i >= len(records) or not isinstance(records[i], dict):
+            continue
+        if change == "drop":
+            records[i].pop("data", None)
+        elif change == "replace":
+            records[i] = i
+        else:
+            records[i].update(change)
+    # The same frames and tags, or the same error (index, field, reason and message), from
+    # both cores, each with the batched dumps (ujson.dumps) and with one call per value.
+    results = [
+        outcome(core.encode_batch, records, 5, 7, default_node, SALT, limits, dumps)
+        for core in (PURE, EXT)
+        for dumps in (ujson.dumps, per_value)
+    ]
+    assert results == [results[0]] * 4
