@@ -19,6 +19,10 @@ Rules (docs/SEMANTICS.md has the user-facing version):
    live tagged record has exactly one entry in ``trie``; a record leaving the live set
    leaves the trie in the same step.
 5. ``$ts`` never decreases along seqs, so TTL expiry is always a prefix of the log.
+6. A gap marker (``add_gap``; routers' ``source_trim``, docs/ROUTERS.md) is a seq that holds
+   no record: the tail segment is sealed first, so a marker always falls between two
+   segments and rule 1 still holds. ``gaps`` is ascending; markers below ``evict_floor``
+   are forgotten (the eviction tombstone a reader below it gets covers them).
 """
 
 from __future__ import annotations
@@ -32,13 +36,18 @@ import trio
 
 from ._core import SegmentBuffer, TagTrie
 from .config import TopicConfig
+from .types import TombstoneReason
 
-__all__ = ["DedupeEntry", "ReadWindow", "TopicLog"]
+__all__ = ["DedupeEntry", "GapMarker", "ReadWindow", "TopicLog"]
 
 #: A segment stops taking appends once it holds this many bytes (soft: a batch is never
 #: split, so one big batch may overshoot). Small enough that retention frees memory
 #: promptly, large enough that per-segment bookkeeping is noise.
 SEGMENT_TARGET_BYTES = 1 << 20
+#: Gap markers kept per topic; past this the oldest is forgotten (each one stands for a
+#: whole run of records a router's source lost, so reaching this takes a pathological
+#: dest that is never trimmed while its source keeps outrunning the router).
+MAX_GAP_MARKERS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,21 @@ class DedupeEntry:
     written_at_ms: int
     first_seq: int
     last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class GapMarker:
+    """A seq holding no record that stands for records lost upstream (rule 6).
+
+    ``source_from``/``source_to`` is the source's seq range a router could not forward;
+    ``missed_estimate`` how many records that range held at most.
+    """
+
+    seq: int
+    reason: TombstoneReason
+    missed_estimate: int
+    source_from: int
+    source_to: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +108,8 @@ class TopicLog:
         self.watermark = 0
         # Waiters (long-poll diff, watchers, routers) park here; a publish unparks all.
         self.waiters = trio.lowlevel.ParkingLot()
+        # Gap markers (rule 6), ascending by seq.
+        self.gaps: list[GapMarker] = []
 
     # -- state ------------------------------------------------------------------------
 
@@ -137,6 +163,41 @@ class TopicLog:
         self.last_ts = ts
         return size
 
+    # -- gap markers (rule 6) ---------------------------------------------------------
+
+    def add_gap(
+        self, reason: TombstoneReason, missed_estimate: int, source_from: int, source_to: int
+    ) -> GapMarker:
+        """Take the next seq as a gap marker: it holds no record, and a reader reaching it
+        gets a tombstone instead (``_reads.read_diff``). Seals the tail segment first."""
+        if self.segments and not self.segments[-1].sealed:
+            self.segments[-1].seal()
+        self.head += 1
+        marker = GapMarker(self.head, reason, missed_estimate, source_from, source_to)
+        self.gaps.append(marker)
+        if len(self.gaps) > MAX_GAP_MARKERS:
+            del self.gaps[0]
+        self._settle_front()  # a wholly dead sealed tail goes; earliest may pass the marker
+        return marker
+
+    def gap_from(self, seq: int) -> GapMarker | None:
+        """The first gap marker at or above ``seq``, forgetting those below ``evict_floor``."""
+        gaps = self.gaps
+        if not gaps:
+            return None
+        floor = self.evict_floor
+        if gaps[0].seq < floor:
+            del gaps[: bisect.bisect_left(gaps, floor, key=_gap_seq)]
+        i = bisect.bisect_left(gaps, seq, key=_gap_seq)
+        return gaps[i] if i < len(gaps) else None
+
+    def restore_gaps(self, markers: list[GapMarker]) -> None:
+        """Adopt persisted markers (recovery): those within the log and above the floor."""
+        floor = self.evict_floor
+        self.gaps = sorted((m for m in markers if floor <= m.seq <= self.head), key=_gap_seq)[
+            -MAX_GAP_MARKERS:
+        ]
+
     # -- retention --------------------------------------------------------------------
 
     def expire(self, now_ms: int) -> int:
@@ -146,8 +207,8 @@ class TopicLog:
         persistence logs as the outcome (recovery cannot re-run the clock).
         """
         ttl = self.config.ttl_ms
-        if ttl == 0 or self.count == 0:
-            return 0
+        if ttl == 0 or self.count == 0 or ttl >= now_ms:
+            return 0  # (ttl >= now: nothing with a non-negative ts can have expired)
         keep_from_ts = now_ms - ttl  # a record is live iff ts >= now - ttl
         target = self.head + 1
         for seg in self.segments:
@@ -161,6 +222,17 @@ class TopicLog:
             self.ttl_floor = max(self.ttl_floor, last_live + 1)
         self._settle_front()
         return target if last_live >= 0 else 0
+
+    def expire_keys(self, now_ms: int) -> None:
+        """Forget idempotency keys older than the window (kept in write order, so the
+        expired ones are a prefix; an entry found expired later is dropped on lookup)."""
+        window = self.config.idempotency_window_ms
+        dedupe = self.dedupe
+        while dedupe:
+            oldest = next(iter(dedupe.values()))
+            if now_ms - oldest.written_at_ms <= window:
+                return
+            dedupe.popitem(last=False)
 
     def replay_expiry(self, bound: int, ttl_floor: int) -> None:
         """Re-apply a logged TTL outcome (recovery)."""
@@ -376,8 +448,13 @@ class TopicLog:
         budget: int,
         skip_nodes: frozenset[bytes] | None,
         flags: int,
+        end: int | None = None,
     ) -> ReadWindow:
-        """Render the window starting at seq ``start`` (docs/SEMANTICS.md rules 14-15)."""
+        """Render the window starting at seq ``start`` (docs/SEMANTICS.md rules 14-15).
+
+        ``end`` bounds the window (the seq before a gap marker, which always falls between
+        segments: rule 6); reaching it ends the window like reaching the head does.
+        """
         start = max(start, self.earliest)
         i = max(bisect.bisect_right(self.bases, start) - 1, 0)
         parts: list[bytes] = []
@@ -387,6 +464,8 @@ class TopicLog:
         segments = self.segments
         while i < len(segments):
             seg = segments[i]
+            if end is not None and seg.base_seq > end:
+                break
             idx = seq - seg.base_seq
             if idx < 0:
                 idx = 0
@@ -404,5 +483,12 @@ class TopicLog:
                     stopped = True
                     break
             i += 1
-        next_from = seq - 1 if stopped else self.head
+        if stopped:
+            next_from = seq - 1
+        else:
+            next_from = self.head if end is None else min(end, self.head)
         return ReadWindow(b"[" + b",".join(parts) + b"]", emitted, examined, next_from)
+
+
+def _gap_seq(marker: GapMarker) -> int:
+    return marker.seq

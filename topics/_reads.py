@@ -2,14 +2,20 @@
 
 ``read_diff`` decides the tombstone, the start of the window and the cursor fields from
 a topic's floors (docs/SEMANTICS.md rules 10-15); the rendering itself is the log's.
+
+Gap markers (``TopicLog.add_gap``, a router's ``source_trim``, SEMANTICS rule 28) end a
+window just before them, so one response never carries records from both sides of a
+marker; a read that reaches a marker before any record gets the marker's tombstone
+(``gap_from == gap_to ==`` the marker) and continues after it. At most one tombstone per
+response: an eviction tombstone wins, and covers any marker below ``earliest_seq``.
 """
 
 from __future__ import annotations
 
-from ._log import TopicLog
+from ._log import GapMarker, TopicLog
 from .types import DiffResult, Tombstone, TombstoneReason
 
-__all__ = ["read_diff", "tombstone_for"]
+__all__ = ["gap_tombstone", "read_diff", "tombstone_for"]
 
 
 def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
@@ -26,6 +32,21 @@ def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
     return Tombstone(first, gap_to, reason, gap_to - first + 1, log.earliest, log.head)
 
 
+def gap_tombstone(log: TopicLog, marker: GapMarker) -> Tombstone:
+    """The tombstone a reader gets at a gap marker.
+
+    A ``source_trim`` marker stands for another topic's seqs, so its own seq is the gap; a
+    local loss (seqs skipped after a crash) names this topic's lost range itself.
+    """
+    if marker.reason == "source_trim":
+        gap_from = gap_to = marker.seq
+    else:
+        gap_from, gap_to = marker.source_from, marker.source_to
+    return Tombstone(
+        gap_from, gap_to, marker.reason, marker.missed_estimate, log.earliest, log.head
+    )
+
+
 def read_diff(
     log: TopicLog,
     from_seq: int,
@@ -37,7 +58,17 @@ def read_diff(
     """One diff window from ``from_seq`` (exclusive)."""
     tombstone = tombstone_for(log, from_seq)
     start = log.earliest if tombstone is not None else from_seq + 1
-    window = log.read(start, limit, budget, skip_nodes if log.config.dedupe_node else None, flags)
+    end = None
+    if log.gaps:
+        gap = log.gap_from(start)
+        # Nothing live lies between start and the marker: report it now, read on after it.
+        if gap is not None and tombstone is None and gap.seq < max(start + 1, log.earliest):
+            tombstone = gap_tombstone(log, gap)
+            start = gap.seq + 1
+            gap = log.gap_from(start)
+        end = gap.seq - 1 if gap is not None else None
+    skip = skip_nodes if log.config.dedupe_node else None
+    window = log.read(start, limit, budget, skip, flags, end)
     nxt = window.next_from_seq
     return DiffResult(
         topic=log.name,

@@ -1,0 +1,105 @@
+"""Router routes: create/configure, get, list, delete (§6).
+
+Rules:
+1. PUT's body is the router definition; 201 when the call created the router, else 200.
+2. The key's name prefixes (§0.2) apply to the router name (the dispatcher checks the
+   path) and to the body's ``source`` and ``dest``: a router may not read from or write
+   (and auto-create) a topic outside the allowlist. 403 before the engine is called.
+3. Listing is filtered to the key's allowlist: a router is listed only when its name,
+   source and dest are all names the key may touch, so a prefix-limited key never learns
+   another tenant's topic names. With one allowed prefix the listing is narrowed in the
+   engine; otherwise engine pages are scanned and filtered (a page may be short while
+   ``next_cursor`` is present), as for topics.
+"""
+
+from __future__ import annotations
+
+from topics.errors import ForbiddenError
+from topics.router_types import RouterSummary
+
+from .requests import decode_json_object
+from .routing import Route
+from .state import Reply, RequestContext
+from .topic_routes import MAX_FILTERED_PAGES
+
+__all__ = ["ROUTES"]
+
+_MAX_PAGE_SIZE = 1000
+
+
+async def put_router(ctx: RequestContext) -> Reply:
+    """PUT /v0/routers/:router — create or configure (idempotent upsert, §6)."""
+    body = decode_json_object(ctx.body) if ctx.body else {}
+    principal = ctx.principal
+    for field in ("source", "dest"):
+        name = body.get(field)
+        if isinstance(name, str) and not principal.may_touch(name):
+            raise ForbiddenError(
+                f'api key may not touch "{name}" ({field}): outside its name prefix allowlist',
+                detail={field: name},
+            )
+    result = await ctx.engine.put_router(ctx.name, body)
+    return ctx.json(result.to_dict(), 201 if result.created else 200)
+
+
+async def get_router(ctx: RequestContext) -> Reply:
+    """GET /v0/routers/:router — definition and forwarding state (§6)."""
+    info = await ctx.engine.get_router(ctx.name)
+    return ctx.json(info.to_dict())
+
+
+async def delete_router(ctx: RequestContext) -> Reply:
+    """DELETE /v0/routers/:router — stop forwarding; copies in dest stay (§6)."""
+    result = await ctx.engine.delete_router(ctx.name)
+    return ctx.json(result.to_dict())
+
+
+async def list_routers(ctx: RequestContext) -> Reply:
+    """GET /v0/routers — one page of routers, filtered to the key's allowlist (rule 3)."""
+    prefix = ctx.query_str("prefix") or None
+    source = ctx.query_str("source") or None
+    dest = ctx.query_str("dest") or None
+    page_size = ctx.query_int("page_size", 100)
+    cursor = ctx.query_str("cursor") or None
+    engine = ctx.engine
+    principal = ctx.principal
+
+    def visible(r: RouterSummary) -> bool:
+        return all(principal.may_touch(n) for n in (r.router, r.source, r.dest))
+
+    narrowed = principal.list_prefixes(prefix)
+    routers: list[RouterSummary] = []
+    next_cursor = cursor
+    if narrowed is None:
+        page = await engine.list_routers(
+            prefix=prefix, source=source, dest=dest, page_size=page_size, cursor=cursor
+        )
+        routers, next_cursor = page.routers, page.next_cursor
+    elif narrowed:
+        want = min(page_size, _MAX_PAGE_SIZE) if page_size else 0
+        for _ in range(MAX_FILTERED_PAGES):
+            page = await engine.list_routers(
+                prefix=narrowed[0] if len(narrowed) == 1 else prefix,
+                source=source,
+                dest=dest,
+                page_size=max(1, want - len(routers)) if want else page_size,
+                cursor=next_cursor,
+            )
+            routers += [r for r in page.routers if visible(r)]
+            next_cursor = page.next_cursor
+            if next_cursor is None or len(routers) >= want:
+                break
+    else:
+        next_cursor = None
+    payload: dict[str, object] = {"routers": [r.to_dict() for r in routers]}
+    if next_cursor is not None:
+        payload["next_cursor"] = next_cursor
+    return ctx.json(payload)
+
+
+ROUTES = (
+    Route("GET", "/v0/routers", list_routers),
+    Route("PUT", "/v0/routers/{router}", put_router, body=True),
+    Route("GET", "/v0/routers/{router}", get_router),
+    Route("DELETE", "/v0/routers/{router}", delete_router),
+)

@@ -1,0 +1,139 @@
+"""Result types of the router endpoints (contract §6): frozen dataclasses with ``to_dict()``.
+
+``to_dict()`` gives the contract's JSON object without the ``performance`` block, which
+frontends add. ``filter`` is echoed in its normalized tuple form (a bare string filter
+``"x"`` reads back as ``["tag", "Eq", "x"]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "DeleteRouterResult",
+    "Guarantee",
+    "PutRouterResult",
+    "RouterConfig",
+    "RouterInfo",
+    "RouterPage",
+    "RouterSummary",
+]
+
+Guarantee = Literal["at_least_once", "exactly_once"]
+
+
+@dataclass(frozen=True, slots=True)
+class RouterConfig:
+    """A router's definition: every field of the PUT body, defaults filled in."""
+
+    source: str
+    dest: str
+    preserve_node: bool = True
+    preserve_tag: bool = True
+    create_dest: bool = True
+    filter: tuple[str, str, str] | None = None
+    allow_cycle: bool = False
+    guarantee: Guarantee = "at_least_once"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "dest": self.dest,
+            "preserve_node": self.preserve_node,
+            "preserve_tag": self.preserve_tag,
+            "create_dest": self.create_dest,
+            "filter": list(self.filter) if self.filter is not None else None,
+            "allow_cycle": self.allow_cycle,
+            "guarantee": self.guarantee,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PutRouterResult:
+    """What ``PUT /v0/routers/:router`` answers (201 when ``created``, else 200)."""
+
+    router: str
+    created: bool
+    config: RouterConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"router": self.router, "created": self.created, **self.config.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class RouterInfo:
+    """One router's definition and forwarding state (``GET /v0/routers/:router``).
+
+    Attributes:
+        cursor: the last source seq the router has dealt with (forwarded, filtered out,
+            dropped, or reported lost as ``source_trim``).
+        forwarded_total: copies appended to dest by this router.
+        dropped_total: source records deliberately not forwarded: loop prevention (a copy
+            back into the topic it started from, or past the hop cap), a copy on a loop
+            whose stamped meta would exceed the record limits, or a record that can never
+            fit a ``discard: "reject"`` dest's caps (docs/ROUTERS.md).
+        lag: source records (seqs) still ahead of the cursor.
+    """
+
+    router: str
+    config: RouterConfig
+    cursor: int
+    forwarded_total: int
+    dropped_total: int
+    lag: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"router": self.router, **self.config.to_dict()}
+        out.update(
+            forwarded_total=self.forwarded_total,
+            dropped_total=self.dropped_total,
+            cursor=self.cursor,
+            lag=self.lag,
+        )
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RouterSummary:
+    """One entry of ``GET /v0/routers``."""
+
+    router: str
+    source: str
+    dest: str
+    guarantee: Guarantee
+    forwarded_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "router": self.router,
+            "source": self.source,
+            "dest": self.dest,
+            "guarantee": self.guarantee,
+            "forwarded_total": self.forwarded_total,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RouterPage:
+    """One page of routers in name order; ``next_cursor`` only when more follow."""
+
+    routers: list[RouterSummary]
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"routers": [r.to_dict() for r in self.routers]}
+        if self.next_cursor is not None:
+            out["next_cursor"] = self.next_cursor
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRouterResult:
+    """What ``DELETE /v0/routers/:router`` answers (``deleted`` false when absent)."""
+
+    router: str
+    deleted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"router": self.router, "deleted": self.deleted}
