@@ -1,0 +1,669 @@
+"""Queue endpoints of the Engine facade (contract §10) and their engine hooks.
+
+The Engine inherits this mixin; the lease projection itself lives in ``_queue.py``.
+Hooks the Engine calls: ``_init_queues``, ``_start_queues``, ``_queues_on_topic_deleted``,
+``_queue_extension`` (persistence of durable leases) and ``_queue_counters`` (§10.7).
+
+Rules:
+1. Arguments are checked before the topic is resolved; then an absent topic is
+   ``topic_not_found`` (never created) and a log topic is ``not_a_queue``.
+2. A claim pass (``_serve``) is one synchronous step: refresh the projection, pick jobs,
+   lease them, log the CLAIMED events. With ``claim_jitter_ms > 0`` the claimers that
+   arrive within the window form a cohort, and the first of them to wake at the window's
+   end serves the whole cohort in one pass, dividing the jobs in proportion to each
+   claimer's ``max`` (largest remainder) and dealing them round-robin.
+3. Lease events are logged in the same synchronous step as the change they describe
+   (so log order is change order) and only for ``leases_durable`` queues; the caller awaits
+   the WAL ticket only for the fsync class. Acks delete through ``Engine._delete_seqs``
+   (the permanent delete of §5), so an ack is as durable as the topic.
+4. A claim whose caller is cancelled after its jobs were leased (the client went away)
+   releases them at once instead of leaving them to expire; likewise a /work session
+   releases what it delivered and still holds when it closes (§10.8).
+5. Dead-lettering (§10.6) happens after the pass, shielded from cancellation: the jobs
+   are appended to the dead-letter topic through ``Engine.write`` (so it is created,
+   reserved and logged like any write) and then deleted from the queue like an ack. If
+   the write fails (e.g. the dead-letter topic is full) the jobs go back to the freelist.
+6. Nothing here polls: waiters park on the queue's ParkingLot, which queue changes unpark
+   and a relay task unparks on appends; a waiter also wakes when the next lease deadline
+   or nack delay is due, the only clock-driven change.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from . import _args
+from ._names import check_topic_name
+from ._queue import (
+    ACKED,
+    CLAIMED,
+    DEAD_LETTERED,
+    EXTENDED,
+    RELEASED,
+    Claim,
+    Cohort,
+    Queues,
+    QueueState,
+    deal,
+    encode_event,
+    new_lease_ids,
+    seq_of,
+    split_held,
+    stamp_dead_letter_meta,
+)
+from .config import LEASE_MS_RANGE
+from .errors import (
+    BatchTooLargeError,
+    InvalidRequestError,
+    NotAQueueError,
+    RecordTooLargeError,
+    TopicNotFoundError,
+    TopicsError,
+)
+from .queue_types import AckResult, ClaimResult, ExtendResult, NackResult
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._clock import Clock
+    from ._log import TopicLog
+    from ._registry import TopicRegistry
+    from ._storage.store import Store, StoreExtension
+    from ._storage.wal import WalTicket
+    from .settings import Limits
+    from .types import WriteResult
+
+__all__ = ["DELAY_MS_MAX", "QueueOps", "WorkSession"]
+
+log_ = logging.getLogger("topics.queue")
+
+#: nack ``delay_ms`` is clamped to [0, DELAY_MS_MAX] (§10.5).
+DELAY_MS_MAX = 86_400_000
+
+
+class QueueOps:
+    """The §10 methods of :class:`topics.Engine` (a mixin; see the module docstring)."""
+
+    if TYPE_CHECKING:
+        clock: Clock
+        limits: Limits
+        _store: Store | None
+        _nursery: trio.Nursery | None
+        _registry: TopicRegistry
+
+        def _check_serving(self) -> None: ...
+        def _check_ready(self) -> None: ...
+        async def _wait(self, ticket: WalTicket) -> tuple[float, float]: ...
+        def _live_topic(self, name: str) -> TopicLog: ...
+        def _delete_seqs(self, log: TopicLog, seqs: list[int]) -> tuple[int, WalTicket | None]: ...
+        async def write(
+            self,
+            topic: str,
+            records: Sequence[Mapping[str, Any]],
+            *,
+            node: str | None = None,
+            idempotency_key: str | None = None,
+            create: bool | None = None,
+            config: Mapping[str, Any] | None = None,
+            return_seqs: bool = True,
+        ) -> WriteResult: ...
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def _init_queues(self) -> None:
+        """Set up lease state (and the store extension that persists durable leases)."""
+        self._queues = Queues()
+
+    def _start_queues(self, nursery: trio.Nursery) -> None:
+        """Adopt what recovery restored (the registry is final now)."""
+        self._queues.bind(self._registry)
+
+    def _queues_on_topic_deleted(self, log: TopicLog) -> None:
+        """Forget the leases of a deleted queue topic and wake its waiters."""
+        q = self._queues.states.pop(log.topic_id, None)
+        if q is not None:
+            q.wake()
+
+    def _queue_extension(self) -> StoreExtension | None:
+        return self._queues
+
+    def _queue_counters(self, log: TopicLog) -> dict[str, int] | None:
+        """§10.7 counters of a queue topic (None for a log topic)."""
+        if log.config.type != "queue":
+            return None
+        q = self._queue_state(log)
+        return {"ready": q.ready, "in_flight": q.in_flight, "dead_lettered": q.dead_lettered}
+
+    # -- claim (§10.2) ---------------------------------------------------------------------
+
+    async def claim(
+        self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
+    ) -> ClaimResult:
+        """Lease up to ``max`` claimable jobs to ``node`` (§10.2).
+
+        Args:
+            node: the worker's identity (required; at most ``max_node_bytes``).
+            max: jobs wanted, clamped to ``limits.max_claim`` (fewer, even none, is normal).
+            lease_ms: lease duration (default the topic's ``lease_ms``), clamped
+                [100, 86400000].
+
+        Returns: the jobs ascending by seq, each with its ``lease_id``, absolute
+        ``deadline`` and ``deliveries``; and ``ready``, what is claimable afterwards.
+
+        Raises: invalid_request, topic_not_found, not_a_queue.
+
+        Example::
+
+            res = await engine.claim("jobs", node="w1", max=16)
+            for job in res.claimed: ...
+            await engine.ack("jobs", node="w1", seqs=res.seqs, lease_ids=res.lease_ids)
+        """
+        name = check_topic_name(topic)
+        who = self._node_arg(node)
+        want = self._claim_max(max)
+        lease = _lease_arg(lease_ms) if lease_ms is not None else None
+        self._check_serving()
+        await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+        log = self._queue_log(name)
+        q = self._queue_state(log)
+        return await self._claim_jobs(log, q, who, want, lease)
+
+    async def _claim_jobs(
+        self,
+        log: TopicLog,
+        q: QueueState,
+        node: str,
+        want: int,
+        lease_ms: int | None,
+        session: WorkSession | None = None,
+    ) -> ClaimResult:
+        claim = Claim(node, want, lease_ms if lease_ms is not None else log.config.lease_ms)
+        jitter_ms = log.config.claim_jitter_ms
+        if jitter_ms:
+            dead = await self._join_cohort(log, q, claim, jitter_ms)
+        else:
+            dead = self._serve(log, q, [claim])
+        delivered = False
+        try:
+            if dead:
+                await self._dead_letter(log, q, dead)
+            fsync_ms = 0.0
+            if claim.ticket is not None and log.config.durability == "fsync":
+                fsync_ms = (await self._wait(claim.ticket))[1]
+            q.refresh(self.clock.now_ms())
+            result = ClaimResult(
+                log.name,
+                tuple(claim.fragments),
+                tuple(claim.seqs),
+                tuple(claim.lease_ids),
+                q.ready,
+                fsync_ms,
+            )
+            if session is not None:
+                session.held.update(zip(claim.seqs, claim.lease_ids, strict=True))
+            delivered = True
+            return result
+        finally:
+            if not delivered:  # rule 4: cancelled (or failed) after leasing
+                self._release(log, q, claim.node, claim.seqs, claim.lease_ids)
+
+    async def _join_cohort(
+        self, log: TopicLog, q: QueueState, claim: Claim, jitter_ms: int
+    ) -> list[int]:
+        """Wait out the coalescing window; the first member awake serves the cohort (rule 2)."""
+        cohort = q.cohort
+        if cohort is None:
+            cohort = q.cohort = Cohort(trio.current_time() + jitter_ms / 1000)
+        cohort.members.append(claim)
+        woke = False
+        try:
+            await trio.sleep_until(cohort.deadline)
+            woke = True
+        finally:
+            if not woke:
+                if cohort.served:
+                    self._release(log, q, claim.node, claim.seqs, claim.lease_ids)
+                else:
+                    cohort.members.remove(claim)
+        if self._registry.get(log.name) is not log:  # deleted (maybe recreated) meanwhile
+            raise TopicNotFoundError.for_topic(log.name)
+        if cohort.served:
+            return []
+        cohort.served = True
+        if q.cohort is cohort:
+            q.cohort = None
+        return self._serve(log, q, cohort.members)
+
+    def _serve(self, log: TopicLog, q: QueueState, claims: list[Claim]) -> list[int]:
+        """One claim pass (rule 2). Returns the seqs to dead-letter."""
+        now = self.clock.now_ms()
+        q.refresh(now)
+        cfg = log.config
+        dl_after = cfg.max_deliveries if cfg.dead_letter is not None else 0
+        taken, dead = q.pick(sum(c.want for c in claims), dl_after)
+        shares = [taken] if len(claims) == 1 else deal(taken, [c.want for c in claims])
+        for claim, jobs in zip(claims, shares, strict=True):
+            if not jobs:
+                continue
+            jobs.sort(key=seq_of)
+            deadline = now + claim.lease_ms
+            events = []
+            for job, lease_id in zip(jobs, new_lease_ids(len(jobs)), strict=True):
+                deliveries, fragment = q.lease(job, claim.node, lease_id, deadline)
+                claim.fragments.append(fragment)
+                claim.seqs.append(job.seq)
+                claim.lease_ids.append(lease_id)
+                events.append([job.seq, deliveries, deadline, lease_id])
+            claim.ticket = self._log_lease(log, CLAIMED, claim.node, events)
+        return dead
+
+    # -- ack / nack / extend (§10.4-§10.6) ----------------------------------------------------
+
+    async def ack(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        lease_ids: Sequence[str] | None = None,
+    ) -> AckResult:
+        """Complete jobs held by ``node``: each is permanently deleted (§10.4).
+
+        Seqs not currently leased to ``node`` (or whose lease id does not match, when
+        ``lease_ids`` is given: one per seq) are skipped and reported; acking is idempotent.
+        On an fsync-class queue the delete is synced before this returns.
+
+        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
+        """
+        name = check_topic_name(topic)
+        who = self._node_arg(node)
+        refs = self._lease_refs(seqs, lease_ids)
+        self._check_serving()
+        await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+        log = self._queue_log(name)
+        q = self._queue_state(log)
+        acked, skipped = split_held(q, who, refs)
+        ticket: WalTicket | None = None
+        if acked:
+            for seq in acked:
+                q.untrack(seq)
+            _, ticket = self._delete_seqs(log, acked)
+            lease_ticket = self._log_lease(log, ACKED, acked)
+            if lease_ticket is not None:  # the later entry: syncing it syncs the delete too
+                ticket = lease_ticket
+            q.mark()
+            q.wake()  # a /work session at its in-flight bound may take more now
+        fsync_ms = 0.0
+        if ticket is not None and log.config.durability == "fsync":
+            fsync_ms = (await self._wait(ticket))[1]
+        return AckResult(name, len(acked), skipped, q.ready, q.in_flight, fsync_ms)
+
+    async def nack(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        delay_ms: int = 0,
+        lease_ids: Sequence[str] | None = None,
+    ) -> NackResult:
+        """Release leases held by ``node``; each job is claimable again after ``delay_ms``
+        (clamped [0, 86400000]; until then it counts as neither ready nor in flight) (§10.5).
+
+        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
+        """
+        name = check_topic_name(topic)
+        who = self._node_arg(node)
+        delay = min(_args.u64("delay_ms", delay_ms), DELAY_MS_MAX)
+        refs = self._lease_refs(seqs, lease_ids)
+        self._check_serving()
+        await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+        log = self._queue_log(name)
+        q = self._queue_state(log)
+        held, skipped = split_held(q, who, refs)
+        now = self.clock.now_ms()
+        for seq in held:
+            q.release(seq, now + delay, now)
+        ticket = self._log_lease(log, RELEASED, now + delay, held) if held else None
+        if held:
+            q.wake()
+        fsync_ms = 0.0
+        if ticket is not None and log.config.durability == "fsync":
+            fsync_ms = (await self._wait(ticket))[1]
+        return NackResult(name, len(held), skipped, q.ready, q.in_flight, fsync_ms)
+
+    async def extend(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        lease_ms: int,
+        lease_ids: Sequence[str] | None = None,
+    ) -> ExtendResult:
+        """Set the deadline of leases held by ``node`` to now + ``lease_ms`` (§10.6).
+
+        Expired (reclaimed) or foreign leases are skipped; deliveries do not change.
+
+        Raises: invalid_request (also for a missing lease_ms), batch_too_large,
+        topic_not_found, not_a_queue.
+        """
+        name = check_topic_name(topic)
+        who = self._node_arg(node)
+        if lease_ms is None:
+            raise InvalidRequestError.for_field("lease_ms", "is required (the new lease length)")
+        lease = _lease_arg(lease_ms)
+        refs = self._lease_refs(seqs, lease_ids)
+        self._check_serving()
+        await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+        log = self._queue_log(name)
+        q = self._queue_state(log)
+        held, skipped = split_held(q, who, refs)
+        deadline = self.clock.now_ms() + lease
+        deadlines: dict[int, int] = {}
+        events = []
+        for seq in held:
+            q.extend(seq, deadline)
+            deadlines[seq] = deadline
+            events.append([seq, q.leases[seq].lease_id, deadline])
+        ticket = self._log_lease(log, EXTENDED, events) if held else None
+        fsync_ms = 0.0
+        if ticket is not None and log.config.durability == "fsync":
+            fsync_ms = (await self._wait(ticket))[1]
+        return ExtendResult(name, len(held), skipped, deadlines, fsync_ms)
+
+    # -- /work sessions (§10.8) ---------------------------------------------------------------
+
+    @asynccontextmanager
+    async def open_work_session(
+        self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
+    ) -> AsyncIterator[WorkSession]:
+        """A PUSH-mode delivery session: keeps up to ``max`` jobs leased to this session.
+
+        ``await session.next_jobs()`` waits until it can lease at least one more job
+        without exceeding ``max`` in flight on this session, and returns them (a claim that
+        joins the coalescing window like any other). Jobs are acked, nacked and extended
+        through the ordinary methods. When the block exits (the connection closed, however),
+        every lease delivered on this session and still held is released at once.
+
+        Raises (at open): invalid_request, topic_not_found, not_a_queue. ``next_jobs``
+        raises topic_not_found / not_a_queue if the topic is deleted or stops being a queue.
+        """
+        name = check_topic_name(topic)
+        who = self._node_arg(node)
+        want = self._claim_max(max)
+        lease = _lease_arg(lease_ms) if lease_ms is not None else None
+        self._check_serving()
+        await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+        log = self._queue_log(name)
+        session = WorkSession(self, log, who, want, lease)
+        try:
+            yield session
+        finally:
+            session._close()
+
+    async def _wait_claimable(self, topic: str, *, timeout_s: float = math.inf) -> bool:
+        """Wait until the queue may have claimable jobs (or timeout); True if it has now.
+
+        Wakes on appends, nacks, releases and acks, and when a lease or nack delay is due.
+        Used by the worker helper for its idle wait.
+        """
+        self._check_ready()
+        log = self._queue_log(check_topic_name(topic))
+        q = self._queue_state(log)
+        if q.ready > 0:
+            return True
+        await self._park_queue(log, q, timeout_s)
+        if self._registry.get(log.name) is not log:
+            return False
+        return self._queue_state(log).ready > 0
+
+    async def _park_queue(self, log: TopicLog, q: QueueState, timeout_s: float) -> None:
+        """Park until the queue changes, an append lands, or the next expiry is due (rule 6)."""
+        due = q.next_change_ms()
+        if due is not None:
+            timeout_s = min(timeout_s, max(due - self.clock.now_ms(), 0) / 1000)
+        if not q.relay_running and self._nursery is not None:
+            q.relay_running = True
+            self._nursery.start_soon(_relay_appends, log, q)
+        q.waiting += 1
+        try:
+            with trio.move_on_after(timeout_s):
+                await q.lot.park()
+        finally:
+            q.waiting -= 1
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _queue_log(self, name: str) -> TopicLog:
+        log = self._live_topic(name)
+        if log.config.type != "queue":
+            raise NotAQueueError(
+                f'topic "{name}" is a {log.config.type}, not a queue; '
+                'create queues with PUT {"type": "queue"}',
+                detail={"topic": name, "type": log.config.type},
+            )
+        return log
+
+    def _queue_state(self, log: TopicLog) -> QueueState:
+        """The topic's projection, refreshed to now (expiry applied, waiters woken)."""
+        q = self._queues.state(log)
+        if q.refresh(self.clock.now_ms()):
+            q.wake()
+        return q
+
+    def _node_arg(self, node: object) -> str:
+        value = _args.opt_str("node", node, self.limits.max_node_bytes)
+        if value is None:
+            raise InvalidRequestError.for_field("node", "is required (the worker's identity)")
+        return value
+
+    def _claim_max(self, value: object) -> int:
+        n = _args.u64("max", value)
+        if n == 0:
+            raise InvalidRequestError.for_field("max", "must be at least 1")
+        return min(n, self.limits.max_claim)
+
+    def _lease_refs(self, seqs: object, lease_ids: object) -> list[tuple[int, str | None]]:
+        """(seq, lease id or None) pairs from an ack/nack/extend request."""
+        if seqs is None:
+            raise InvalidRequestError.for_field("seqs", "is required (an array of job seqs)")
+        if not isinstance(seqs, list | tuple):
+            raise InvalidRequestError.for_field("seqs", "must be an array of job seqs")
+        cap = self.limits.max_claim
+        if len(seqs) > cap:
+            raise BatchTooLargeError(
+                f"{len(seqs)} seqs in one request; the limit is {cap} (TOPICS_MAX_CLAIM)",
+                detail={"field": "seqs", "count": len(seqs), "max": cap},
+            )
+        if not seqs:
+            raise InvalidRequestError.for_field("seqs", "must hold at least one seq")
+        checked = list(seqs)
+        for i, seq in enumerate(checked):
+            if type(seq) is not int or not 0 <= seq <= _args.U64_MAX:
+                _args.u64(f"seqs[{i}]", seq)  # raises invalid_request naming the entry
+        if lease_ids is None:
+            return [(s, None) for s in checked]
+        if not isinstance(lease_ids, list | tuple) or len(lease_ids) != len(checked):
+            raise InvalidRequestError.for_field(
+                "lease_ids", f"must be an array of {len(checked)} lease ids (one per seq)"
+            )
+        for i, lease_id in enumerate(lease_ids):
+            if not isinstance(lease_id, str):
+                raise InvalidRequestError.for_field(f"lease_ids[{i}]", "must be a string")
+        return list(zip(checked, lease_ids, strict=True))
+
+    def _log_lease(self, log: TopicLog, kind: int, *body: object) -> WalTicket | None:
+        """Log one lease event if the queue's leases are durable (rule 3)."""
+        store = self._store
+        cfg = log.config
+        if store is None or not cfg.leases_durable or cfg.durability == "ephemeral":
+            return None
+        payload = encode_event(log.topic_id, *body)
+        return store.log_extension(kind, payload, sync=cfg.durability == "fsync")
+
+    def _release(
+        self, log: TopicLog, q: QueueState, node: str, seqs: Iterable[int], lease_ids: Iterable[str]
+    ) -> None:
+        """Release, at once, the given leases that are still current (rule 4)."""
+        if self._queues.states.get(log.topic_id) is not q:
+            return  # the topic is gone
+        now = self.clock.now_ms()
+        held = [
+            seq
+            for seq, lease_id in zip(seqs, lease_ids, strict=True)
+            if q.held(seq, node, lease_id) is not None
+        ]
+        for seq in held:
+            q.release(seq, now, now)
+        if held:
+            self._log_lease(log, RELEASED, now, held)
+            q.wake()
+
+    async def _dead_letter(self, log: TopicLog, q: QueueState, seqs: list[int]) -> None:
+        """Move jobs past ``max_deliveries`` to the dead-letter topic (rule 5, §10.6)."""
+        target = log.config.dead_letter
+        assert target is not None
+        records = []
+        for seq in seqs:
+            loc = log.locate(seq)
+            assert loc is not None, "a tracked job is live"
+            _, _, _, tag, meta, data, _ = log.segments[loc[0]].decode(loc[1])
+            stamped = stamp_dead_letter_meta(meta, log.name, q.deliveries[seq], seq)
+            records.append({"data": data, "tag": tag.decode() if tag else None, "meta": stamped})
+        with trio.CancelScope(shield=True):
+            try:
+                await self._write_dead_letters(target, records, log.name, seqs)
+            except TopicsError as exc:
+                log_.warning(
+                    "queue %s: cannot dead-letter %d jobs to %s (%s); they stay claimable",
+                    log.name,
+                    len(seqs),
+                    target,
+                    exc.code,
+                )
+                if self._queues.states.get(log.topic_id) is q:
+                    q.give_back(seqs)
+                    q.wake()
+                return
+        if self._queues.states.get(log.topic_id) is not q:
+            return  # the queue was deleted meanwhile: nothing left to delete
+        moved = [seq for seq in seqs if seq in q.dead_lettering]
+        for seq in moved:
+            q.untrack(seq)
+        q.dead_lettered += len(moved)
+        self._delete_seqs(log, moved)
+        self._log_lease(log, DEAD_LETTERED, moved)
+        q.mark()
+
+    async def _write_dead_letters(
+        self, target: str, records: list[dict[str, Any]], source: str, seqs: list[int]
+    ) -> None:
+        try:
+            await self.write(target, records, return_seqs=False)
+        except (InvalidRequestError, RecordTooLargeError):
+            # The stamps pushed a record's meta over a limit: keep only the stamps.
+            for record, seq in zip(records, seqs, strict=True):
+                record["meta"] = stamp_dead_letter_meta(None, source, 0, seq)
+            await self.write(target, records, return_seqs=False)
+
+
+class WorkSession:
+    """One /work connection's delivery state (see :meth:`QueueOps.open_work_session`).
+
+    Attributes:
+        node, max, lease_ms: as opened (``lease_ms`` None = the topic's default).
+        held: seq -> lease id of the jobs delivered on this session and not yet known to
+            be acked, released or expired.
+    """
+
+    def __init__(
+        self, engine: QueueOps, log: TopicLog, node: str, max_in_flight: int, lease_ms: int | None
+    ) -> None:
+        self._engine = engine
+        self._log = log
+        self.topic = log.name
+        self.node = node
+        self.max = max_in_flight
+        self.lease_ms = lease_ms
+        self.held: dict[int, str] = {}
+        self._closed = False
+
+    async def next_jobs(self) -> ClaimResult:
+        """Wait until at least one job can be delivered within ``max`` in flight; lease
+        and return them (never empty).
+
+        Raises: topic_not_found / not_a_queue when the topic went away or changed type.
+        """
+        engine = self._engine
+        retried = False
+        while True:
+            if self._closed:
+                raise RuntimeError("this work session is closed")
+            log = engine._queue_log(self.topic)
+            if log is not self._log:  # deleted and recreated as a queue: a new instance
+                self._log = log
+                self.held.clear()
+            q = engine._queue_state(log)
+            self._prune(q)
+            want = self.max - len(self.held)
+            if want > 0 and q.ready > 0:
+                result = await engine._claim_jobs(log, q, self.node, want, self.lease_ms, self)
+                if result.count:
+                    return result
+                # Nothing was leased (all picked jobs were dead-lettered, or the cohort
+                # took them). Jobs may have arrived while the claim awaited: look once
+                # more before parking, but never loop on a dead letter that keeps failing.
+                q = engine._queue_state(log)
+                if not retried and q.ready > 0:
+                    retried = True
+                    continue
+            retried = False
+            await engine._park_queue(log, q, math.inf)
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs delivered on this session and still leased."""
+        q = self._engine._queues.states.get(self._log.topic_id)
+        if q is not None:
+            self._prune(q)
+        return len(self.held)
+
+    def _prune(self, q: QueueState) -> None:
+        gone = [seq for seq, lid in self.held.items() if q.held(seq, self.node, lid) is None]
+        for seq in gone:
+            del self.held[seq]
+
+    def _close(self) -> None:
+        """Release every lease still held from this session (release-on-disconnect)."""
+        self._closed = True
+        engine = self._engine
+        q = engine._queues.states.get(self._log.topic_id)
+        if q is not None and self.held:
+            engine._release(self._log, q, self.node, list(self.held), list(self.held.values()))
+        self.held.clear()
+
+
+# -- internals ----------------------------------------------------------------------------------
+
+
+async def _relay_appends(log: TopicLog, q: QueueState) -> None:
+    """Wake the queue's waiters on every append while any wait (rule 6)."""
+    try:
+        q.wake()  # an append between the waiter's read and this task's start
+        while q.waiting and not log.deleted:
+            await log.waiters.park()
+            q.wake()
+    finally:
+        q.relay_running = False
+
+
+def _lease_arg(value: object, field: str = "lease_ms") -> int:
+    n = _args.u64(field, value)
+    return min(max(n, LEASE_MS_RANGE[0]), LEASE_MS_RANGE[1])

@@ -1,0 +1,175 @@
+"""Result types of the queue endpoints (contract §10): frozen dataclasses in contract shape.
+
+Like the diff result, a claim keeps its jobs as the JSON objects the engine rendered once
+(``fragments``: each job's stored record with the lease fields spliced in), so the HTTP
+layer sends them without re-encoding and a /work stream frames each one as it is; Python
+callers read ``.claimed`` and get decoded :class:`Job` values. ``to_dict()`` gives the
+contract object without the ``performance`` block, which frontends add.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import ujson
+
+__all__ = ["AckResult", "ClaimResult", "ExtendResult", "Job", "NackResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One leased job (a ``claimed[]`` entry, §10.2).
+
+    ``data`` is the decoded JSON value (None for JSON null); ``node``/``tag``/``meta`` are
+    None when the record has none. ``deadline`` is absolute epoch ms.
+    """
+
+    seq: int
+    ts: int
+    data: Any
+    lease_id: str
+    deadline: int
+    deliveries: int
+    node: str | None = None
+    tag: str | None = None
+    meta: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Job:
+        return cls(
+            seq=obj["$seq"],
+            ts=obj["$ts"],
+            data=obj.get("data"),
+            lease_id=obj["lease_id"],
+            deadline=obj["deadline"],
+            deliveries=obj["deliveries"],
+            node=obj.get("$node"),
+            tag=obj.get("$tag"),
+            meta=obj.get("meta"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"$seq": self.seq, "$ts": self.ts}
+        if self.node is not None:
+            out["$node"] = self.node
+        if self.tag is not None:
+            out["$tag"] = self.tag
+        out["data"] = self.data
+        if self.meta is not None:
+            out["meta"] = self.meta
+        out.update(lease_id=self.lease_id, deadline=self.deadline, deliveries=self.deliveries)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """What a claim leased (§10.2), ascending by seq.
+
+    Attributes:
+        fragments: each job's JSON object, rendered once (splice them; never re-encode).
+        seqs, lease_ids: the jobs' seqs and lease ids, in the same order (what an
+            ack/nack/extend sends back, without decoding anything).
+        ready: claimable jobs left after this claim.
+        fsync_ms: time spent waiting for durable leases to be synced (0 unless the queue
+            has ``leases_durable`` and the fsync class).
+    """
+
+    topic: str
+    fragments: tuple[bytes, ...]
+    seqs: tuple[int, ...]
+    lease_ids: tuple[str, ...]
+    ready: int
+    fsync_ms: float = 0.0
+    _decoded: list[Job] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def count(self) -> int:
+        return len(self.fragments)
+
+    @property
+    def claimed_json(self) -> bytes:
+        """The ``claimed`` array as JSON bytes."""
+        return b"[" + b",".join(self.fragments) + b"]"
+
+    @property
+    def claimed(self) -> list[Job]:
+        """The jobs, decoded on first access."""
+        if self.fragments and not self._decoded:
+            self._decoded.extend(Job.from_json(o) for o in ujson.loads(self.claimed_json))
+        return self._decoded
+
+    def stream_fragments(self) -> list[bytes]:
+        """Each job as a /work ``event: job`` payload: the job object with ``"topic"``
+        first (§10.8). The topic name needs no escaping (its charset is [A-Za-z0-9._:-])."""
+        head = b'{"topic":"' + self.topic.encode() + b'",'
+        return [head + frag[1:] for frag in self.fragments]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "claimed": ujson.loads(self.claimed_json),
+            "count": self.count,
+            "ready": self.ready,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """An ack (§10.4): ``acked`` jobs were deleted; ``skipped`` seqs were not held."""
+
+    topic: str
+    acked: int
+    skipped: list[int]
+    ready: int
+    in_flight: int
+    fsync_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "acked": self.acked,
+            "skipped": list(self.skipped),
+            "ready": self.ready,
+            "in_flight": self.in_flight,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NackResult:
+    """A nack (§10.5): ``nacked`` leases were released; ``skipped`` seqs were not held."""
+
+    topic: str
+    nacked: int
+    skipped: list[int]
+    ready: int
+    in_flight: int
+    fsync_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "nacked": self.nacked,
+            "skipped": list(self.skipped),
+            "ready": self.ready,
+            "in_flight": self.in_flight,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendResult:
+    """An extend (§10.6): new absolute deadlines of the leases pushed out."""
+
+    topic: str
+    extended: int
+    skipped: list[int]
+    deadlines: dict[int, int]
+    fsync_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "extended": self.extended,
+            "skipped": list(self.skipped),
+            "deadlines": {str(seq): deadline for seq, deadline in self.deadlines.items()},
+        }
