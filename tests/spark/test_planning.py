@@ -1,0 +1,186 @@
+"""Options, partition planning and the range reader, without a SparkSession."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import topics
+from topics.spark import GapError, OptionError, ReaderHandle
+from topics.spark._options import parse_read_options, parse_write_options
+from topics.spark._plan import TopicRange, plan_ranges
+from topics.spark._rows import RangeReader
+from topics.spark._sources import Page, fixed_cuts, segment_cuts
+from topics.types import Tombstone
+
+SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("seq", pa.int64()),
+        ("data", pa.string()),
+        (
+            "gap",
+            pa.struct(
+                [
+                    ("gap_from", pa.int64()),
+                    ("gap_to", pa.int64()),
+                    ("reason", pa.string()),
+                    ("missed_estimate", pa.int64()),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+class FakeSource:
+    """Records at the given seqs; seqs below ``floor`` were lost to the cap."""
+
+    def __init__(self, seqs: list[int], floor: int = 1, head: int | None = None) -> None:
+        self.seqs = seqs
+        self.floor = floor
+        self.head = head if head is not None else (seqs[-1] if seqs else 0)
+        self.refreshes = 0
+
+    def topic_names(self, prefix: str) -> list[str]:
+        return ["t"]
+
+    def head_seq(self, topic: str) -> int:
+        return self.head
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+
+    def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]:
+        return fixed_cuts(lo, hi, target)
+
+    def close(self) -> None:
+        pass
+
+    def page(self, topic: str, from_seq: int) -> Page:
+        earliest = next((s for s in self.seqs if s >= self.floor), self.head + 1)
+        tomb = None
+        if from_seq > self.head:
+            tomb = Tombstone(1, earliest - 1, "recreated", earliest - 1, earliest, self.head)
+            from_seq = earliest - 1
+        elif from_seq + 1 < self.floor:
+            tomb = Tombstone(from_seq + 1, earliest - 1, "cap", 0, earliest, self.head)
+            from_seq = earliest - 1
+        window = [s for s in self.seqs if s > from_seq][:3]
+        nxt = window[-1] if len(window) == 3 else self.head
+        records: list[dict[str, Any]] = [
+            {"$seq": s, "$ts": 10 * s, "data": b'{"s":%d}' % s} for s in window
+        ]
+        return Page(records, tomb, nxt, self.head, earliest, nxt == self.head)
+
+
+def _rows(source: FakeSource, lo: int, hi: int, on_gap: Any = "emit") -> list[dict[str, Any]]:
+    reader = RangeReader(source, SCHEMA, on_gap)
+    return [row for batch in reader.read("t", lo, hi) for row in batch.to_pylist()]
+
+
+def test_range_reader_cuts_at_hi_and_keeps_data_text() -> None:
+    rows = _rows(FakeSource(list(range(1, 11))), 2, 7)
+    assert [r["seq"] for r in rows] == [3, 4, 5, 6, 7]
+    assert rows[0] == {"topic": "t", "seq": 3, "data": '{"s":3}', "gap": None}
+
+
+def test_range_reader_clips_a_gap_to_its_range() -> None:
+    source = FakeSource(list(range(1, 21)), floor=11)
+    rows = _rows(source, 3, 6)
+    assert rows == [
+        {
+            "topic": "t",
+            "seq": 6,
+            "data": None,
+            "gap": {"gap_from": 4, "gap_to": 6, "reason": "cap", "missed_estimate": 3},
+        }
+    ]
+    with pytest.raises(GapError, match=r"seqs 4\.\.6 were lost"):
+        _rows(source, 3, 6, on_gap="fail")
+
+
+def test_range_reader_reports_recreation_when_the_head_fell_below_the_cursor() -> None:
+    source = FakeSource([1, 2, 3])
+    rows = _rows(source, 10, 3)  # streaming: offset 10, head now 3
+    assert rows[0]["gap"]["reason"] == "recreated"
+    assert [r["seq"] for r in rows[1:]] == [1, 2, 3]
+
+
+def test_range_reader_refreshes_once_then_reports_a_short_head() -> None:
+    source = FakeSource([1, 2, 3])
+    rows = _rows(source, 0, 5)  # planned up to 5, but the head is 3
+    assert source.refreshes == 1
+    assert [r["seq"] for r in rows[:3]] == [1, 2, 3]
+    assert rows[3]["gap"] == {
+        "gap_from": 4,
+        "gap_to": 5,
+        "reason": "recreated",
+        "missed_estimate": 2,
+    }
+
+
+def test_plans_cover_the_range_exactly_once() -> None:
+    source = FakeSource(list(range(1, 101)))
+    plan = plan_ranges(source, "t", 5, 100, 30)
+    assert plan == [
+        TopicRange("t", 5, 35),
+        TopicRange("t", 35, 65),
+        TopicRange("t", 65, 95),
+        TopicRange("t", 95, 100),
+    ]
+    assert plan_ranges(source, "t", 7, 7, 30) == []
+    assert pickle.loads(pickle.dumps(plan[0])) == plan[0]
+
+
+def test_segment_cuts_fall_on_segment_ends() -> None:
+    segments = [(1, 10), (11, 20), (21, 30), (31, 40)]
+    assert segment_cuts(segments, 0, 40, 1) == [10, 20, 30]
+    assert segment_cuts(segments, 0, 40, 15) == [20]
+    assert segment_cuts(segments, 12, 35, 5) == [20, 30]
+
+
+def test_options_are_checked_with_messages_naming_the_option() -> None:
+    opts = parse_read_options({"path": "d", "topic": "a, b,a", "from_seq": '{"a": 5}'})
+    assert opts.topics == ("a", "b")
+    assert opts.from_seq_for("a") == 5
+    assert opts.from_seq_for("b") == 0
+    assert parse_read_options({"url": "http://h:1", "topic_prefix": "x"}).topic_prefix == "x"
+    bad = [
+        ({"topic": "a"}, "exactly one of option 'path'"),
+        ({"path": "d", "url": "http://h:1", "topic": "a"}, "exactly one of option 'path'"),
+        ({"path": "d"}, "exactly one of option 'topic'"),
+        ({"path": "d", "topic": "a", "on_gap": "skip"}, "on_gap"),
+        ({"path": "d", "topic": "a", "from_seq": "-1"}, "from_seq"),
+        ({"path": "d", "topic": "../etc"}, "not a valid topic name"),
+        ({"path": "d", "topic": "a", "parition_records": "5"}, "unknown option"),
+    ]
+    for options, message in bad:
+        with pytest.raises(OptionError, match=message):
+            parse_read_options(options)
+    with pytest.raises(OptionError, match="exactly one topic"):
+        parse_write_options({"url": "http://h:1", "topic": "a,b"})
+    assert (
+        parse_write_options(
+            {"url": "http://h:1", "topic": "a", "batch_records": "99999"}
+        ).batch_records
+        == 10_000
+    )
+
+
+def test_reader_handle_pickles_its_path_and_shares_one_reader(tmp_path: Any) -> None:
+    with topics.open(str(tmp_path)) as db:
+        db.write("t", [{"data": 1}])
+    handle = ReaderHandle(str(tmp_path))
+    clone = pickle.loads(pickle.dumps(handle))
+    assert clone == handle
+    assert clone.get() is handle.get()
+    assert handle.get().head_seq("t") == 1
+    with topics.open(str(tmp_path)) as db:
+        db.write("t", [{"data": 2}])
+    assert handle.get().head_seq("t") == 1  # a snapshot until refreshed
+    assert handle.fresh().head_seq("t") == 2
+    handle.close()

@@ -1,0 +1,127 @@
+"""Writes through the data source: rows appended, retried tasks not duplicated."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import topics
+from tests.spark.conftest import Server
+from tests.spark.helpers import http_records, reader_records
+
+pytestmark = pytest.mark.slow
+
+ROWS = 600  # two partitions of 300; the first attempt of partition 0 fails at row 250
+
+
+def _flaky_rows(spark: SparkSession, marker: Path, head_url: str | None) -> DataFrame:
+    """Rows whose UDF raises once (the first time it meets i == 250), leaving a marker
+    that records how many records the topic held at that moment."""
+
+    def flaky(i: int) -> str:
+        if i == 250 and not os.path.exists(marker):
+            held = -1
+            if head_url is not None:
+                held = httpx.get(head_url, timeout=10).json()["head_seq"]
+            marker.write_text(str(held))
+            raise RuntimeError("injected task failure")
+        return json.dumps({"i": i, "price": 1.5})
+
+    udf = F.udf(lambda i: flaky(i), "string")  # a lambda: no type hints to infer from
+    ids = spark.range(0, ROWS, numPartitions=2)
+    return ids.select(
+        udf("id").alias("data"),
+        F.concat(F.lit("t-"), (F.col("id") % 3).cast("string")).alias("tag"),
+        F.lit("spark-test").alias("node"),
+    )
+
+
+@pytest.fixture
+def small_arrow_batches(spark: SparkSession) -> object:
+    """Feed the writer in small Arrow batches, so a failing task has written some chunks."""
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "20")
+    yield None
+    spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def test_url_writer_retried_task_does_not_duplicate(
+    spark: SparkSession, server: Server, tmp_path: Path, small_arrow_batches: object
+) -> None:
+    marker = tmp_path / "failed-once"
+    http = httpx.put(f"{server.url}/v0/topics/retried", json={}, timeout=10)
+    http.raise_for_status()
+    df = _flaky_rows(spark, marker, f"{server.url}/v0/topics/retried?touch=false")
+    (
+        df.write.format("topics")
+        .mode("append")
+        .option("url", server.url)
+        .option("topic", "retried")
+        .option("batch_records", "20")
+        .save()
+    )
+    assert marker.exists(), "the injected failure did not happen"
+    records = http_records(server.url, "retried")
+    ids = sorted(r["data"]["i"] for r in records)
+    assert ids == list(range(ROWS))  # every row once: the retry's repeated chunks deduped
+    assert {r["$tag"] for r in records} == {"t-0", "t-1", "t-2"}
+    assert {r["$node"] for r in records} == {"spark-test"}
+    print("records written before the injected failure:", marker.read_text())
+
+
+def test_path_writer_retried_task_does_not_duplicate(
+    spark: SparkSession, tmp_path: Path, small_arrow_batches: object
+) -> None:
+    data = str(tmp_path / "data")
+    with topics.open(data) as db:
+        db.put_topic("retried", {})
+    marker = tmp_path / "failed-once"
+    (
+        _flaky_rows(spark, marker, None)
+        .write.format("topics")
+        .mode("append")
+        .option("path", data)
+        .option("topic", "retried")
+        .option("batch_records", "20")
+        .save()
+    )
+    assert marker.exists(), "the injected failure did not happen"
+    records = reader_records(data, "retried")
+    assert sorted(r.data["i"] for r in records) == list(range(ROWS))
+    ledger = reader_records(data, topics.spark.LEDGER_TOPIC)
+    assert len(ledger) == ROWS // 20  # one entry per chunk, none twice
+
+
+def test_round_trip_copies_a_topic_verbatim_and_rejects_unknown_columns(
+    spark: SparkSession, server: Server, tmp_path: Path
+) -> None:
+    data = str(tmp_path / "data")
+    with topics.open(data) as db:
+        db.write(
+            "src", [{"data": b'{"p":1.50}', "tag": "a", "meta": {"m": 1}}, {"data": b"[1, 2]"}]
+        )
+    src = spark.read.format("topics").option("path", data).option("topic", "src").load()
+    src.write.format("topics").mode("append").option("url", server.url).option(
+        "topic", "copy"
+    ).save()
+    copied = http_records(server.url, "copy")
+    assert [(r["data"], r.get("$tag"), r.get("meta")) for r in copied] == [
+        ({"p": 1.5}, "a", {"m": 1}),
+        ([1, 2], None, None),
+    ]
+    raw = httpx.post(f"{server.url}/v0/topics/copy/diff", json={"limit": 1}, timeout=10).content
+    assert b'"data":{"p":1.50}' in raw  # stored as the JSON text the source read
+
+    with pytest.raises(Exception, match="cannot be written to a topic"):
+        src.withColumn("extra", F.lit(1)).write.format("topics").mode("append").option(
+            "url", server.url
+        ).option("topic", "copy").save()
+    with pytest.raises(Exception, match="append-only"):
+        src.write.format("topics").mode("overwrite").option("url", server.url).option(
+            "topic", "copy"
+        ).save()

@@ -1,0 +1,109 @@
+"""``ReaderHandle``: a picklable way to reach a data directory from Spark tasks.
+
+Role: Spark pickles whatever a task needs (a UDF's closure, a data source reader) and runs
+it in a Python worker process that is reused for many tasks. A ``topics.Reader`` holds the
+whole recovered state in memory, so it must not be pickled and should not be rebuilt per
+task; the handle carries only the path and opens the Reader on first use.
+
+Rules:
+1. One Reader per (process, path): every handle for the same path in one process shares
+   it. The key includes the pid, so a forked child never uses its parent's Reader.
+2. ``get()`` returns the cached Reader as it is (a snapshot); ``max_age_s`` makes it
+   refresh when the snapshot is older than that; ``fresh()`` always refreshes first.
+3. Pickling keeps the path and ``max_age_s`` only; the cache stays in its process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from .._storage.reader import Reader
+
+__all__ = ["ReaderHandle"]
+
+# (pid, absolute path) -> (Reader, monotonic time of its last refresh)
+_CACHE: dict[tuple[int, str], tuple[Reader, float]] = {}
+_LOCK = threading.Lock()
+
+
+class ReaderHandle:
+    """A picklable, lazily opened ``topics.Reader`` shared by everything in one process.
+
+    Args:
+        path: the data directory (read-only; safe beside a live writer or server).
+        max_age_s: refresh the shared Reader when its snapshot is older than this
+            (None: never on its own; call :meth:`fresh`).
+
+    Example (a lookup join in ``mapPartitions``)::
+
+        handle = topics.spark.ReaderHandle("./data")
+
+        def enrich(rows):
+            reader = handle.get()            # opened once per Python worker process
+            prices = reader.diff("prices", from_seq=0, limit=1000).records
+            ...
+
+        df.rdd.mapPartitions(enrich)
+    """
+
+    __slots__ = ("max_age_s", "path")
+
+    def __init__(self, path: str, *, max_age_s: float | None = None) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.max_age_s = max_age_s
+
+    def get(self) -> Reader:
+        """The process's Reader for this path, opened (or refreshed, rule 2) on demand."""
+        key = (os.getpid(), self.path)
+        with _LOCK:
+            cached = _CACHE.get(key)
+            now = time.monotonic()
+            if cached is None:
+                _CACHE[key] = (Reader(self.path), now)
+            elif self.max_age_s is not None and now - cached[1] > self.max_age_s:
+                cached[0].refresh()
+                _CACHE[key] = (cached[0], now)
+            return _CACHE[key][0]
+
+    def fresh(self) -> Reader:
+        """The shared Reader, refreshed now so it sees every record durable so far."""
+        key = (os.getpid(), self.path)
+        with _LOCK:
+            cached = _CACHE.get(key)
+            if cached is None:
+                reader = Reader(self.path)
+            else:
+                reader = cached[0]
+                reader.refresh()
+            _CACHE[key] = (reader, time.monotonic())
+            return reader
+
+    def close(self) -> None:
+        """Drop this process's Reader for the path (the next ``get`` reopens it)."""
+        with _LOCK:
+            cached = _CACHE.pop((os.getpid(), self.path), None)
+        if cached is not None:
+            cached[0].close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "max_age_s": self.max_age_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.max_age_s = state["max_age_s"]
+
+    def __repr__(self) -> str:
+        return f"ReaderHandle({self.path!r}, max_age_s={self.max_age_s!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ReaderHandle)
+            and other.path == self.path
+            and other.max_age_s == self.max_age_s
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.max_age_s))

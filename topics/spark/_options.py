@@ -1,0 +1,240 @@
+"""Parsing the data source's string options into checked, typed settings.
+
+Role: Spark hands a data source its options as a case-insensitive map of strings. Every
+option is checked here, once, on the driver, so a typo or a bad value fails the query at
+planning time with a message naming the option, never inside a task.
+
+Rules:
+1. Exactly one of ``path`` (a data directory, read with ``topics.Reader`` / written with
+   ``topics.open``) and ``url`` (a topics-server) is required.
+2. Reads name their topics with exactly one of ``topic`` (one name or a comma list) and
+   ``topic_prefix``; writes with ``topic`` (one name).
+3. Seqs follow the contract's cursor convention: ``from_seq`` is exclusive (records with
+   ``seq > from_seq``; 0 = from the earliest retained), ``to_seq`` inclusive.
+4. Unknown options are an error: a misspelt ``on_gap`` must not silently mean "fail".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .._names import check_topic_name
+from ..errors import TopicsError
+
+__all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
+
+OnGap = Literal["fail", "emit"]
+
+_COMMON = frozenset({"path", "url", "api_key", "topic", "timeout_s"})
+_READ = _COMMON | {
+    "topic_prefix",
+    "from_seq",
+    "to_seq",
+    "partition_records",
+    "on_gap",
+    "max_records_per_trigger",
+}
+_WRITE = _COMMON | {"batch_records", "write_id", "create", "config", "node", "lock_timeout_s"}
+# Spark's own options that reach the data source too (writeStream's checkpointLocation).
+_SPARK_OWN = frozenset({"__path__", "checkpointlocation"})
+
+DEFAULT_PARTITION_RECORDS = 100_000
+DEFAULT_BATCH_RECORDS = 1000
+MAX_BATCH_RECORDS = 10_000
+
+
+class OptionError(ValueError):
+    """A data source option that is missing, unknown or malformed."""
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str | None
+    url: str | None
+    api_key: str | None
+    topics: tuple[str, ...]
+    topic_prefix: str | None
+    #: per-topic start cursors; ``default_from_seq`` for any other topic; None = "latest"
+    from_seqs: dict[str, int | None] = field(default_factory=dict)
+    default_from_seq: int | None = 0
+    to_seq: int | None = None
+    partition_records: int = DEFAULT_PARTITION_RECORDS
+    on_gap: OnGap = "fail"
+    max_records_per_trigger: int = 0
+    timeout_s: float = 60.0
+
+    def from_seq_for(self, topic: str) -> int | None:
+        return self.from_seqs.get(topic, self.default_from_seq)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    path: str | None
+    url: str | None
+    api_key: str | None
+    topic: str
+    batch_records: int = DEFAULT_BATCH_RECORDS
+    write_id: str | None = None
+    create: bool | None = None
+    config: dict[str, object] | None = None
+    node: str | None = None
+    lock_timeout_s: float = 120.0
+    timeout_s: float = 60.0
+
+
+def _check_keys(options: Mapping[str, str], allowed: frozenset[str]) -> dict[str, str]:
+    opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    unknown = sorted(set(opts) - allowed - _SPARK_OWN)
+    if unknown:
+        raise OptionError(
+            f"unknown option(s) {', '.join(unknown)} for the topics data source "
+            f"(known: {', '.join(sorted(allowed))})"
+        )
+    return opts
+
+
+def _location(opts: dict[str, str]) -> tuple[str | None, str | None, str | None]:
+    path, url = opts.get("path") or opts.get("__path__"), opts.get("url")
+    if (path is None) == (url is None):
+        raise OptionError(
+            "give exactly one of option 'path' (a topics data directory) "
+            "and option 'url' (a topics-server, http://host:port)"
+        )
+    if path is not None:
+        path = os.path.abspath(path)
+    elif url is not None and not url.startswith("http://"):
+        raise OptionError(f"url: expected http://host:port, got {url!r}")
+    return path, url, opts.get("api_key") or None
+
+
+def _int(opts: dict[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = opts.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"{name}: expected an integer, got {raw!r}") from None
+    if value < minimum:
+        raise OptionError(f"{name}: must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(opts: dict[str, str], name: str, default: float) -> float:
+    raw = opts.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise OptionError(f"{name}: must be positive, got {raw!r}")
+    return value
+
+
+def _topic(name: str) -> str:
+    try:
+        return check_topic_name(name)
+    except TopicsError as exc:
+        raise OptionError(exc.message) from None
+
+
+def _from_seqs(raw: str | None) -> tuple[dict[str, int | None], int | None]:
+    """``from_seq``: an integer, ``latest``, or a JSON object of topic -> integer|"latest"."""
+
+    def one(value: object, where: str) -> int | None:
+        if value == "latest":
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+        raise OptionError(f"{where}: expected a seq >= 0 or 'latest', got {value!r}")
+
+    if raw is None or raw.strip() == "":
+        return {}, 0
+    raw = raw.strip()
+    if raw.startswith("{"):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise OptionError(f"from_seq: not a JSON object: {raw!r}") from None
+        return {_topic(k): one(v, f"from_seq[{k!r}]") for k, v in obj.items()}, 0
+    return {}, one(raw, "from_seq")
+
+
+def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+    """Check a read's options (rules 1-4)."""
+    opts = _check_keys(options, _READ)
+    path, url, api_key = _location(opts)
+    topic, prefix = opts.get("topic"), opts.get("topic_prefix")
+    if (topic is None) == (prefix is None):
+        raise OptionError(
+            "give exactly one of option 'topic' (a name or a comma list) and option 'topic_prefix'"
+        )
+    names = tuple(_topic(t.strip()) for t in topic.split(",") if t.strip()) if topic else ()
+    if topic is not None and not names:
+        raise OptionError("topic: no topic name given")
+    on_gap = opts.get("on_gap", "fail").lower()
+    if on_gap not in ("fail", "emit"):
+        raise OptionError(f"on_gap: expected 'fail' or 'emit', got {on_gap!r}")
+    from_seqs, default_from = _from_seqs(opts.get("from_seq"))
+    to_seq = _int(opts, "to_seq", -1)
+    return ReadOptions(
+        path=path,
+        url=url,
+        api_key=api_key,
+        topics=tuple(dict.fromkeys(names)),
+        topic_prefix=prefix,
+        from_seqs=from_seqs,
+        default_from_seq=default_from,
+        to_seq=None if to_seq < 0 else to_seq,
+        partition_records=_int(opts, "partition_records", DEFAULT_PARTITION_RECORDS, 1),
+        on_gap="emit" if on_gap == "emit" else "fail",
+        max_records_per_trigger=_int(opts, "max_records_per_trigger", 0),
+        timeout_s=_float(opts, "timeout_s", 60.0),
+    )
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Check a write's options (rules 1, 2, 4)."""
+    opts = _check_keys(options, _WRITE)
+    path, url, api_key = _location(opts)
+    topic = opts.get("topic")
+    if topic is None or "," in topic:
+        raise OptionError("topic: a write needs exactly one topic name (option 'topic')")
+    create_raw = opts.get("create")
+    create: bool | None = None
+    if create_raw is not None:
+        if create_raw.lower() not in ("true", "false"):
+            raise OptionError(f"create: expected true or false, got {create_raw!r}")
+        create = create_raw.lower() == "true"
+    config: dict[str, object] | None = None
+    if opts.get("config"):
+        try:
+            config = json.loads(opts["config"])
+        except ValueError:
+            raise OptionError("config: expected a JSON object (the topic config)") from None
+        if not isinstance(config, dict):
+            raise OptionError("config: expected a JSON object (the topic config)")
+    write_id = opts.get("write_id") or None
+    if write_id is not None and (len(write_id) > 100 or ":" in write_id):
+        raise OptionError("write_id: at most 100 characters, without ':'")
+    return WriteOptions(
+        path=path,
+        url=url,
+        api_key=api_key,
+        topic=_topic(topic.strip()),
+        batch_records=min(_int(opts, "batch_records", DEFAULT_BATCH_RECORDS, 1), MAX_BATCH_RECORDS),
+        write_id=write_id,
+        create=create,
+        config=config,
+        node=opts.get("node") or None,
+        lock_timeout_s=_float(opts, "lock_timeout_s", 120.0),
+        timeout_s=_float(opts, "timeout_s", 60.0),
+    )

@@ -1,0 +1,285 @@
+"""The writer of the ``topics`` data source: DataFrame rows appended to one topic.
+
+Role: ``df.write.format("topics")`` (batch) and ``df.writeStream.format("topics")``
+(micro-batches). Each task appends its partition's rows in chunks of ``batch_records``,
+each chunk one atomic write (contract §2) through the server (``url``) or the embedded
+engine (``path``).
+
+Rules:
+1. Columns: ``data`` (required; JSON text, stored verbatim; SQL NULL writes JSON null),
+   optional ``tag``, ``node`` and ``meta`` (JSON text of an object). The read side's
+   ``topic``, ``seq``, ``ts`` and ``gap`` are ignored (seqs are assigned by the topic), so
+   a DataFrame read from one topic can be written to another as it is. Any other column
+   is an error at planning time.
+2. Every chunk has an idempotency key ``spark:<scope>:<partition>:<chunk>``, where the
+   scope is the batch write's id (a uuid made on the driver, or option ``write_id``) or,
+   streaming, ``<query id>:<batch id>``. It never contains the attempt number, so a
+   retried task, or a micro-batch replayed after a restart, sends the same keys and the
+   server answers the chunks it already has with ``deduped: true`` instead of appending
+   them again (within the topic's ``idempotency_window_ms``, default 2 minutes). Chunks
+   are cut by position, so this holds when a partition's rows come in the same order on
+   every attempt (true for a deterministic plan; sort within partitions otherwise).
+3. ``path`` mode: a data directory has one writer. A task opens ``topics.open(path)``,
+   waiting up to ``lock_timeout_s`` for the directory lock (other tasks, or a server:
+   stop it, or write through ``url``), writes, and closes. The engine keeps idempotency
+   keys in memory only, so this mode records each written chunk in the ledger topic
+   ``spark.writes`` (one small record per chunk, kept for an hour), right after the
+   chunk, and every task first skips the chunks the ledger already lists for its scope
+   and partition (Spark does not tell a Python task whether it repeats a stage).
+4. Writes are appends, not transactions: a failed job may leave some chunks written.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import Row, StringType, StructType
+
+from .._storage.fs import DataDirLockedError
+from ..errors import TopicNotFoundError
+from ..frontends.inproc import SyncEngine
+from ._http import HttpClient, json_body
+from ._options import OptionError, WriteOptions
+
+__all__ = ["LEDGER_TOPIC", "TopicsCommitMessage", "TopicsStreamWriter", "TopicsWriter"]
+
+LEDGER_TOPIC = "spark.writes"
+LEDGER_CONFIG = {"ttl_ms": 3_600_000, "durability": "disk"}
+_WRITABLE = ("data", "tag", "node", "meta")
+_IGNORED = frozenset({"topic", "seq", "ts", "gap"})
+
+
+@dataclass
+class TopicsCommitMessage(WriterCommitMessage):
+    """What one task wrote: rows, chunks, and how many chunks were already there."""
+
+    partition: int
+    records: int
+    chunks: int
+    skipped_chunks: int
+
+
+def column_positions(schema: StructType) -> dict[str, int]:
+    """Where each writable column sits in a row (rule 1); raises OptionError."""
+    positions: dict[str, int] = {}
+    for i, f in enumerate(schema.fields):
+        if f.name in _IGNORED:
+            continue
+        if f.name not in _WRITABLE:
+            raise OptionError(
+                f"column {f.name!r} cannot be written to a topic: the writable columns are "
+                "data (JSON text), tag, node, meta (JSON text of an object); "
+                "topic, seq, ts and gap are ignored"
+            )
+        if not isinstance(f.dataType, StringType):
+            raise OptionError(
+                f"column {f.name!r} must be a string (JSON text for data/meta), "
+                f"got {f.dataType.simpleString()}; use to_json() for structs"
+            )
+        positions[f.name] = i
+    if "data" not in positions:
+        raise OptionError("writing to a topic needs a 'data' column (JSON text)")
+    return positions
+
+
+def _records(rows: Sequence[Row], pos: dict[str, int]) -> list[dict[str, Any]]:
+    data_i = pos["data"]
+    tag_i, node_i, meta_i = pos.get("tag"), pos.get("node"), pos.get("meta")
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        data = row[data_i]
+        rec: dict[str, Any] = {"data": b"null" if data is None else data.encode()}
+        if tag_i is not None and row[tag_i] is not None:
+            rec["tag"] = row[tag_i]
+        if node_i is not None and row[node_i] is not None:
+            rec["node"] = row[node_i]
+        if meta_i is not None and row[meta_i] is not None:
+            rec["meta"] = row[meta_i].encode()
+        out.append(rec)
+    return out
+
+
+def _chunks(rows: Iterator[Row], size: int) -> Iterator[list[Row]]:
+    chunk: list[Row] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _HttpAppender:
+    def __init__(self, opts: WriteOptions) -> None:
+        assert opts.url is not None
+        self.opts = opts
+        self.client = HttpClient(
+            opts.url,
+            api_key=opts.api_key,
+            timeout_s=opts.timeout_s,
+            retry_timeout_s=opts.timeout_s,
+        )
+
+    def done_keys(self, prefix: str) -> set[str]:
+        return set()  # the server's own idempotency window covers repeats (rule 2)
+
+    def append(self, key: str, records: list[dict[str, Any]]) -> None:
+        parts = [
+            b'{"data":'
+            + rec["data"]
+            + (b',"tag":' + json_body(rec["tag"]) if "tag" in rec else b"")
+            + (b',"node":' + json_body(rec["node"]) if "node" in rec else b"")
+            + (b',"meta":' + rec["meta"] if "meta" in rec else b"")
+            + b"}"
+            for rec in records
+        ]
+        fields: dict[str, Any] = {"idempotency_key": key, "return_seqs": False}
+        if self.opts.node is not None:
+            fields["node"] = self.opts.node
+        if self.opts.create is not None:
+            fields["create"] = self.opts.create
+        if self.opts.config is not None:
+            fields["config"] = self.opts.config
+        body = b'{"records":[' + b",".join(parts) + b"]," + json_body(fields)[1:]
+        self.client.write(self.opts.topic, body)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _PathAppender:
+    def __init__(self, opts: WriteOptions) -> None:
+        assert opts.path is not None
+        self.opts = opts
+        self.engine = _open_engine(opts.path, opts.lock_timeout_s)
+
+    def done_keys(self, prefix: str) -> set[str]:
+        """Chunk keys under ``prefix`` already in the ledger (rule 3)."""
+        done: set[str] = set()
+        cursor = 0
+        while True:
+            try:
+                page = self.engine.diff(
+                    LEDGER_TOPIC, from_seq=cursor, limit=1000, include_tags=True, include_data=False
+                )
+            except TopicNotFoundError:  # nothing was ever written in path mode here
+                return done
+            done.update(r.tag for r in page.records if r.tag and r.tag.startswith(prefix))
+            cursor = page.next_from_seq
+            if page.caught_up:
+                return done
+
+    def append(self, key: str, records: list[dict[str, Any]]) -> None:
+        opts = self.opts
+        res = self.engine.write(
+            opts.topic,
+            records,
+            idempotency_key=key,
+            node=opts.node,
+            create=opts.create,
+            config=opts.config,
+            return_seqs=False,
+        )
+        # Rule 3: logged after the chunk, in the same WAL, so the ledger never lists a
+        # chunk that is not there.
+        entry = {"topic": opts.topic, "first_seq": res.first_seq, "last_seq": res.last_seq}
+        self.engine.write(
+            LEDGER_TOPIC, [{"data": entry, "tag": key}], config=LEDGER_CONFIG, return_seqs=False
+        )
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _open_engine(path: str, timeout_s: float) -> SyncEngine:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            return SyncEngine(path)
+        except DataDirLockedError as exc:
+            if time.monotonic() >= deadline:
+                raise DataDirLockedError(
+                    f"{exc.filename or path}: the topics data directory {path} stayed locked "
+                    f"for {timeout_s:g} s (lock_timeout_s). A data directory has one writer: "
+                    "stop the topics-server on it, or write through the server with option "
+                    "'url' instead of 'path'."
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _write_partition(
+    opts: WriteOptions, positions: dict[str, int], scope: str, rows: Iterator[Row]
+) -> TopicsCommitMessage:
+    ctx = TaskContext.get()
+    partition = ctx.partitionId() if ctx is not None else 0
+    prefix = f"spark:{scope}:{partition}:"
+    appender = _HttpAppender(opts) if opts.url is not None else _PathAppender(opts)
+    records = chunks = skipped = 0
+    try:
+        done = appender.done_keys(prefix)
+        for chunk in _chunks(rows, opts.batch_records):
+            key = f"{prefix}{chunks}"
+            chunks += 1
+            records += len(chunk)
+            if key in done:
+                skipped += 1
+                continue
+            appender.append(key, _records(chunk, positions))
+    finally:
+        appender.close()
+    return TopicsCommitMessage(partition, records, chunks, skipped)
+
+
+class TopicsWriter(DataSourceWriter):
+    """``df.write.format("topics").mode("append")`` (rules 1-4)."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.positions = column_positions(schema)
+        # Made once, on the driver, and shipped inside the pickled writer to every task
+        # attempt: the idempotency scope of this job (rule 2).
+        self.write_id = opts.write_id or uuid.uuid4().hex
+
+    def write(self, iterator: Iterator[Row]) -> TopicsCommitMessage:
+        return _write_partition(self.opts, self.positions, self.write_id, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to do: every chunk was appended (and acknowledged) by its task."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to undo: appends are not transactional (rule 4)."""
+
+
+class TopicsStreamWriter(DataSourceStreamWriter):
+    """``df.writeStream.format("topics")``: keys scoped by query id and batch id (rule 2)."""
+
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.positions = column_positions(schema)
+        self.fallback_id = opts.write_id or uuid.uuid4().hex
+
+    def write(self, iterator: Iterator[Row]) -> TopicsCommitMessage:
+        ctx = TaskContext.get()
+        query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        scope = f"{self.opts.write_id or query or self.fallback_id}:{batch or 0}"
+        return _write_partition(self.opts, self.positions, scope, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to do: each task's chunks are already appended."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo (rule 4); a replay of the batch is deduplicated (rule 2)."""
