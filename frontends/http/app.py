@@ -41,9 +41,18 @@ from quart_trio import QuartTrio
 from topics.engine import Engine
 from topics.errors import ForbiddenError, NotReadyError, ThrottledError, UnauthorizedError
 
-from . import probe_routes, record_routes, topic_routes
+from .. import ws
+from . import (
+    openapi,
+    probe_routes,
+    queue_routes,
+    record_routes,
+    router_routes,
+    topic_routes,
+    watch_routes,
+)
 from .errors import register_quart_handlers, reply_for
-from .requests import ClientDisconnected, read_body
+from .requests import ClientDisconnected, drain_body, read_body
 from .respond import CTX_KEY, context_of, send_reply, to_quart
 from .routing import Route, RouteTable
 from .state import HttpSettings, HttpState, RequestContext
@@ -57,7 +66,16 @@ Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: The modules whose ``ROUTES`` make up the API (add routers, watch, queues here).
-ROUTE_MODULES: tuple[ModuleType, ...] = (topic_routes, record_routes, probe_routes)
+ROUTE_MODULES: tuple[ModuleType, ...] = (
+    topic_routes,
+    record_routes,
+    probe_routes,
+    queue_routes,
+    router_routes,
+    openapi,
+    watch_routes,
+    ws,
+)
 
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")
 # Path parameters that name a topic or router, checked against the key's prefixes.
@@ -114,6 +132,7 @@ class TopicsHttpApp:
         except Exception as exc:  # the gate's 4xx/5xx (or a bug in it)
             await send_reply(send, ctx, reply_for(ctx, exc))
             return
+        streaming = False
         try:
             if route.body:
                 try:
@@ -123,6 +142,17 @@ class TopicsHttpApp:
                 except Exception as exc:  # 413/415/400 before any parsing
                     await send_reply(send, ctx, reply_for(ctx, exc))
                     return
+            elif _has_body(headers):
+                # A route that takes no body still has to consume one it was sent: left
+                # unread, it can stall the next request on the same keep-alive connection.
+                try:
+                    await drain_body(receive, state.max_body_bytes)
+                except ClientDisconnected:
+                    return
+                except Exception as exc:
+                    await send_reply(send, ctx, reply_for(ctx, exc))
+                    return
+                receive = _body_consumed(receive)
             if not route.fast or route.handler is None:
                 # Quart answers (its error handlers use the same mapper); never send here.
                 scope[CTX_KEY] = ctx
@@ -135,10 +165,17 @@ class TopicsHttpApp:
                 return
             except Exception as exc:
                 reply = reply_for(ctx, exc)
+            if isinstance(reply, watch_routes.StreamReply) and reply.run is not None:
+                # A long-lived stream counts against the SSE caps, not the in-flight cap (§11).
+                state.release_slot(ctx.principal)
+                streaming = True
+                await reply.run(send, receive)
+                return
             await send_reply(send, ctx, reply)
         finally:
             # However the request ends (answered, failed, client gone, cancelled).
-            state.release_slot(ctx.principal)
+            if not streaming:
+                state.release_slot(ctx.principal)
 
     def _admit(self, ctx: RequestContext, route: Route) -> None:
         """Steps 3-4 of the module docstring; on success the key holds an in-flight slot."""
@@ -217,6 +254,25 @@ def _with_request_id(send: Send, request_id: str) -> Send:
         await send(message)
 
     return send_with_id
+
+
+def _has_body(headers: dict[bytes, bytes]) -> bool:
+    length = headers.get(b"content-length")
+    return (length is not None and length not in (b"0", b"")) or b"transfer-encoding" in headers
+
+
+def _body_consumed(receive: Receive) -> Receive:
+    """A receive that reports the (already drained) body as empty, then passes through."""
+    pending = True
+
+    async def receive_after_drain() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": b"", "more_body": False}
+        return await receive()
+
+    return receive_after_drain
 
 
 def _quart_view(app: QuartTrio, route: Route) -> Callable[..., Awaitable[Any]]:

@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from topics._core.scan import BodyError, split_write_body
-from topics.errors import InvalidRequestError
+from topics.errors import InvalidRequestError, TopicsError
 from topics.types import DiffResult
 from topics.wire.envelope import json_bytes
 
@@ -150,6 +150,7 @@ async def _long_poll(ctx: RequestContext, args: dict[str, Any], max_bytes: int) 
     vanished client does not hold its in-flight slot for up to 30 s)."""
     engine = ctx.engine
     result: DiffResult | None = None
+    error: TopicsError | None = None
     gone = False
     with ctx.state.long_poll():
         async with trio.open_nursery() as nursery:
@@ -164,11 +165,22 @@ async def _long_poll(ctx: RequestContext, args: dict[str, Any], max_bytes: int) 
                 gone = True
                 nursery.cancel_scope.cancel()
 
+            async def poll() -> None:
+                # A contract error is kept as a value: raised inside the nursery it would
+                # reach the error mapper wrapped in an ExceptionGroup (a 500).
+                nonlocal result, error
+                try:
+                    result = await engine.diff(ctx.name, max_bytes=max_bytes, **args)
+                except TopicsError as exc:
+                    error = exc
+                nursery.cancel_scope.cancel()
+
             nursery.start_soon(watch_disconnect)
-            result = await engine.diff(ctx.name, max_bytes=max_bytes, **args)
-            nursery.cancel_scope.cancel()
+            nursery.start_soon(poll)
     if gone:
         raise ClientDisconnected
+    if error is not None:
+        raise error
     if result is None:  # shutting down: answer with what there is now
         args["wait_ms"] = 0
         result = await engine.diff(ctx.name, max_bytes=max_bytes, **args)

@@ -100,6 +100,23 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
+async def drain_body(receive: Receive, limit: int) -> None:
+    """Read and discard a body the route does not take (no decoding, no type check).
+
+    Raises: PayloadTooLargeError past ``limit`` bytes, ClientDisconnected.
+    """
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        size += len(message.get("body", b""))
+        if size > limit:
+            raise _too_large(limit, "the request body")
+        if not message.get("more_body", False):
+            return
+
+
 async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -> bytes:
     """Read the whole request body within ``limit`` bytes and undo any gzip (rules 1-3).
 
