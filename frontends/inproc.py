@@ -27,6 +27,8 @@ import trio
 
 from topics._clock import Clock
 from topics.engine import Engine, open_engine
+from topics.queue_types import AckResult, ClaimResult, ExtendResult, NackResult
+from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
 from topics.settings import Limits
 from topics.types import (
     DeleteRecordsResult,
@@ -158,6 +160,86 @@ class SyncEngine:
         self, topic: str, *, before_seq: int | None = None, match: object = None
     ) -> DeleteRecordsResult:
         return self._call(self.engine.delete_records, topic, before_seq=before_seq, match=match)
+
+    # -- routers (§6) ------------------------------------------------------------------------
+
+    def put_router(self, router: str, body: Mapping[str, Any] | None = None) -> PutRouterResult:
+        """See :meth:`topics.Engine.put_router`."""
+        return self._call(self.engine.put_router, router, body)
+
+    def get_router(self, router: str) -> RouterInfo:
+        """See :meth:`topics.Engine.get_router`."""
+        return self._call(self.engine.get_router, router)
+
+    def list_routers(
+        self,
+        *,
+        prefix: str | None = None,
+        source: str | None = None,
+        dest: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+    ) -> RouterPage:
+        """See :meth:`topics.Engine.list_routers`."""
+        return self._call(
+            self.engine.list_routers,
+            prefix=prefix,
+            source=source,
+            dest=dest,
+            page_size=page_size,
+            cursor=cursor,
+        )
+
+    def delete_router(self, router: str) -> DeleteRouterResult:
+        """See :meth:`topics.Engine.delete_router`."""
+        return self._call(self.engine.delete_router, router)
+
+    # -- queues (§10) -----------------------------------------------------------------------
+
+    def claim(
+        self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
+    ) -> ClaimResult:
+        """See :meth:`topics.Engine.claim`."""
+        return self._call(self.engine.claim, topic, node=node, max=max, lease_ms=lease_ms)
+
+    def ack(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        lease_ids: Sequence[str] | None = None,
+    ) -> AckResult:
+        """See :meth:`topics.Engine.ack`."""
+        return self._call(self.engine.ack, topic, node=node, seqs=seqs, lease_ids=lease_ids)
+
+    def nack(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        delay_ms: int = 0,
+        lease_ids: Sequence[str] | None = None,
+    ) -> NackResult:
+        """See :meth:`topics.Engine.nack`."""
+        return self._call(
+            self.engine.nack, topic, node=node, seqs=seqs, delay_ms=delay_ms, lease_ids=lease_ids
+        )
+
+    def extend(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        lease_ms: int,
+        lease_ids: Sequence[str] | None = None,
+    ) -> ExtendResult:
+        """See :meth:`topics.Engine.extend`."""
+        return self._call(
+            self.engine.extend, topic, node=node, seqs=seqs, lease_ms=lease_ms, lease_ids=lease_ids
+        )
 
 
 def open(

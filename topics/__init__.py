@@ -12,6 +12,8 @@ from ._clock import ManualClock as ManualClock
 from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
 from ._storage.reader import Reader as Reader
+from .client import AsyncClient as AsyncClient
+from .client import Client as Client
 from .config import TopicConfig as TopicConfig
 from .engine import Engine as Engine
 from .engine import open_engine as open_engine
@@ -19,6 +21,17 @@ from .errors import *  # noqa: F403 - the error classes are public by design
 from .errors import __all__ as _errors_all
 from .frontends.inproc import SyncEngine as SyncEngine
 from .frontends.inproc import open as open
+from .queue_types import AckResult as AckResult
+from .queue_types import ClaimResult as ClaimResult
+from .queue_types import ExtendResult as ExtendResult
+from .queue_types import Job as Job
+from .queue_types import NackResult as NackResult
+from .router_types import DeleteRouterResult as DeleteRouterResult
+from .router_types import PutRouterResult as PutRouterResult
+from .router_types import RouterConfig as RouterConfig
+from .router_types import RouterInfo as RouterInfo
+from .router_types import RouterPage as RouterPage
+from .router_types import RouterSummary as RouterSummary
 from .settings import Limits as Limits
 from .types import DeleteRecordsResult as DeleteRecordsResult
 from .types import DeleteTopicResult as DeleteTopicResult
@@ -30,24 +43,40 @@ from .types import TopicPage as TopicPage
 from .types import TopicState as TopicState
 from .types import TopicSummary as TopicSummary
 from .types import WriteResult as WriteResult
+from .worker import Worker as Worker
+from .worker import WorkerStats as WorkerStats
+from .worker import run_worker as run_worker
 
 AsyncEngine = Engine
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AckResult",
+    "AsyncClient",
     "AsyncEngine",
+    "ClaimResult",
+    "Client",
     "Clock",
     "DataDirLockedError",
     "DeleteRecordsResult",
+    "DeleteRouterResult",
     "DeleteTopicResult",
     "DiffResult",
     "Engine",
+    "ExtendResult",
+    "Job",
     "Limits",
     "ManualClock",
+    "NackResult",
+    "PutRouterResult",
     "PutTopicResult",
     "Reader",
     "Record",
+    "RouterConfig",
+    "RouterInfo",
+    "RouterPage",
+    "RouterSummary",
     "SyncEngine",
     "SystemClock",
     "Tombstone",
@@ -55,9 +84,12 @@ __all__ = [
     "TopicPage",
     "TopicState",
     "TopicSummary",
+    "Worker",
+    "WorkerStats",
     "WriteResult",
     "__version__",
     "open",
     "open_engine",
+    "run_worker",
     *_errors_all,
 ]

@@ -24,16 +24,17 @@ import ujson
 from . import _args
 from ._clock import Clock, SystemClock
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
+from ._durability import DurabilityOps, open_data_dir
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
 from ._queue_ops import QueueOps
 from ._reads import read_diff
-from ._router_ops import RouterOps
 from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
-from ._storage.fs import DirLock, Fs, RealFs
-from ._storage.recovery import recover
-from ._storage.store import Store, StoreExtension, StorePaths
-from ._storage.wal import Wal, WalStatistics, WalTicket
+from ._router_ops import RouterOps
+from ._storage.fs import Fs, RealFs
+from ._storage.store import Store
+from ._storage.wal import WalTicket
+from ._watch_ops import WatchOps
 from .config import TopicConfig, parse_config
 from .errors import (
     BatchTooLargeError,
@@ -70,9 +71,6 @@ DIFF_BYTE_BUDGET = 1 << 20
 MAX_PAGE_SIZE = 1000
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 RETENTION_SWEEP_S = 1.0
-#: Seqs reserved ahead per WATERMARK entry: a crash can leave at most this many (plus the
-#: batch) seqs skipped, and a reserving write pays one synced WAL entry per this many.
-WATERMARK_RESERVE = 4096
 
 # Auto-priority (docs/SEMANTICS.md rule 22).
 AUTO_PRIORITY_MAX = 500
@@ -80,7 +78,7 @@ AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
 
 
-class Engine(RouterOps, QueueOps):
+class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
     """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
     synchronous facade); every method must be called from the engine's trio thread."""
 
@@ -139,6 +137,7 @@ class Engine(RouterOps, QueueOps):
         now = self.clock.now_ms()
         if touch:
             log.last_read_ts = now
+        await trio.lowlevel.checkpoint()
         return TopicState(
             topic=log.name,
             type=log.config.type,
@@ -179,6 +178,7 @@ class Engine(RouterOps, QueueOps):
             if touch:
                 log.last_read_ts = now
             summaries.append(self._summary(log, now))
+        await trio.lowlevel.checkpoint()
         return TopicPage(summaries, encode_list_cursor(last) if last is not None else None)
 
     async def delete_topic(self, topic: str, *, if_empty: bool = False) -> DeleteTopicResult:
@@ -202,7 +202,7 @@ class Engine(RouterOps, QueueOps):
         self._queues_on_topic_deleted(log)
         log.wake()
         if self._store is not None:
-            await self._store.log_topic_delete(log).wait()
+            await self._wait(self._store.log_topic_delete(log))
         return DeleteTopicResult(name, True, routers)
 
     # -- writes (§2) ------------------------------------------------------------------
@@ -233,7 +233,11 @@ class Engine(RouterOps, QueueOps):
             res.seqs  # [1]
         """
         # A registered name was validated when its topic was created.
-        name = topic if type(topic) is str and topic in self._registry.topics else check_topic_name(topic)
+        name = (
+            topic
+            if type(topic) is str and topic in self._registry.topics
+            else check_topic_name(topic)
+        )
         node = _args.opt_str("node", node, self.limits.max_node_bytes)
         key = self._idempotency_key(idempotency_key)
         return_seqs = _args.bool_arg("return_seqs", return_seqs)
@@ -285,47 +289,6 @@ class Engine(RouterOps, QueueOps):
         log.wake()
         return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
 
-    async def _log_append(
-        self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
-    ) -> tuple[float, float]:
-        """Log a published batch; for the fsync class wait until it is synced (§2)."""
-        store = self._store
-        if store is None:
-            return (0.0, 0.0)
-        if created:
-            await self._log_topic(log, reserve=n)
-        ticket = store.log_append(log, salt, frames)
-        if ticket is None or log.config.durability != "fsync":
-            return (0.0, 0.0)
-        return await ticket.wait()
-
-    async def _reserve(
-        self,
-        name: str,
-        log: TopicLog,
-        records: object,
-        create: object,
-        config: Mapping[str, Any] | None,
-    ) -> tuple[TopicLog, bool]:
-        """Make the durable watermark cover this batch's seqs before any is handed out."""
-        n = len(records) if isinstance(records, list | tuple) else 0
-        created = False
-        while not created and log.head + n > log.watermark:
-            assert self._store is not None
-            target = log.head + n + max(WATERMARK_RESERVE, n)
-            await self._store.log_watermark(log, target).wait()
-            log.watermark = max(log.watermark, target)
-            log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
-        return log, created
-
-    async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
-        """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""
-        if self._store is None:
-            return
-        target = log.head + (max(WATERMARK_RESERVE, reserve) if reserve else 0)
-        await self._store.log_topic(log, max(target, log.watermark)).wait()
-        log.watermark = max(log.watermark, target)
-
     def _topic_for_write(
         self, name: str, create: object, config: Mapping[str, Any] | None
     ) -> tuple[TopicLog, bool]:
@@ -352,15 +315,10 @@ class Engine(RouterOps, QueueOps):
         return key
 
     def _dedupe_hit(self, log: TopicLog, key: str, now: int) -> DedupeEntry | None:
-        window = log.config.idempotency_window_ms
-        dedupe = log.dedupe
-        while dedupe:
-            oldest = next(iter(dedupe.values()))
-            if now - oldest.written_at_ms <= window:
-                break
-            dedupe.popitem(last=False)
-        entry = dedupe.get(key)
-        if entry is not None and now - entry.written_at_ms > window:
+        log.expire_keys(now)
+        entry = log.dedupe.get(key)
+        if entry is not None and now - entry.written_at_ms > log.config.idempotency_window_ms:
+            del log.dedupe[key]  # expired is gone for good, whatever the clock does next
             return None
         return entry
 
@@ -496,6 +454,8 @@ class Engine(RouterOps, QueueOps):
                 raise TopicNotFoundError.for_topic(name)
             self._apply_retention(log)
             result = read_diff(log, from_seq, limit, skip, flags, budget)
+        else:
+            await trio.lowlevel.checkpoint()
         log.last_read_ts = self.clock.now_ms()
         return result
 
@@ -532,7 +492,9 @@ class Engine(RouterOps, QueueOps):
             deleted, ticket = self._delete_seqs(log, seqs)
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
-            fsync_ms = (await ticket.wait())[1]
+            fsync_ms = (await self._wait(ticket))[1]
+        else:
+            await trio.lowlevel.checkpoint()
         return DeleteRecordsResult(
             name, deleted, log.earliest, log.head, log.count, log.bytes, fsync_ms
         )
@@ -570,15 +532,23 @@ class Engine(RouterOps, QueueOps):
     def statistics(self, *, max_topic_gauges: int = 1000) -> EngineStatistics:
         """A frozen snapshot of the gauges /v0/metrics reports (§8.3)."""
         by_class = dict.fromkeys(("ephemeral", "memory", "disk", "fsync"), 0)
-        records = queues = 0
+        records = queues = leases = 0
         gauges: list[TopicGauge] = []
         for name in self._registry.names:
             log = self._registry.topics[name]
             by_class[log.config.durability] += 1
             records += log.count
-            queues += log.config.type == "queue"
+            counters = self._queue_counters(log)
+            if counters is not None:
+                queues += 1
+                leases += counters["in_flight"]
             if len(gauges) < max_topic_gauges:
-                gauges.append(TopicGauge(name, log.head, log.earliest, log.count, log.bytes))
+                ready, in_flight = (
+                    (counters["ready"], counters["in_flight"]) if counters else (None, None)
+                )
+                gauges.append(
+                    TopicGauge(name, log.head, log.earliest, log.count, log.bytes, ready, in_flight)
+                )
         return EngineStatistics(
             ready=self.ready,
             recovery_progress=self._recovery_progress,
@@ -590,6 +560,8 @@ class Engine(RouterOps, QueueOps):
             bytes_live=self._total_bytes,
             topic_gauges=gauges,
             topic_gauges_truncated=len(self._registry) > len(gauges),
+            routers=self.router_count,
+            queue_leases_in_flight=leases,
         )
 
     # -- helpers ----------------------------------------------------------------------
@@ -611,10 +583,6 @@ class Engine(RouterOps, QueueOps):
                 detail={"storage": "read_only"},
             )
 
-    def wal_statistics(self) -> WalStatistics | None:
-        """WAL counters for /v0/metrics, or None for a memory-only engine."""
-        return self._store.wal.statistics() if self._store is not None else None
-
     def _live_topic(self, name: str) -> TopicLog:
         log = self._registry.get(name)
         if log is None:
@@ -624,7 +592,9 @@ class Engine(RouterOps, QueueOps):
 
     def _apply_retention(self, log: TopicLog, now: int | None = None) -> None:
         before = log.bytes
-        bound = log.expire(self.clock.now_ms() if now is None else now)
+        now = self.clock.now_ms() if now is None else now
+        log.expire_keys(now)
+        bound = log.expire(now)
         if bound and self._store is not None:
             self._store.log_expire(log, bound)
         if log.config.discard == "old":
@@ -664,41 +634,6 @@ class Engine(RouterOps, QueueOps):
             durability=log.config.durability,
             effective_priority=self._priority(log, now),
         )
-
-    async def _recover(self, nursery: trio.Nursery, fs: Fs, paths: StorePaths) -> None:
-        """Rebuild state from disk in a worker thread, then start the WAL and checkpoints."""
-
-        def progress(value: float) -> None:
-            self._recovery_progress = min(value, 0.999)
-
-        rec = await trio.to_thread.run_sync(
-            lambda: recover(fs, paths, repair=True, progress=progress)
-        )
-        wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
-        store = Store(fs, paths, wal, rec.generation)
-        store.after_recovery(rec.covered_lsn, rec.files)
-        for ext in self._store_extensions():
-            logged = [(k, p) for k, p in rec.extension_entries if k in ext.entry_types]
-            ext.restore(rec.extension_sections.get(ext.key), logged)
-            store.extensions.append(ext)
-        for key, idxs in rec.deleted.items():
-            store.pending_deleted(key).update(idxs)
-        self._registry = rec.registry
-        self._total_bytes = sum(log.bytes for log in rec.registry.topics.values())
-        self._store = store
-        await nursery.start(wal.run)
-        await nursery.start(store.run, rec.registry)
-        self._start_services(nursery)
-        self._recovery_progress = 1.0
-
-    def _store_extensions(self) -> list[StoreExtension]:
-        """Subsystems that persist their own state through the store (routers, queues)."""
-        return [ext for ext in (self._router_extension(), self._queue_extension()) if ext is not None]
-
-    def _start_services(self, nursery: trio.Nursery) -> None:
-        """Start the subsystems' background work once state is final (after recovery)."""
-        self._start_routers(nursery)
-        self._start_queues(nursery)
 
     async def _sweep_retention(self) -> None:
         """Expire TTL'd records in the background so idle topics release memory too."""
@@ -747,7 +682,7 @@ async def open_engine(
     """
     engine = Engine(clock=clock, limits=limits)
     # Taken before the nursery opens, so a held lock is a plain DataDirLockedError.
-    storage = _open_data_dir(fs if fs is not None else RealFs(), data_dir) if data_dir else None
+    storage = open_data_dir(fs if fs is not None else RealFs(), data_dir) if data_dir else None
     try:
         async with trio.open_nursery() as nursery:
             engine._nursery = nursery
@@ -777,16 +712,6 @@ async def open_engine(
     finally:
         if storage is not None:
             storage[2].release()
-
-
-def _open_data_dir(fs: Fs, data_dir: str) -> tuple[Fs, StorePaths, DirLock]:
-    paths = StorePaths.for_dir(data_dir)
-    fs.makedirs(paths.root)
-    lock = fs.lock(paths.lock)
-    for sub in (paths.wal, paths.segments, paths.manifest):
-        fs.makedirs(sub)
-    fs.sync_dir(paths.root)
-    return fs, paths, lock
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -280,6 +280,9 @@ class TopicGauge:
     earliest_seq: int
     records_live: int
     bytes_live: int
+    # Queue topics only (None on a log topic): the §10.7 ready / in_flight counters.
+    queue_ready: int | None = None
+    queue_in_flight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,3 +299,6 @@ class EngineStatistics:
     bytes_live: int
     topic_gauges: list[TopicGauge]
     topic_gauges_truncated: bool
+    routers: int = 0
+    #: Active leases across every queue topic (topics_queue_leases_in_flight).
+    queue_leases_in_flight: int = 0

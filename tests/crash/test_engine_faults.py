@@ -606,13 +606,6 @@ async def test_recovery_after_a_torn_wal_tail_then_more_crashes() -> None:
         check_invariants(seen, await dump(engine), gapless={"f"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_core (frame check): a delete-flag trailer byte other than 0/1 fails the frame "
-    "check ('kind'), so a flag flip garbled by a power cut makes the whole segment unreadable; "
-    "reading any non-zero trailer as deleted would make the flip crash-safe without relying "
-    "on sector atomicity (only a flip ever writes that byte after the frame is durable)",
-)
 async def test_a_garbled_delete_flag_reads_as_deleted() -> None:
     async def body(engine: Engine, disk: FakeDisk, marks: list[int]) -> None:
         await engine.put_topic("f", {"durability": "fsync"})

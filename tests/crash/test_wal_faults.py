@@ -9,6 +9,7 @@ last pending write by seed, recover, and check against what was acknowledged.
 from __future__ import annotations
 
 import errno
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -221,7 +222,13 @@ async def test_failed_periodic_sync_makes_the_wal_read_only(
     async with trio.open_nursery() as nursery:
         await nursery.start(wal.run)
         await wal.submit(1, b"disk-class", sync=False).wait()  # acked after the write
-        await trio.sleep(1)  # the tick's fdatasync fails
+        await trio.sleep(1)  # the tick's fdatasync fails...
+        # ...in a worker thread, which the autojump clock does not wait for: give the
+        # thread real time to finish (bounded), yielding so trio sees its result.
+        deadline = time.monotonic() + 10
+        while not wal.statistics().read_only and time.monotonic() < deadline:
+            time.sleep(0.001)  # noqa: ASYNC251 - real time for a worker thread, on purpose
+            await trio.lowlevel.checkpoint()
         assert wal.statistics().read_only
         with pytest.raises(WalError, match="read-only"):
             wal.submit(1, b"next", sync=True)

@@ -315,9 +315,11 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
                 if topic.live:
                     topic.cap_floor = max(topic.cap_floor, topic.head_seq + 1)
                 topic.live = []
-            if head > topic.head_seq:  # the head jumped to the durable watermark: the
-                # skipped seqs read as a silent gap (what survived below stays readable)
+            if head > topic.head_seq:  # the head jumped to the durable watermark: what
+                # survived stays readable, and a marker on the last skipped seq reports the
+                # skipped range as a loss to readers that reach it (SEMANTICS rule 13a)
                 assert crashed, f"{name}: a clean restart moved the head {topic.head_seq}->{head}"
+                topic.gaps.append((head, topic.head_seq + 1, head))
                 topic.head_seq = head
         return out
 

@@ -195,6 +195,9 @@ class _Topic:
     dedupe: dict[str, _Dedupe] = field(default_factory=dict)
     last_write_ts: int | None = None
     last_read_ts: int | None = None
+    # Gap markers (SEMANTICS rule 13a, after a crash): (seq, lost_from, lost_to). A marker
+    # holds no record; a reader reaching it gets a "cap" tombstone for the lost range.
+    gaps: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -682,14 +685,34 @@ class ContractModel:
         limit = min(limit or DEFAULT_LIMIT, self.limits.max_limit)  # S13
         head, earliest = topic.head_seq, topic.earliest_seq
         tombstone, start = self._tombstone(topic, from_seq)
+        end: int | None = None
+        markers = [g for g in topic.gaps if g[0] >= topic.evict_floor]
+        gap = next((g for g in markers if g[0] >= start), None)
+        if gap is not None and tombstone is None and gap[0] < max(start + 1, earliest):
+            # Nothing live between the cursor and the marker: report the loss now.
+            tombstone = Tombstone(
+                gap_from=gap[1],
+                gap_to=gap[2],
+                reason="cap",
+                missed_estimate=gap[2] - gap[1] + 1,
+                earliest_seq=earliest,
+                head_seq=head,
+            )
+            start = gap[0] + 1
+            gap = next((g for g in markers if g[0] >= start), None)
+        if gap is not None:
+            end = gap[0] - 1
         if not topic.config.dedupe_node:
             skip = frozenset()
         rendered: list[bytes] = []
         budget_used = examined = 0
-        next_from_seq = head  # S15: reached the head, unless a bound stops the scan
+        # S15: reached the head (or the seq before the next marker) unless a bound stops it
+        next_from_seq = head if end is None else min(end, head)
         for rec in topic.live:
             if rec.seq < start:
                 continue
+            if end is not None and rec.seq > end:
+                break
             examined += 1
             if rec.node not in skip:
                 out = rec.render(tags=include_tags, meta=include_meta, data=include_data)

@@ -28,6 +28,7 @@ __all__ = [
     "DELETE_SEQS",
     "EXPIRE",
     "FIRST_EXTENSION_ENTRY",
+    "GAP",
     "TOPIC_DELETE",
     "TOPIC_PUT",
     "WATERMARK",
@@ -47,6 +48,7 @@ DELETE_BEFORE = 4  # u64 topic_id, u64 bound
 DELETE_SEQS = 5  # u64 topic_id, u64 seq * n
 EXPIRE = 6  # u64 topic_id, u64 bound, u64 ttl_floor
 WATERMARK = 7  # u64 topic_id, u64 watermark
+GAP = 8  # u64 topic_id, u64 marker seq, u64 lost_from, u64 lost_to (a crash's head jump)
 #: Entry types from here up belong to store extensions (routers, queues): recovery hands
 #: them, in log order, to the extension that declared them (store.StoreExtension).
 FIRST_EXTENSION_ENTRY = 32

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core import SegmentBuffer, frame_seq, iter_frames
-from .._log import TopicLog
+from .._log import GapMarker, TopicLog
 from .._registry import TopicRegistry
 from ..config import parse_config
 from . import entries
@@ -69,6 +69,8 @@ class Recovered:
     # Store extensions: their manifest sections, and their WAL entries in log order.
     extension_sections: dict[str, Any] = field(default_factory=dict)
     extension_entries: list[tuple[int, bytes]] = field(default_factory=list)
+    # Gap markers made by this recovery's head jumps (the engine logs them before serving).
+    new_gaps: list[tuple[TopicLog, GapMarker]] = field(default_factory=list)
 
 
 def recover(
@@ -113,23 +115,30 @@ def recover(
     if repair:
         for log in registry.topics.values():
             if log.watermark > log.head:
-                _jump(log, log.watermark)
+                marker = _jump(log, log.watermark)
+                if marker is not None:
+                    out.new_gaps.append((log, marker))
     report(1.0)
     return out
 
 
-def _jump(log: TopicLog, head: int) -> None:
+def _jump(log: TopicLog, head: int) -> GapMarker | None:
     """Move the head past seqs that may have been handed out but are lost (rule 4)."""
     if head <= log.head:
-        return
+        return None
     if log.config.durability == "ephemeral":
         log.skip_to(head)  # it stores nothing: the loss is reported to readers below
-        return
-    # Keep what survived. The next seq starts a new segment (seqs in one are contiguous).
+        return None
+    # Keep what survived, skip every seq that may have been handed out, and mark the skip
+    # with a gap marker so a reader crossing it gets a tombstone: acked records of a
+    # non-fsync class may be in that range, and loss is never silent.
+    # The marker sits ON the last skipped seq (never on a fresh one): a later recovery that
+    # replays appends after this skip must find ``head`` exactly where this one left it.
+    lost_from = log.head + 1
     if log.segments and not log.segments[-1].sealed:
         log.segments[-1].seal()
-    log.head = head
-    log._settle_front()  # earliest is the first live seq, or head + 1 (_log rule 2)
+    log.head = head - 1
+    return log.add_gap("cap", head - lost_from + 1, lost_from, head)
 
 
 def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None:
@@ -190,6 +199,9 @@ def _load_topic(fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered
     log.last_write_ts = topic.get("last_write_ts")
     log.last_read_ts = topic.get("last_read_ts")
     log.finish_load(int(topic["earliest"]))
+    log.restore_gaps(
+        [GapMarker(int(g[0]), g[1], int(g[2]), int(g[3]), int(g[4])) for g in topic.get("gaps", ())]
+    )
     if config.durability == "ephemeral" and int(topic["earliest"]) <= log.head:
         log.cap_floor = max(log.cap_floor, log.head + 1)  # rule 6
     out.registry.add(log)
@@ -221,6 +233,14 @@ class _Replay:
         if kind == entries.TOPIC_DELETE:
             self.out.registry.remove(log.name)
             del self.by_id[log.topic_id]
+        elif kind == entries.GAP:
+            # A head jump an earlier recovery logged: redo it at the same seq.
+            seq, lost_from, lost_to = values[1], values[2], values[3]
+            if seq > log.head:
+                if log.segments and not log.segments[-1].sealed:
+                    log.segments[-1].seal()
+                log.head = seq - 1
+                log.add_gap("cap", lost_to - lost_from + 1, lost_from, lost_to)
         elif kind == entries.WATERMARK:
             log.watermark = max(log.watermark, values[1])
         elif kind == entries.DELETE_BEFORE:

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import trio
 
-from .._log import TopicLog
+from .._log import GapMarker, TopicLog
 from .._registry import TopicRegistry
 from . import entries
 from .fs import Fs
@@ -192,6 +192,13 @@ class Store:
         payload = entries.encode_u64s(log.topic_id, *seqs)
         return self._submit(entries.DELETE_SEQS, payload, log.config.durability == "fsync")
 
+    def log_gap(self, log: TopicLog, marker: GapMarker) -> WalTicket:
+        """A crash gap marker made by recovery (synced: it must survive the next crash)."""
+        payload = entries.encode_u64s(
+            log.topic_id, marker.seq, marker.source_from, marker.source_to
+        )
+        return self._submit(entries.GAP, payload, True)
+
     def log_extension(self, kind: int, payload: bytes, *, sync: bool) -> WalTicket:
         """Log a store extension's entry (routers, queues)."""
         if kind < entries.FIRST_EXTENSION_ENTRY:
@@ -315,6 +322,10 @@ class Store:
                     "last_write_ts": log.last_write_ts,
                     "last_read_ts": log.last_read_ts,
                     "segments": segments,
+                    "gaps": [
+                        [g.seq, g.reason, g.missed_estimate, g.source_from, g.source_to]
+                        for g in log.gaps
+                    ],
                 }
             )
         body = {

@@ -134,14 +134,18 @@ def _aggregates(
     extra = extras or {}
     return [
         ("topics_topics", "Topics that exist.", stats.topics),
-        ("topics_routers", EXTRA_GAUGES["topics_routers"], extra.get("topics_routers", 0)),
+        (
+            "topics_routers",
+            EXTRA_GAUGES["topics_routers"],
+            extra.get("topics_routers", stats.routers),
+        ),
         ("topics_records_live", "Live records across all topics.", stats.records_live),
         ("topics_bytes_live", "Live record bytes across all topics.", stats.bytes_live),
         ("topics_queue_topics", "Topics of type queue.", stats.queue_topics),
         (
             "topics_queue_leases_in_flight",
             EXTRA_GAUGES["topics_queue_leases_in_flight"],
-            extra.get("topics_queue_leases_in_flight", 0),
+            extra.get("topics_queue_leases_in_flight", stats.queue_leases_in_flight),
         ),
         (
             "topics_sse_connections",

@@ -1,0 +1,168 @@
+"""Persistence glue of the Engine facade: logging changes, reserving seqs, recovery.
+
+The Engine inherits this mixin. It owns how a change reaches the WAL (``_storage.store``)
+and what a caller waits for:
+
+Rule 1: a change is applied in memory first and logged right after, with no await in
+between, so WAL order is apply order (recovery replays it exactly).
+Rule 2: before a write hands out seqs above a topic's durable watermark, a higher
+watermark is logged and synced (``_reserve``): after a crash no seq is ever reused.
+Rule 3: only ``fsync``-class changes are awaited before the caller is answered; a WAL
+failure then surfaces as the contract's ``internal`` error, never as a storage exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._storage.fs import DirLock, Fs
+from ._storage.recovery import recover
+from ._storage.store import Store, StoreExtension, StorePaths
+from ._storage.wal import Wal, WalError, WalStatistics, WalTicket
+from .errors import InternalError
+
+if TYPE_CHECKING:
+    from ._log import TopicLog
+    from ._registry import TopicRegistry
+
+__all__ = ["WATERMARK_RESERVE", "DurabilityOps", "open_data_dir"]
+
+#: Seqs reserved ahead per WATERMARK entry: a crash can leave at most this many (plus the
+#: batch) seqs skipped, and a reserving write pays one synced WAL entry per this many.
+WATERMARK_RESERVE = 4096
+
+
+class DurabilityOps:
+    if TYPE_CHECKING:
+        _store: Store | None
+        _registry: TopicRegistry
+        _total_bytes: int
+        _recovery_progress: float
+
+        def _topic_for_write(
+            self, name: str, create: object, config: Mapping[str, Any] | None
+        ) -> tuple[TopicLog, bool]: ...
+        def _router_extension(self) -> StoreExtension | None: ...
+        def _queue_extension(self) -> StoreExtension | None: ...
+        def _start_routers(self, nursery: trio.Nursery) -> None: ...
+        def _start_queues(self, nursery: trio.Nursery) -> None: ...
+
+    async def _log_append(
+        self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
+    ) -> tuple[float, float]:
+        """Log a published batch; for the fsync class wait until it is synced (§2)."""
+        store = self._store
+        if store is None:
+            await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+            return (0.0, 0.0)
+        # A created topic's TOPIC_PUT and its first APPEND are queued with no await in
+        # between, so another writer's APPEND of this topic can never precede them.
+        put = target = None
+        if created:
+            target = log.head + max(WATERMARK_RESERVE, n)
+            put = store.log_topic(log, max(target, log.watermark))
+        ticket = store.log_append(log, salt, frames)
+        if put is not None and target is not None:
+            await self._wait(put)
+            log.watermark = max(log.watermark, target)
+        if ticket is None or log.config.durability != "fsync":
+            await trio.lowlevel.checkpoint()
+            return (0.0, 0.0)
+        return await self._wait(ticket)
+
+    async def _wait(self, ticket: WalTicket) -> tuple[float, float]:
+        """Await a WAL ticket; a storage failure becomes the contract's ``internal`` error."""
+        try:
+            return await ticket.wait()
+        except WalError as exc:
+            raise InternalError(
+                f"the change could not be made durable ({exc}); its outcome is unknown "
+                "and writes are refused until restart",
+                detail={"storage": "wal_failed"},
+            ) from exc
+
+    async def _reserve(
+        self,
+        name: str,
+        log: TopicLog,
+        records: object,
+        create: object,
+        config: Mapping[str, Any] | None,
+    ) -> tuple[TopicLog, bool]:
+        """Make the durable watermark cover this batch's seqs before any is handed out."""
+        n = len(records) if isinstance(records, list | tuple) else 0
+        created = False
+        while not created and log.head + n > log.watermark:
+            assert self._store is not None
+            target = log.head + n + max(WATERMARK_RESERVE, n)
+            await self._wait(self._store.log_watermark(log, target))
+            log.watermark = max(log.watermark, target)
+            log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
+        return log, created
+
+    async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
+        """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""
+        if self._store is None:
+            return
+        target = log.head + (max(WATERMARK_RESERVE, reserve) if reserve else 0)
+        await self._wait(self._store.log_topic(log, max(target, log.watermark)))
+        log.watermark = max(log.watermark, target)
+
+    def wal_statistics(self) -> WalStatistics | None:
+        """WAL counters for /v0/metrics, or None for a memory-only engine."""
+        return self._store.wal.statistics() if self._store is not None else None
+
+    async def _recover(self, nursery: trio.Nursery, fs: Fs, paths: StorePaths) -> None:
+        """Rebuild state from disk in a worker thread, then start the WAL and checkpoints."""
+
+        def progress(value: float) -> None:
+            self._recovery_progress = min(value, 0.999)
+
+        rec = await trio.to_thread.run_sync(
+            lambda: recover(fs, paths, repair=True, progress=progress)
+        )
+        wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
+        store = Store(fs, paths, wal, rec.generation)
+        store.after_recovery(rec.covered_lsn, rec.files)
+        for ext in self._store_extensions():
+            logged = [(k, p) for k, p in rec.extension_entries if k in ext.entry_types]
+            ext.restore(rec.extension_sections.get(ext.key), logged)
+            store.extensions.append(ext)
+        for key, idxs in rec.deleted.items():
+            store.pending_deleted(key).update(idxs)
+        self._registry = rec.registry
+        self._total_bytes = sum(log.bytes for log in rec.registry.topics.values())
+        self._store = store
+        # The gap markers recovery made for head jumps exist only in memory: log them
+        # (synced) before serving, so a second crash replays them at the same seqs.
+        tickets = [store.log_gap(log, marker) for log, marker in rec.new_gaps]
+        await nursery.start(wal.run)
+        for ticket in tickets:
+            await self._wait(ticket)
+        await nursery.start(store.run, rec.registry)
+        self._start_services(nursery)
+        self._recovery_progress = 1.0
+
+    def _store_extensions(self) -> list[StoreExtension]:
+        """Subsystems that persist their own state through the store (routers, queues)."""
+        return [
+            ext for ext in (self._router_extension(), self._queue_extension()) if ext is not None
+        ]
+
+    def _start_services(self, nursery: trio.Nursery) -> None:
+        """Start the subsystems' background work once state is final (after recovery)."""
+        self._start_routers(nursery)
+        self._start_queues(nursery)
+
+
+def open_data_dir(fs: Fs, data_dir: str) -> tuple[Fs, StorePaths, DirLock]:
+    paths = StorePaths.for_dir(data_dir)
+    fs.makedirs(paths.root)
+    lock = fs.lock(paths.lock)
+    for sub in (paths.wal, paths.segments, paths.manifest):
+        fs.makedirs(sub)
+    fs.sync_dir(paths.root)
+    return fs, paths, lock
