@@ -49,6 +49,7 @@ class DurabilityOps:
         def _queue_extension(self) -> StoreExtension | None: ...
         def _start_routers(self, nursery: trio.Nursery) -> None: ...
         def _start_queues(self, nursery: trio.Nursery) -> None: ...
+        async def _yield_point(self) -> None: ...
 
     async def _log_append(
         self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
@@ -56,7 +57,7 @@ class DurabilityOps:
         """Log a published batch; for the fsync class wait until it is synced (§2)."""
         store = self._store
         if store is None:
-            await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
+            await self._yield_point()
             return (0.0, 0.0)
         # A created topic's TOPIC_PUT and its first APPEND are queued with no await in
         # between, so another writer's APPEND of this topic can never precede them.
@@ -69,7 +70,7 @@ class DurabilityOps:
             await self._wait(put)
             log.watermark = max(log.watermark, target)
         if ticket is None or log.config.durability != "fsync":
-            await trio.lowlevel.checkpoint()
+            await self._yield_point()
             return (0.0, 0.0)
         return await self._wait(ticket)
 

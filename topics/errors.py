@@ -55,6 +55,8 @@ class TopicsError(Exception):
 
     code: ClassVar[str] = "internal"
     status: ClassVar[int] = 500
+    #: The X-Request-ID of the HTTP exchange that produced this error (set by the client).
+    request_id: str | None = None
 
     def __init__(
         self,

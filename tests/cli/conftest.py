@@ -1,0 +1,76 @@
+"""CLI fixtures: a real memory ``topics-server`` and a runner for the ``topics`` CLI.
+
+``topics_cli`` runs each command two ways: in-process (``topics.cli.main`` with its own
+stdin/stdout/stderr, fast: the default run) and as a real subprocess
+(``python -m topics.cli``, exactly what a user runs; marked slow, ~0.5 s per command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.integration.conftest import ServerProcess, spawn_server
+from topics.cli import main
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def cli_server() -> Iterator[ServerProcess]:
+    server = spawn_server()
+    yield server
+    assert server.stop() == 0, server.stderr()
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _in_process(
+    args: list[str], input: str | None, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode()), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with _environ(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        real_stdin, sys.stdin = sys.stdin, stdin
+        try:
+            code = main(args)
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+        finally:
+            sys.stdin = real_stdin
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(params=["inproc", pytest.param("subprocess", marks=pytest.mark.slow)])
+def topics_cli(request: pytest.FixtureRequest, cli_server: ServerProcess) -> Run:
+    """Run the CLI against the server (``TOPICS_URL`` in its environment)."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        full_env = {**os.environ, "TOPICS_URL": cli_server.base_url}
+        full_env.pop("TOPICS_API_KEY", None)
+        full_env.update(env or {})
+        if request.param == "inproc":
+            return _in_process(list(args), input, full_env)
+        return subprocess.run(
+            [sys.executable, "-m", "topics.cli", *args],
+            input=input, capture_output=True, text=True, env=full_env, timeout=timeout,
+        )  # fmt: skip
+
+    return run

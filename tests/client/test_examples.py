@@ -1,0 +1,45 @@
+"""The examples run as a user would run them: one command, their own server, exit 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _run(name: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_http_client_example() -> None:
+    out = _run("http_client.py")
+    assert "tombstone: Tombstone(gap_from=1, gap_to=4" in out
+    assert '"total": 19.90' in out  # bytes went through verbatim
+    assert "error: topic_not_found" in out
+    assert "request id" in out
+    assert "caught up at 9" in out
+
+
+@pytest.mark.slow
+def test_queue_worker_example() -> None:
+    out = _run("queue_worker.py")
+    assert "jobs done: [" + ", ".join(str(n) for n in range(20)) + "]" in out
+    assert "queue now: {'ready': 0, 'in_flight': 0, 'dead_lettered': 0}" in out
+
+
+@pytest.mark.slow
+def test_ws_chat_example() -> None:
+    out = _run("ws_chat.py")
+    assert "bob heard alice: hi bob" in out
+    assert "alice heard bob: hi alice!" in out
+    assert "bob heard alice: bye" in out
+    assert "heard alice" not in out.replace("bob heard alice", "")  # no echo to alice

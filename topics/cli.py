@@ -1,0 +1,646 @@
+"""``topics``: the command line of a topics server (every call goes through ``topics.Client``).
+
+::
+
+    topics ls                          topics stat orders
+    topics put jobs type=queue lease_ms=60000
+    topics write orders < events.jsonl topics read orders --from 0
+    topics tail orders audit           topics rm orders
+    topics router put|get|ls|rm ...    topics queue claim|ack|nack|extend ...
+
+Global options: ``--url`` (default ``$TOPICS_URL``, else ``http://127.0.0.1:4000``),
+``--api-key`` (default ``$TOPICS_API_KEY``), ``--json`` (machine-readable output: one JSON
+document, or JSON lines for ``read``/``tail``), ``--timeout``.
+
+Rules:
+1. Output for people is a table or ``key  value`` lines on stdout; ``--json`` prints the
+   API's own shapes (results' ``to_dict()``), records as one JSON object per line.
+2. Loss is never silent: a tombstone is reported on stderr, and in ``--json`` mode also as
+   a ``{"tombstone": {...}}`` line among the records.
+3. Errors go to stderr as ``topics: <code>: <message> (request id <id>)``; with ``--json``
+   the error object is also printed on stdout. Exit codes: 0 ok, 1 other server error,
+   2 usage, 3 not found, 4 conflict, 5 throttled/unavailable (after retries), 6 cannot
+   reach the server, 130 interrupted.
+4. ``write`` reads JSON lines (stdin or a file) and sends each line's bytes verbatim as a
+   record's ``data`` (``--records``: each line is a whole record object, its ``data`` and
+   ``meta`` still verbatim), in batches of ``--batch`` records (and at most
+   ``--batch-bytes``), each batch one idempotent write; a progress bar on stderr when it
+   is a terminal (``--progress`` forces it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, NoReturn
+
+import ujson
+
+from topics._core.scan import BodyError, split_write_body
+from topics.client import Client, ClientConnectionError, RetryPolicy, WatchRecord
+from topics.errors import ConflictError, NotFoundError, TopicsError
+from topics.types import Record, Tombstone
+from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
+
+__all__ = ["main"]
+
+DEFAULT_URL = "http://127.0.0.1:4000"
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 0, 1, 2, 3, 4
+EXIT_UNAVAILABLE, EXIT_CONNECTION, EXIT_INTERRUPTED = 5, 6, 130
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing (exit 2)."""
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+def dumps(value: Any) -> str:
+    return ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str], out: IO[str]) -> None:
+    """An aligned text table; numbers are right-aligned."""
+    cells = [[str(c) if c is not None else "-" for c in row] for row in rows]
+    widths = [len(h) for h in header]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    numeric = [bool(rows) and all(isinstance(r[i], int) for r in rows) for i in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out.write(line(header) + "\n")
+    for row in cells:
+        out.write(line(row) + "\n")
+
+
+def pairs(items: Sequence[tuple[str, object]], out: IO[str]) -> None:
+    width = max((len(k) for k, _ in items), default=0)
+    for key, value in items:
+        shown = dumps(value) if isinstance(value, dict | list) else value
+        out.write(f"{key.ljust(width)}  {'-' if shown is None else shown}\n")
+
+
+def short(value: Any, limit: int = 60) -> str:
+    text = dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Progress:
+    """A one-line progress bar on a terminal (no dependency): percent when the input size
+    is known, records, bytes and rate, redrawn at most 10 times a second."""
+
+    def __init__(self, out: IO[str], total_bytes: int | None, enabled: bool) -> None:
+        self.out, self.total, self.enabled = out, total_bytes, enabled
+        self.records = self.bytes = 0
+        self.started = self._drawn = time.monotonic()
+
+    def update(self, records: int, nbytes: int) -> None:
+        self.records += records
+        self.bytes += nbytes
+        now = time.monotonic()
+        if self.enabled and now - self._drawn >= 0.1:
+            self._drawn = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        rate = self.records / max(now - self.started, 1e-6)
+        text = f"{self.records:,} records  {self.bytes / 1e6:,.1f} MB  {rate:,.0f} rec/s"
+        if self.total:
+            frac = min(1.0, self.bytes / self.total)
+            filled = int(frac * 30)
+            text = f"[{'#' * filled}{'.' * (30 - filled)}] {frac:4.0%}  " + text
+        self.out.write("\r" + text)
+        self.out.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self._draw(time.monotonic())
+            self.out.write("\n")
+            self.out.flush()
+            self.enabled = False  # once
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+class Cli:
+    def __init__(self, args: argparse.Namespace, client: Client) -> None:
+        self.args = args
+        self.client = client
+        self.out: IO[str] = sys.stdout
+        self.err: IO[str] = sys.stderr
+        self.json: bool = args.json
+
+    def emit(self, value: Any) -> None:
+        self.out.write(dumps(value) + "\n")
+
+    def warn_tombstone(self, topic: str, tomb: Tombstone) -> None:
+        self.err.write(
+            f"topics: LOSS in {topic}: seqs {tomb.gap_from}..{tomb.gap_to} are gone "
+            f"({tomb.reason}, ~{tomb.missed_estimate} records)\n"
+        )
+        if self.json:
+            self.emit({"tombstone": {"topic": topic, **tomb.to_dict()}})
+
+    # topics --------------------------------------------------------------------------
+
+    def ls(self) -> None:
+        topics = list(self.client.iter_topics(prefix=self.args.prefix))
+        if self.json:
+            self.emit({"topics": [t.to_dict() for t in topics]})
+            return
+        rows = [
+            (t.topic, t.type, t.head_seq, t.earliest_seq, t.count, t.bytes, t.durability)
+            for t in topics
+        ]
+        header = ("TOPIC", "TYPE", "HEAD", "EARLIEST", "COUNT", "BYTES", "DURABILITY")
+        table(rows, header, self.out)
+
+    def stat(self) -> None:
+        state = self.client.get_topic(self.args.topic, touch=False)
+        if self.json:
+            self.emit(state.to_dict())
+            return
+        items: list[tuple[str, object]] = [
+            ("topic", state.topic),
+            ("type", state.type),
+            ("head_seq", state.head_seq),
+            ("earliest_seq", state.earliest_seq),
+            ("next_seq", state.next_seq),
+            ("count", state.count),
+            ("bytes", state.bytes),
+            ("effective_priority", state.effective_priority),
+            ("last_write_ts", state.last_write_ts),
+            ("last_read_ts", state.last_read_ts),
+        ]
+        if state.queue is not None:
+            items += [(f"queue.{k}", v) for k, v in state.queue.items()]
+        items += [(f"config.{k}", v) for k, v in state.config.to_dict().items()]
+        pairs(items, self.out)
+
+    def put(self) -> None:
+        config: dict[str, Any] = {}
+        for item in self.args.fields:
+            key, eq, raw = item.partition("=")
+            if not eq or not key:
+                raise UsageError(f"expected FIELD=VALUE, got {item!r}")
+            try:
+                config[key] = ujson.loads(raw)
+            except ValueError:
+                config[key] = raw  # a bare word is a string: type=queue
+        res = self.client.put_topic(self.args.topic, config)
+        if self.json:
+            self.emit(res.to_dict())
+        else:
+            self.out.write(f"{'created' if res.created else 'updated'} {res.topic}\n")
+
+    def rm(self) -> None:
+        res = self.client.delete_topic(self.args.topic, if_empty=self.args.if_empty)
+        if self.json:
+            self.emit(res.to_dict())
+        elif res.deleted:
+            removed = f" (routers removed: {', '.join(res.routers_removed)})"
+            self.out.write(f"deleted {res.topic}{removed if res.routers_removed else ''}\n")
+        else:
+            self.out.write(f"{res.topic}: no such topic (nothing deleted)\n")
+
+    def delete_records(self) -> None:
+        match: object = None
+        if self.args.match is not None:
+            op = "Glob" if self.args.match.endswith("*") else "Eq"
+            match = ["tag", op, self.args.match]
+        if self.args.before_seq is None and match is None:
+            raise UsageError("give --before-seq, --match, or both")
+        res = self.client.delete_records(
+            self.args.topic, before_seq=self.args.before_seq, match=match
+        )
+        if self.json:
+            self.emit(res.to_dict())
+        else:
+            self.out.write(f"deleted {res.deleted} records; {res.count} remain in {res.topic}\n")
+
+    # records -------------------------------------------------------------------------
+
+    def _lines(self) -> tuple[IO[bytes], int | None]:
+        path = self.args.file
+        if path in (None, "-"):
+            return sys.stdin.buffer, None
+        f = open(path, "rb")  # noqa: SIM115 - closed by write()
+        return f, os.fstat(f.fileno()).st_size
+
+    def _record(self, line: bytes, lineno: int) -> dict[str, Any]:
+        if not self.args.records:
+            record: dict[str, Any] = {"data": line}  # rule 4: the line's bytes, verbatim
+            if self.args.tag:
+                record["tag"] = self.args.tag
+            return record
+        try:
+            records, _ = split_write_body(b'{"records":[' + line + b"]}")
+        except BodyError as exc:
+            raise UsageError(f"line {lineno}: not a record object ({exc.problem})") from None
+        assert records is not None
+        return records[0]
+
+    def _batches(self, f: IO[bytes]) -> Iterator[tuple[list[dict[str, Any]], int]]:
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line:
+                continue
+            batch.append(self._record(line, lineno))
+            size += len(raw)
+            if len(batch) >= self.args.batch or size >= self.args.batch_bytes:
+                yield batch, size
+                batch, size = [], 0
+        if batch:
+            yield batch, size
+
+    def write(self) -> None:
+        f, total = self._lines()
+        show = self.args.progress or (self.args.progress is None and self.err.isatty())
+        progress = Progress(self.err, total, bool(show))
+        first = last = None
+        count = batches = 0
+        try:
+            for batch, size in self._batches(f):
+                res = self.client.write(
+                    self.args.topic, batch, node=self.args.node, return_seqs=False
+                )
+                first = res.first_seq if first is None else first
+                last = res.last_seq
+                count += res.count
+                batches += 1
+                progress.update(res.count, size)
+        except (TopicsError, UsageError):
+            progress.finish()
+            where = f" (seqs {first}..{last})" if count else ""
+            self.err.write(f"topics: stopped after {count:,} records in {batches} batches{where}\n")
+            raise
+        finally:
+            progress.finish()
+            if f is not sys.stdin.buffer:
+                f.close()
+        summary = {"topic": self.args.topic, "records": count, "batches": batches}
+        summary.update(first_seq=first, last_seq=last)
+        if self.json:
+            self.emit(summary)
+        elif count:
+            noun = "record" if count == 1 else "records"
+            self.out.write(f"wrote {count:,} {noun} to {self.args.topic} (seqs {first}..{last})\n")
+        else:
+            self.out.write("nothing to write (no input lines)\n")
+
+    def _show_record(self, topic: str | None, rec: Record) -> None:
+        if self.json:
+            obj = rec.to_dict()
+            self.emit({"topic": topic, **obj} if topic is not None else obj)
+            return
+        prefix = f"{topic}  " if topic is not None else ""
+        extra = "".join(
+            f"  {k}={v}" for k, v in (("tag", rec.tag), ("node", rec.node)) if v is not None
+        )
+        self.out.write(f"{prefix}{rec.seq}{extra}  {short(rec.data, 200)}\n")
+
+    def read(self) -> None:
+        cursor, shown = self.args.from_seq, 0
+        while True:
+            page = self.client.diff(
+                self.args.topic, from_seq=cursor, limit=self.args.limit, include_tags=True
+            )
+            if page.tombstone is not None:
+                self.warn_tombstone(self.args.topic, page.tombstone)
+            for rec in page.records:
+                if self.args.max is not None and shown >= self.args.max:
+                    return
+                self._show_record(None, rec)
+                shown += 1
+            cursor = page.next_from_seq
+            if page.caught_up:
+                return
+
+    def tail(self) -> None:
+        topics: dict[str, Any] | list[str] = self.args.topics
+        if self.args.from_seq is not None:
+            topics = {t: self.args.from_seq for t in self.args.topics}
+        shown = 0
+        events = self.client.watch(
+            topics, tail=self.args.from_seq is None, node=self.args.node, include_tags=True
+        )
+        with events:
+            for ev in events:
+                if isinstance(ev, WatchRecord):
+                    self._show_record(ev.topic, ev.record)
+                    shown += 1
+                elif isinstance(ev, TombstoneEvent):
+                    self.warn_tombstone(ev.topic, ev.tombstone)
+                elif isinstance(ev, TopicDeletedEvent):
+                    self.err.write(f"topics: {ev.topic} was deleted\n")
+                elif isinstance(ev, CaughtUpEvent) and self.args.verbose:
+                    self.err.write(f"topics: {ev.topic} caught up at {ev.head_seq}\n")
+                self.out.flush()
+                if self.args.count is not None and shown >= self.args.count:
+                    return
+
+    # routers ---------------------------------------------------------------------------
+
+    def router_put(self) -> None:
+        a = self.args
+        body: dict[str, Any] = {"source": a.source, "dest": a.dest}
+        if a.filter is not None:
+            body["filter"] = ["tag", "Glob" if a.filter.endswith("*") else "Eq", a.filter]
+        for name in ("preserve_node", "preserve_tag", "create_dest", "allow_cycle"):
+            if getattr(a, name) is not None:
+                body[name] = getattr(a, name)
+        if a.guarantee is not None:
+            body["guarantee"] = a.guarantee
+        res = self.client.put_router(a.router or f"{a.source}->{a.dest}", body)
+        if self.json:
+            self.emit(res.to_dict())
+        else:
+            verb = "created" if res.created else "updated"
+            self.out.write(f"{verb} router {res.router}: {a.source} -> {a.dest}\n")
+
+    def router_get(self) -> None:
+        info = self.client.get_router(self.args.router)
+        if self.json:
+            self.emit(info.to_dict())
+        else:
+            pairs(list(info.to_dict().items()), self.out)
+
+    def router_ls(self) -> None:
+        a = self.args
+        page = self.client.list_routers(
+            prefix=a.prefix, source=a.source, dest=a.dest, page_size=1000
+        )
+        routers = list(page.routers)
+        while page.next_cursor is not None:
+            page = self.client.list_routers(
+                prefix=a.prefix,
+                source=a.source,
+                dest=a.dest,
+                page_size=1000,
+                cursor=page.next_cursor,
+            )
+            routers += page.routers
+        if self.json:
+            self.emit({"routers": [r.to_dict() for r in routers]})
+            return
+        rows = [(r.router, r.source, r.dest, r.guarantee, r.forwarded_total) for r in routers]
+        table(rows, ("ROUTER", "SOURCE", "DEST", "GUARANTEE", "FORWARDED"), self.out)
+
+    def router_rm(self) -> None:
+        res = self.client.delete_router(self.args.router)
+        if self.json:
+            self.emit(res.to_dict())
+        else:
+            what = "deleted" if res.deleted else "no such router (nothing deleted):"
+            self.out.write(f"{what} {res.router}\n")
+
+    # queues ----------------------------------------------------------------------------
+
+    def _leases(self) -> tuple[list[int], list[str] | None]:
+        seqs: list[int] = []
+        ids: list[str] = []
+        for token in self.args.seqs:
+            seq, colon, lease = token.partition(":")
+            if not seq.isdigit():
+                raise UsageError(f"expected SEQ or SEQ:LEASE_ID, got {token!r}")
+            seqs.append(int(seq))
+            if colon:
+                ids.append(lease)
+        if ids and len(ids) != len(seqs):
+            raise UsageError("give a lease id for every seq, or for none")
+        return seqs, ids or None
+
+    def queue_claim(self) -> None:
+        a = self.args
+        res = self.client.claim(a.queue, node=a.node, max=a.max, lease_ms=a.lease_ms)
+        if self.json:
+            self.emit(res.to_dict())
+            return
+        rows = [(j.seq, j.lease_id, j.deliveries, j.deadline, short(j.data)) for j in res.claimed]
+        table(rows, ("SEQ", "LEASE_ID", "DELIVERIES", "DEADLINE", "DATA"), self.out)
+        self.err.write(f"claimed {res.count}; {res.ready} ready\n")
+
+    def queue_ack(self) -> None:
+        seqs, ids = self._leases()
+        res = self.client.ack(self.args.queue, node=self.args.node, seqs=seqs, lease_ids=ids)
+        self._lease_result(res.to_dict(), f"acked {res.acked}", res.skipped)
+
+    def queue_nack(self) -> None:
+        seqs, ids = self._leases()
+        res = self.client.nack(
+            self.args.queue, node=self.args.node, seqs=seqs, delay_ms=self.args.delay_ms,
+            lease_ids=ids,
+        )  # fmt: skip
+        self._lease_result(res.to_dict(), f"nacked {res.nacked}", res.skipped)
+
+    def queue_extend(self) -> None:
+        seqs, ids = self._leases()
+        res = self.client.extend(
+            self.args.queue, node=self.args.node, seqs=seqs, lease_ms=self.args.lease_ms,
+            lease_ids=ids,
+        )  # fmt: skip
+        self._lease_result(res.to_dict(), f"extended {res.extended}", res.skipped)
+
+    def _lease_result(self, obj: dict[str, Any], summary: str, skipped: list[int]) -> None:
+        if self.json:
+            self.emit(obj)
+            return
+        note = (
+            f"; skipped (not held by this node): {' '.join(map(str, skipped))}" if skipped else ""
+        )
+        self.out.write(summary + note + "\n")
+
+    def health(self) -> None:
+        obj = self.client.health()
+        obj.pop("performance", None)
+        if self.json:
+            self.emit(obj)
+        else:
+            pairs(list(obj.items()), self.out)
+
+
+# -- the parser ----------------------------------------------------------------------------
+
+
+def _bool_flag(p: argparse.ArgumentParser, name: str, help_on: str) -> None:
+    dest = name.replace("-", "_")
+    p.add_argument(f"--{name}", dest=dest, action="store_true", default=None, help=help_on)
+    p.add_argument(f"--no-{name}", dest=dest, action="store_false", help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topics",
+        description="Talk to a topics server (the /v0 HTTP API).",
+        epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict, "
+        "5 throttled/unavailable, 6 cannot connect, 130 interrupted",
+    )
+    parser.add_argument("--url", default=os.environ.get("TOPICS_URL") or DEFAULT_URL,
+                        help="server URL (default $TOPICS_URL or %(default)s)")  # fmt: skip
+    parser.add_argument("--api-key", default=os.environ.get("TOPICS_API_KEY"),
+                        help="bearer key (default $TOPICS_API_KEY)")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ls", help="list topics")
+    p.add_argument("--prefix")
+    p.set_defaults(run=Cli.ls)
+    p = sub.add_parser("stat", help="show a topic's state and config")
+    p.add_argument("topic")
+    p.set_defaults(run=Cli.stat)
+    p = sub.add_parser("put", help="create or configure a topic: FIELD=VALUE ...")
+    p.add_argument("topic")
+    p.add_argument("fields", nargs="*", metavar="FIELD=VALUE", help="e.g. type=queue ttl_ms=60000")
+    p.set_defaults(run=Cli.put)
+    p = sub.add_parser("rm", help="delete a topic and everything in it")
+    p.add_argument("topic")
+    p.add_argument("--if-empty", action="store_true", help="only if it holds no records")
+    p.set_defaults(run=Cli.rm)
+    p = sub.add_parser("delete-records", help="delete records by seq bound and/or tag")
+    p.add_argument("topic")
+    p.add_argument("--before-seq", type=int)
+    p.add_argument("--match", help="a tag, or a prefix ending in * (e.g. user-7:*)")
+    p.set_defaults(run=Cli.delete_records)
+
+    p = sub.add_parser("write", help="append JSON lines (stdin or FILE) as records")
+    p.add_argument("topic")
+    p.add_argument("file", nargs="?", help="JSON lines file (default: stdin)")
+    p.add_argument("--records", action="store_true", help="each line is a record object")
+    p.add_argument("--tag", help="tag every record (data lines only)")
+    p.add_argument("--node", help="origin node of the records")
+    p.add_argument("--batch", type=int, default=1000, help="records per request")
+    p.add_argument("--batch-bytes", type=int, default=4 << 20, help="bytes per request")
+    _bool_flag(p, "progress", "show a progress bar (default: when stderr is a terminal)")
+    p.set_defaults(run=Cli.write)
+    p = sub.add_parser("read", help="print records after a seq")
+    p.add_argument("topic")
+    p.add_argument("--from", dest="from_seq", type=int, default=0, help="start after this seq")
+    p.add_argument("--limit", type=int, default=1000, help="records per request")
+    p.add_argument("--max", type=int, help="stop after this many records")
+    p.set_defaults(run=Cli.read)
+    p = sub.add_parser("tail", help="follow topics live (watch)")
+    p.add_argument("topics", nargs="+")
+    p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
+    p.add_argument("--node", help="skip records written by this node")
+    p.add_argument("--count", type=int, help="exit after this many records")
+    p.add_argument("-v", "--verbose", action="store_true", help="report caught-up events")
+    p.set_defaults(run=Cli.tail)
+    p = sub.add_parser("health", help="server liveness")
+    p.set_defaults(run=Cli.health)
+
+    router = sub.add_parser("router", help="routers: put, get, ls, rm")
+    rsub = router.add_subparsers(dest="router_command", required=True, metavar="COMMAND")
+    p = rsub.add_parser("put", help="create or change a router")
+    p.add_argument("router", nargs="?", help="name (default SOURCE->DEST)")
+    p.add_argument("--source", required=True)
+    p.add_argument("--dest", required=True)
+    p.add_argument("--filter", help="forward only this tag, or tags with a prefix ending in *")
+    p.add_argument("--guarantee", choices=("at_least_once", "exactly_once"))
+    for name in ("preserve-node", "preserve-tag", "create-dest", "allow-cycle"):
+        _bool_flag(p, name, f"{name.replace('-', '_')} (--no-{name} for false)")
+    p.set_defaults(run=Cli.router_put)
+    p = rsub.add_parser("get", help="show a router")
+    p.add_argument("router")
+    p.set_defaults(run=Cli.router_get)
+    p = rsub.add_parser("ls", help="list routers")
+    p.add_argument("--prefix")
+    p.add_argument("--source")
+    p.add_argument("--dest")
+    p.set_defaults(run=Cli.router_ls)
+    p = rsub.add_parser("rm", help="delete a router")
+    p.add_argument("router")
+    p.set_defaults(run=Cli.router_rm)
+
+    queue = sub.add_parser("queue", help="queues: claim, ack, nack, extend")
+    qsub = queue.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")
+    for name, run in (("claim", Cli.queue_claim), ("ack", Cli.queue_ack),
+                      ("nack", Cli.queue_nack), ("extend", Cli.queue_extend)):  # fmt: skip
+        p = qsub.add_parser(name, help=f"{name} jobs")
+        p.add_argument("queue")
+        p.add_argument("--node", required=True, help="the worker identity")
+        if name == "claim":
+            p.add_argument("--max", type=int, default=1)
+            p.add_argument("--lease-ms", type=int)
+        else:
+            p.add_argument("seqs", nargs="+", metavar="SEQ[:LEASE_ID]")
+        if name == "nack":
+            p.add_argument("--delay-ms", type=int, default=0)
+        if name == "extend":
+            p.add_argument("--lease-ms", type=int, required=True)
+        p.set_defaults(run=run)
+    return parser
+
+
+# -- errors and exit codes -------------------------------------------------------------------
+
+
+def exit_code(exc: TopicsError) -> int:
+    if isinstance(exc, ClientConnectionError):
+        return EXIT_CONNECTION
+    status = getattr(exc, "http_status", exc.status)
+    if isinstance(exc, NotFoundError) or status == 404:
+        return EXIT_NOT_FOUND
+    if isinstance(exc, ConflictError) or status == 409:
+        return EXIT_CONFLICT
+    if status in (429, 502, 503, 504):
+        return EXIT_UNAVAILABLE
+    return EXIT_ERROR
+
+
+def report(exc: TopicsError, as_json: bool) -> int:
+    rid = getattr(exc, "request_id", None)
+    where = f" (request id {rid})" if rid else ""
+    sys.stderr.write(f"topics: {exc.code}: {exc.message}{where}\n")
+    if as_json:
+        obj = exc.to_dict()
+        if rid:
+            obj["request_id"] = rid
+        sys.stdout.write(dumps({"error": obj}) + "\n")
+    return exit_code(exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``topics`` command line; returns the exit code (rule 3)."""
+    args = build_parser().parse_args(argv)
+    run: Callable[[Cli], None] = args.run
+    retry = RetryPolicy(timeout_s=max(args.timeout, 1.0))
+    try:
+        with Client(args.url, args.api_key, timeout_s=args.timeout, retry=retry) as client:
+            run(Cli(args, client))
+    except TopicsError as exc:
+        return report(exc, args.json)
+    except UsageError as exc:
+        sys.stderr.write(f"topics: error: {exc}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:  # `topics read t | head`: the reader went away
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when stdout is flushed
+        return EXIT_OK
+    except OSError as exc:  # an input file that cannot be read
+        sys.stderr.write(f"topics: error: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _entry() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

@@ -1,0 +1,303 @@
+"""The watch client's state machine (contract §7, the watch page), with no I/O.
+
+The sync and async iterators (``_watch.py``) own the sockets and the sleeping; this
+module decides everything else: the POST body, the stream request's headers, what each
+SSE frame means, what the consumer is handed, when a cursor is committed and how long to
+wait before reconnecting.
+
+Rules:
+1. Nothing is dropped silently. Records are handed over one by one as
+   :class:`WatchRecord`; ``tombstone``, ``caught-up`` and ``topic-deleted`` frames become
+   :class:`~topics.watch_types.TombstoneEvent`, :class:`~topics.watch_types.CaughtUpEvent`
+   and :class:`~topics.watch_types.TopicDeletedEvent` values. Unknown events are ignored
+   (EventSource does the same; CONTRACT-NOTES 6).
+2. A frame's cursor map is committed (and saved to the cursor store) only when the consumer
+   has taken every item of that frame: :class:`Commit` markers follow each frame's items.
+   The map is the frame's ``id:`` (base64url JSON) when it decodes; a checkpoint id
+   (``ck.N``, more than 64 topics) is opaque, so the map is then advanced from the payloads
+   (``to_seq``, ``gap_to``, the caught-up head).
+3. A reconnect to the same session sends the last committed id as ``Last-Event-ID`` (the
+   encoded committed map when no id was committed yet), so the server rewinds to exactly
+   what the consumer has processed.
+4. A session that is gone (404 on the GET, an in-stream ``error`` 410) is re-created with a
+   POST whose per-topic ``from_seq`` are the committed cursors: no loss beyond what the
+   topics' own retention removed (and that arrives as a tombstone).
+5. Reconnect waits: the server's ``retry:`` (2 s by contract) after a stream that worked,
+   doubling with jitter on consecutive failures up to ``MAX_BACKOFF_S``; a
+   ``connection-closing`` or advisory error frame's ``retry_after_ms`` when larger.
+6. The liveness watchdog is ``2 x heartbeat_ms + WATCHDOG_SLACK_S`` without a byte: any
+   frame (a heartbeat comment too) resets it; on expiry the stream is reopened.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ujson
+
+from topics.types import Record
+from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
+from topics.wire import cursor as cursor_codec
+from topics.wire.sse import Event, Retry, SSEDecoder
+
+from . import _protocol as p
+
+__all__ = [
+    "Commit",
+    "WatchEventValue",
+    "WatchRecord",
+    "WatchSpec",
+    "WatchState",
+    "WatchTopics",
+]
+
+WatchTopics = str | Sequence[str] | Mapping[str, int | Mapping[str, Any]]
+WATCHDOG_SLACK_S = 5.0
+MAX_BACKOFF_S = 30.0
+DEFAULT_RETRY_MS = 2000
+_OPTIONS = frozenset(
+    {"limit", "max_batch_bytes", "include_meta", "include_tags", "include_data", "consistency"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRecord:
+    """One record of a watched topic (``record`` is the in-process :class:`Record`)."""
+
+    topic: str
+    record: Record
+
+    @property
+    def seq(self) -> int:
+        return self.record.seq
+
+    @property
+    def data(self) -> Any:
+        return self.record.data
+
+
+WatchEventValue = WatchRecord | TombstoneEvent | CaughtUpEvent | TopicDeletedEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Marker: every item before it was taken; ``cursors`` may now be saved."""
+
+    event_id: str | None
+    cursors: dict[str, int]
+
+
+@dataclass(slots=True)
+class WatchSpec:
+    """What to watch: per-topic starts and the session options of POST /v0/watch."""
+
+    starts: dict[str, dict[str, Any]]
+    node: str | None = None
+    heartbeat_ms: int = 15_000
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        topics: WatchTopics,
+        tail: bool,
+        node: str | None,
+        heartbeat_ms: int,
+        options: Mapping[str, Any],
+    ) -> WatchSpec:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise TypeError(f"unknown watch options: {', '.join(sorted(unknown))}")
+        default: dict[str, Any] = {"tail": True} if tail else {"from_seq": 0}
+        starts: dict[str, dict[str, Any]] = {}
+        if isinstance(topics, str):
+            topics = [topics]
+        if isinstance(topics, Mapping):
+            for name, start in topics.items():
+                starts[name] = {"from_seq": start} if isinstance(start, int) else dict(start)
+        else:
+            starts = {name: dict(default) for name in topics}
+        if not starts:
+            raise ValueError("watch at least one topic")
+        return cls(starts, node, heartbeat_ms, dict(options))
+
+
+class WatchState:
+    """Everything a watch knows between frames (module rules 1-6)."""
+
+    def __init__(self, spec: WatchSpec, stored: Mapping[str, int] | None) -> None:
+        self.spec = spec
+        self.committed: dict[str, int] = {}
+        if stored:  # the consumer's own saved positions win over the watch's starts
+            self.committed = {t: s for t, s in stored.items() if t in spec.starts}
+        self.last_id: str | None = None
+        self.wid: str | None = None
+        self.stream_path: str | None = None
+        self.retry_ms = DEFAULT_RETRY_MS
+        self.failures = 0
+        self.pause_s: float = 0.0
+        self._pending: dict[str, int] = {}
+        self._decoder = SSEDecoder()
+
+    @property
+    def topics(self) -> list[str]:
+        return list(self.spec.starts)
+
+    @property
+    def watchdog_s(self) -> float:
+        return 2 * self.spec.heartbeat_ms / 1000 + WATCHDOG_SLACK_S
+
+    # -- the session -------------------------------------------------------------------
+
+    def create_call(self) -> p.Call[dict[str, Any]]:
+        """POST /v0/watch (rule 4: committed cursors first)."""
+        topics: dict[str, dict[str, Any]] = {}
+        for name, start in self.spec.starts.items():
+            seq = self.committed.get(name)
+            topics[name] = {"from_seq": seq} if seq is not None else start
+        body: dict[str, Any] = {"topics": topics, "heartbeat_ms": self.spec.heartbeat_ms}
+        if self.spec.node is not None:
+            body["node"] = self.spec.node
+        body.update(self.spec.options)
+        return p.Call("POST", "/v0/watch", lambda r: r.json(), body=p.dumps(body))
+
+    def on_created(self, answer: Mapping[str, Any]) -> None:
+        self.wid = str(answer["wid"])
+        self.stream_path = str(answer.get("stream_url") or f"/v0/watch/{self.wid}")
+        marks = answer.get("topics")
+        if not isinstance(marks, dict):
+            return
+        for name, mark in marks.items():
+            if name in self.spec.starts and name not in self.committed:
+                self.committed[name] = int(mark["from_seq"])
+        for name in list(self.spec.starts):  # dropped by ?lenient=true: not watched
+            if name not in marks:
+                del self.spec.starts[name]
+
+    def session_gone(self) -> None:
+        self.wid = self.stream_path = None
+        self.last_id = None  # an id of the old session means nothing to a new one
+
+    def stream_headers(self) -> dict[str, str]:
+        """Headers of the SSE GET (rule 3)."""
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        if self.last_id is not None:
+            headers["Last-Event-ID"] = self.last_id
+        elif self.committed:
+            headers["Last-Event-ID"] = cursor_codec.encode(self.committed)
+        return headers
+
+    def stream_opened(self) -> None:
+        self._decoder = SSEDecoder()
+        self._pending = dict(self.committed)
+
+    # -- frames ------------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> list[WatchEventValue | Commit]:
+        """The consumer's items and commit markers for the frames ``chunk`` completed."""
+        out: list[WatchEventValue | Commit] = []
+        for item in self._decoder.feed(chunk):
+            if isinstance(item, Retry):
+                self.retry_ms = item.ms
+            elif isinstance(item, Event):
+                self._event(item, out)
+        return out
+
+    def _event(self, ev: Event, out: list[WatchEventValue | Commit]) -> None:
+        kind = ev.event
+        if kind in ("connection-established", "message"):
+            return
+        try:
+            payload = ujson.loads(ev.data)
+        except ValueError:
+            return
+        if not isinstance(payload, dict):
+            return
+        if kind == "error":
+            self._error(payload)
+            return
+        if kind == "connection-closing":
+            wait_ms = payload.get("retry_after_ms")
+            if isinstance(wait_ms, int | float):
+                self.pause_s = max(self.pause_s, float(wait_ms) / 1000)
+            return
+        topic = payload.get("topic")
+        if not isinstance(topic, str) or kind not in _FRAMES:
+            return
+        cursor = _FRAMES[kind](self, topic, payload, out)
+        self._commit(ev.id, topic, cursor, deleted=kind == "topic-deleted", out=out)
+
+    def _record(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        for obj in payload.get("records") or ():
+            out.append(WatchRecord(topic, Record.from_json(obj)))
+        return int(payload.get("to_seq", self._pending.get(topic, 0)))
+
+    def _tombstone(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        tomb = p.tombstone(payload)
+        out.append(TombstoneEvent(topic, tomb, tomb.gap_to))
+        return tomb.gap_to
+
+    def _caught_up(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        head = int(payload.get("head_seq", 0))
+        out.append(CaughtUpEvent(topic, head, head))
+        return head
+
+    def _deleted(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        head = int(payload.get("head_seq", 0))
+        out.append(TopicDeletedEvent(topic, head, head))
+        return head
+
+    def _commit(
+        self, event_id: str, topic: str, cursor: int, *, deleted: bool, out: list[Any]
+    ) -> None:
+        decoded: dict[str, int] | None = None
+        if event_id and not cursor_codec.is_checkpoint(event_id):
+            try:
+                decoded = cursor_codec.decode(event_id)
+            except ValueError:
+                decoded = None
+        if decoded is not None:
+            self._pending = {t: s for t, s in decoded.items() if t in self.spec.starts}
+        else:
+            self._pending[topic] = cursor
+        if deleted:  # terminal for that topic only (§7.5)
+            self._pending.pop(topic, None)
+            self.spec.starts.pop(topic, None)
+        out.append(Commit(event_id or None, dict(self._pending)))
+
+    def _error(self, payload: Mapping[str, Any]) -> None:
+        code = payload.get("code")
+        wait_ms = payload.get("retry_after_ms")
+        if isinstance(wait_ms, int | float):
+            self.pause_s = max(self.pause_s, float(wait_ms) / 1000)
+        if code == 410:
+            self.session_gone()
+
+    def commit(self, marker: Commit) -> dict[str, int]:
+        """The consumer took everything before ``marker``: it is the new position."""
+        self.committed = dict(marker.cursors)
+        if marker.event_id is not None:
+            self.last_id = marker.event_id
+        self.failures = 0
+        return self.committed
+
+    # -- reconnecting ------------------------------------------------------------------
+
+    def reconnect_delay_s(self, *, failed: bool) -> float:
+        """How long to wait before the next attempt (rule 5)."""
+        self.failures = self.failures + 1 if failed else 0
+        base = self.retry_ms / 1000 * float(2 ** min(max(self.failures - 1, 0), 10))
+        delay = min(MAX_BACKOFF_S, max(base, self.pause_s)) * random.uniform(0.8, 1.2)
+        self.pause_s = 0.0
+        return delay
+
+
+_FRAMES = {
+    "record": WatchState._record,
+    "tombstone": WatchState._tombstone,
+    "caught-up": WatchState._caught_up,
+    "topic-deleted": WatchState._deleted,
+}
