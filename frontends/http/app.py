@@ -43,6 +43,7 @@ from topics.errors import ForbiddenError, NotReadyError, ThrottledError, Unautho
 
 from .. import ws
 from . import (
+    console_routes,
     openapi,
     probe_routes,
     queue_routes,
@@ -75,6 +76,7 @@ ROUTE_MODULES: tuple[ModuleType, ...] = (
     openapi,
     watch_routes,
     ws,
+    console_routes,
 )
 
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")

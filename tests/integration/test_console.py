@@ -1,0 +1,286 @@
+"""The web console (GET /console) in a real headless chromium against the real server.
+
+1. The page and its assets are served (with their content types and security headers), an
+   unknown asset is 404, and with keys configured the page still opens without one while
+   the API it calls does not.
+2. ``--dump-dom`` with a virtual-time budget shows the topic list (polled from /v0/topics),
+   the router and the queue counters.
+3. The live tail: ``/console?tail=t`` opens ``POST /v0/watch`` + EventSource; a record
+   written while the page is open shows up in the DOM. An open EventSource is a pending
+   fetch, which stops headless chromium's virtual clock (``--dump-dom`` would never
+   return), so this part reads the DOM over the DevTools pipe (``--remote-debugging-pipe``:
+   NUL-separated JSON on fds 3/4) instead, and takes the 1280x800 screenshot the same way
+   (``--screenshot`` is checked on the tail-less page).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+KEY = "console-test-key-0123456789"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "update"], capture_output=True, timeout=900, check=False)
+        subprocess.run(
+            ["apt-get", "install", "-y", "chromium"], capture_output=True, timeout=900, check=False
+        )
+        found = shutil.which("chromium")
+        if found:
+            return found
+    pytest.skip("chromium is not installed and `apt-get install -y chromium` was not possible")
+
+
+def _run_chromium(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+    with tempfile.TemporaryDirectory(
+        prefix="topics-chromium-", ignore_cleanup_errors=True
+    ) as profile:
+        return subprocess.run(
+            [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+class DevTools:
+    """A minimal Chrome DevTools Protocol client over ``--remote-debugging-pipe``."""
+
+    def __init__(self, url: str, profile: str) -> None:
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        # The browser reads commands on fd 3 and writes answers on fd 4.
+        os.dup2(to_browser_r, 103)
+        os.dup2(from_browser_w, 104)
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self.proc = subprocess.Popen(
+            [
+                _chromium(),
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                "--window-size=1280,800",
+                url,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=_move_fds,
+        )
+        os.close(103)
+        os.close(104)
+        self._buf = b""
+        self._next_id = 0
+        self.session = ""
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        msg: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if self.session and not method.startswith("Target."):
+            msg["sessionId"] = self.session
+        os.write(self._to_browser, json.dumps(msg).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buf:
+                chunk = os.read(self._from_browser, 1 << 20)
+                if not chunk:
+                    raise AssertionError("chromium closed the DevTools pipe")
+                self._buf += chunk
+            raw, _, self._buf = self._buf.partition(b"\0")
+            answer = json.loads(raw)
+            if answer.get("id") == self._next_id:
+                if "error" in answer:
+                    raise AssertionError(f"{method}: {answer['error']}")
+                result: dict[str, Any] = answer["result"]
+                return result
+
+    def attach_to_page(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pages = [
+                t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page"
+            ]
+            if pages:
+                target = pages[0]["targetId"]
+                self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
+                    "sessionId"
+                ]
+                return
+            time.sleep(0.1)
+        raise AssertionError("chromium opened no page")
+
+    def dom(self) -> str:
+        result = self.call(
+            "Runtime.evaluate", expression="document.documentElement.outerHTML", returnByValue=True
+        )
+        return str(result["result"].get("value") or "")  # none while a navigation commits
+
+    def wait_for_dom(self, pred: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        html = ""
+        while time.monotonic() < deadline:
+            html = self.dom()
+            if pred(html):
+                return html
+            time.sleep(0.1)
+        raise AssertionError(f"the console never got there; its DOM:\n{html}")
+
+    def screenshot(self) -> bytes:
+        return base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self._to_browser)
+        os.close(self._from_browser)
+
+
+def _move_fds() -> None:
+    """In the child: the DevTools pipe ends onto fds 3 and 4 (where chromium expects them)."""
+    os.dup2(103, 3)
+    os.dup2(104, 4)
+
+
+@pytest.fixture
+def devtools() -> Iterator[Callable[[str], DevTools]]:
+    opened: list[DevTools] = []
+    with tempfile.TemporaryDirectory(
+        prefix="topics-chromium-", ignore_cleanup_errors=True
+    ) as profile:
+
+        def open_page(url: str) -> DevTools:
+            tools = DevTools(url, profile)
+            opened.append(tools)
+            tools.attach_to_page()
+            return tools
+
+        yield open_page
+        for tools in opened:
+            tools.close()
+
+
+def _populate(http: httpx.Client) -> None:
+    r = http.put("/v0/topics/jobs", json={"type": "queue"})
+    assert r.status_code in (200, 201), r.text
+    r = http.post("/v0/topics/orders", json={"records": [{"data": {"sku": "A1"}, "tag": "c-7"}]})
+    r.raise_for_status()
+    r = http.post("/v0/topics/jobs", json={"records": [{"data": {"job": n}} for n in range(3)]})
+    r.raise_for_status()
+    r = http.put("/v0/routers/orders-copy", json={"source": "orders", "dest": "orders-mirror"})
+    assert r.status_code in (200, 201), r.text
+
+
+def test_console_files_are_served_without_a_key_and_the_api_still_needs_one(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    server = start_server({"TOPICS_API_KEYS": KEY})
+    with server.client() as anonymous:
+        page = anonymous.get("/console")
+        assert page.status_code == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert "default-src 'self'" in page.headers["content-security-policy"]
+        assert page.headers["referrer-policy"] == "no-referrer"
+        assert '<script src="/console/console.js">' in page.text
+        js = anonymous.get("/console/console.js")
+        assert js.status_code == 200
+        assert js.headers["content-type"].startswith("text/javascript")
+        assert "new EventSource(" in js.text
+        css = anonymous.get("/console/console.css")
+        assert css.status_code == 200
+        assert css.headers["content-type"].startswith("text/css")
+        missing = anonymous.get("/console/..%2Fapp.py")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "not_found"
+        assert anonymous.get("/v0/topics").status_code == 401
+    with server.client(KEY) as keyed:
+        assert keyed.get("/v0/topics").status_code == 200
+
+
+def test_console_lists_topics_routers_and_queues_in_dump_dom(
+    start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server()
+    with server.client() as http:
+        _populate(http)
+    done = _run_chromium("--virtual-time-budget=5000", "--dump-dom", f"{server.base_url}/console")
+    html = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    for topic in ("orders", "orders-mirror", "jobs"):
+        assert f'<td class="mono topic-name">{topic}</td>' in html, html
+    assert '<td class="mono">orders-copy</td>' in html  # the router view
+    assert '<td class="num ready">3</td>' in html  # the queue view: 3 ready jobs
+    assert '<td class="num in-flight">0</td>' in html
+    assert 'class="status ok"' in html
+
+    shot = tmp_path / "console.png"
+    done = _run_chromium(
+        "--virtual-time-budget=5000",
+        f"--screenshot={shot}",
+        "--window-size=1280,800",
+        f"{server.base_url}/console",
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert shot.read_bytes().startswith(PNG_MAGIC)
+    assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
+
+
+def test_console_tails_a_topic_live_with_an_api_key(
+    start_server: Callable[..., ServerProcess],
+    devtools: Callable[[str], DevTools],
+    tmp_path: Path,
+) -> None:
+    server = start_server({"TOPICS_API_KEYS": KEY})
+    with server.client(KEY) as http:
+        _populate(http)
+        # The key goes where the page keeps it: this tab's sessionStorage.
+        tools = devtools("about:blank")
+        tools.call("Page.enable")
+        tools.call(
+            "Page.addScriptToEvaluateOnNewDocument",
+            source=f"sessionStorage.setItem('topics.console.apiKey', {json.dumps(KEY)});",
+        )
+        tools.call("Page.navigate", url=f"{server.base_url}/console?tail=orders")
+        tools.wait_for_dom(lambda html: 'id="tail-state" class="dim">live' in html)
+        html = tools.dom()
+        assert '<td class="mono topic-name">orders</td>' in html
+        assert '<td class="data">{"sku":"A1"}</td>' in html  # the backlog record, with its tag
+        assert '<td class="mono">c-7</td>' in html
+        r = http.post("/v0/topics/orders", json={"records": [{"data": {"live": "tail-me"}}]})
+        r.raise_for_status()
+        html = tools.wait_for_dom(lambda html: "tail-me" in html)
+        assert '<td class="num seq">2</td>' in html
+        png = tools.screenshot()
+    shot = tmp_path / "console-tail.png"
+    shot.write_bytes(png)
+    assert png.startswith(PNG_MAGIC)
+    assert shot.stat().st_size > 10_000
