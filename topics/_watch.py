@@ -1,0 +1,818 @@
+"""The watch hub: the engine side of live delivery (contract §7, §7.x; ARCHITECTURE
+"Live delivery").
+
+Role: hold watch sessions (subscription, per-topic cursors, owner, GC), run the feeds that
+turn topic logs into stream events (records, tombstones, caught-up, topic-deleted) for SSE
+streams and WebSocket subscriptions alike, wake them without polling, and share the work of
+a batch between every watcher that reads it. Frontends own the sockets, the outbound
+queues and the wire encoding; nothing here knows about HTTP.
+
+Rules:
+1. Register, read, wait. A feed topic joins its topic's listener set *before* its first
+   read. One relay task per watched topic parks on the topic's ``waiters`` ParkingLot
+   (unparked by every write, delete and topic delete) and marks each listener dirty; a
+   feed reads only its dirty topics and waits on its own event when none is dirty. The
+   relay marks every listener once when it starts (before it first parks) and re-parks in
+   the same synchronous step after each wake-up, so no publish can fall between a read and
+   a wait. Nothing polls.
+2. Everything here is synchronous except the relays and ``WatchFeed.wait``: a poll, a
+   commit, a GC pass is atomic between awaits (no locks).
+3. One read per (topic state, cursor, options, visible head): reads go through a small
+   per-topic cache keyed by exactly that, cleared whenever the topic changes (head, live
+   count, floors, config). The :class:`RecordBatch` it holds keeps the frames built from it,
+   so N watchers at the same cursor cost one read and one encoding per wire shape.
+4. A feed topic emits ``caught-up`` on every backlog -> live transition: its first read,
+   and any read that drains it after one that did not. On its first read a loss tombstone
+   (cap/ttl/mixed) is reported as ``from_seq_too_old`` (the cursor fell off the start
+   before this stream began); later ones keep the engine's reason, as do ``recreated`` and
+   gap markers (``source_trim``).
+5. Strong consistency: a strong feed sees a topic only up to the seqs whose WAL frames are
+   committed (synced for the fsync class, written for memory/disk; ephemeral topics and a
+   memory-only engine: the head). Publish and WAL submit happen in one synchronous step
+   (``Engine.write``), so at any moment ``wal.next_lsn - 1`` covers every published seq:
+   the hub notes (lsn, head) pairs and a head is visible once its lsn is. A strong feed
+   that is caught up to its visible head but not to the real head waits for WAL progress.
+6. A session's cursors are what its streams have *sent* (``WatchStream.commit`` after the
+   bytes left); a stream opens at the session cursors, rewound (never advanced) by the
+   client's Last-Event-ID. A session with an open stream is never collected; an idle one
+   is collected ``session_ttl_ms`` after its last use, opportunistically on every create
+   and open (``gc``), using the engine clock.
+7. A newer stream on a session supersedes the older one (its commits stop counting; the
+   frontend ends it with a final frame); removing a session ends its stream with
+   ``SessionGoneError`` (410).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._reads import gap_tombstone, read_diff, tombstone_for
+from .errors import (
+    InvalidRequestError,
+    NotFoundError,
+    ThrottledError,
+    TopicsError,
+    UnauthorizedError,
+)
+from .types import DiffResult, Tombstone, TombstoneReason
+from .watch_types import (
+    CaughtUpEvent,
+    RecordBatch,
+    SessionGoneError,
+    TombstoneEvent,
+    TopicDeletedEvent,
+    TopicWatermarks,
+    WatchEvent,
+    WatchSettings,
+    WatchStatistics,
+)
+
+if TYPE_CHECKING:
+    from ._log import TopicLog
+    from ._storage.wal import Wal
+    from .auth import Principal
+
+__all__ = [
+    "FeedOptions",
+    "FeedTopic",
+    "StreamSlot",
+    "WatchFeed",
+    "WatchHub",
+    "WatchSession",
+    "WatchStream",
+    "new_wid",
+]
+
+WID_PREFIX = "wid_"
+_WID_RE = re.compile(r"wid_[A-Za-z0-9_-]{22}")
+_LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
+#: Reads cached per watched topic before the cache starts over (rule 3).
+CACHE_ENTRIES = 64
+#: Committed frames remembered per session for checkpoint ids. A Last-Event-ID older than
+#: this many frames rewinds only as far as the oldest remembered frame.
+CHECKPOINT_RING = 1024
+#: (lsn, head) pairs remembered per strong-watched topic (rule 5); dropping the oldest
+#: only delays visibility until a later pair is committed.
+MAX_PENDING_HEADS = 1024
+
+
+def new_wid() -> str:
+    """A fresh session id: ``wid_`` + base64url of 16 random bytes (128 bits)."""
+    return WID_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True, slots=True)
+class FeedOptions:
+    """How a feed topic reads: window, byte budget, projection, node filter, consistency."""
+
+    limit: int
+    budget: int
+    flags: int
+    skip: frozenset[bytes] | None
+    strong: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One read of a topic (cached and shared, rule 3)."""
+
+    tombstone: Tombstone | None
+    batch: RecordBatch | None
+    next_from_seq: int
+    caught_up: bool
+    head_seq: int
+
+
+# -- connection caps (§11) ------------------------------------------------------------------
+
+
+class StreamSlot:
+    """One long-lived connection counted against the SSE/WebSocket caps; release once."""
+
+    __slots__ = ("_slots", "key_index", "released")
+
+    def __init__(self, slots: _Slots, key_index: int) -> None:
+        self._slots = slots
+        self.key_index = key_index
+        self.released = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self._slots.give_back(self.key_index)
+
+
+class _Slots:
+    def __init__(self, cap: int, per_key_cap: int) -> None:
+        self.cap = cap
+        self.per_key_cap = per_key_cap
+        self.total = 0
+        self.per_key: dict[int, int] = {}
+
+    def acquire(self, key_index: int) -> StreamSlot:
+        if self.cap and self.total >= self.cap:
+            raise ThrottledError.for_limit("max_sse_connections", self.cap)
+        # Per-key caps only with auth: a dev-mode connection has no key (index -1).
+        if key_index >= 0 and self.per_key_cap:
+            held = self.per_key.get(key_index, 0)
+            if held >= self.per_key_cap:
+                raise ThrottledError.for_limit("max_sse_connections_per_key", self.per_key_cap)
+            self.per_key[key_index] = held + 1
+        self.total += 1
+        return StreamSlot(self, key_index)
+
+    def give_back(self, key_index: int) -> None:
+        self.total -= 1
+        if key_index >= 0 and self.per_key_cap:
+            held = self.per_key.get(key_index, 0) - 1
+            if held > 0:
+                self.per_key[key_index] = held
+            else:
+                self.per_key.pop(key_index, None)
+
+
+# -- feeds ------------------------------------------------------------------------------------
+
+
+class FeedTopic:
+    """One topic of a feed: its read cursor and delivery state (rule 4)."""
+
+    __slots__ = (
+        "cursor",
+        "degraded",
+        "feed",
+        "first",
+        "live",
+        "log",
+        "name",
+        "opts",
+        "removed",
+        "tw",
+    )
+
+    def __init__(
+        self, feed: WatchFeed, name: str, log: TopicLog, cursor: int, opts: FeedOptions
+    ) -> None:
+        self.feed = feed
+        self.name = name
+        self.log = log
+        self.cursor = cursor
+        self.opts = opts
+        self.first = True
+        self.live = False
+        self.degraded = False
+        self.removed = False
+        self.tw: _TopicWatch | None = None
+
+    @property
+    def lossy(self) -> bool:
+        """A topic that drops records by itself (TTL, or caps with discard "old")."""
+        cfg = self.log.config
+        return bool(cfg.ttl_ms) or bool((cfg.cap_records or cfg.cap_bytes) and cfg.discard == "old")
+
+
+class WatchFeed:
+    """The events of a set of topic cursors, for one connection (rules 1, 4).
+
+    ``poll()`` reads every dirty topic once (round robin) and returns the events in order;
+    ``await wait()`` returns once a topic is dirty again. Close it when done.
+    """
+
+    def __init__(self, hub: WatchHub) -> None:
+        self._hub = hub
+        self.topics: dict[str, FeedTopic] = {}
+        self._dirty: dict[FeedTopic, None] = {}
+        self._event = trio.Event()
+        self.closed = False
+
+    def add(self, name: str, log: TopicLog, cursor: int, opts: FeedOptions) -> FeedTopic:
+        """Start delivering ``name`` after ``cursor`` (replaces an earlier subscription)."""
+        self.remove(name)
+        ft = FeedTopic(self, name, log, cursor, opts)
+        self.topics[name] = ft
+        self._hub._listen(ft)  # rule 1: registered before the first read
+        self._mark(ft)
+        return ft
+
+    def remove(self, name: str) -> bool:
+        ft = self.topics.pop(name, None)
+        if ft is None:
+            return False
+        self._drop(ft)
+        return True
+
+    def close(self) -> None:
+        for ft in list(self.topics.values()):
+            self._drop(ft)
+        self.topics.clear()
+        self.closed = True
+
+    def dirty_topics(self) -> list[str]:
+        return [ft.name for ft in self._dirty]
+
+    def degrade_lossy(self) -> list[str]:
+        """The outbound queue stayed full past its grace: every lossy topic jumps to its
+        head with a ``from_seq_too_old`` tombstone at its next read. Returns their names."""
+        names = []
+        for ft in self.topics.values():
+            if ft.lossy and not ft.removed:
+                ft.degraded = True
+                self._mark(ft)
+                names.append(ft.name)
+        return names
+
+    def poll(self) -> list[WatchEvent]:
+        """Read each dirty topic once; topics still behind stay dirty (round robin)."""
+        out: list[WatchEvent] = []
+        if not self._dirty:
+            return out
+        batch = list(self._dirty)
+        self._dirty.clear()
+        for ft in batch:
+            if not ft.removed and self._step(ft, out):
+                self._dirty[ft] = None
+        return out
+
+    async def wait(self) -> None:
+        """Return once some topic may have something to deliver."""
+        while not self._dirty:
+            await self._event.wait()
+            self._event = trio.Event()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _mark(self, ft: FeedTopic) -> None:
+        self._dirty[ft] = None
+        self._event.set()
+
+    def _drop(self, ft: FeedTopic) -> None:
+        ft.removed = True
+        self._dirty.pop(ft, None)
+        self._hub._unlisten(ft)
+
+    def _step(self, ft: FeedTopic, out: list[WatchEvent]) -> bool:
+        """One read of ``ft``; append its events. Returns True while it is behind."""
+        hub = self._hub
+        log = ft.log
+        if log.deleted:
+            out.append(TopicDeletedEvent(ft.name, log.head, ft.cursor))
+            if self.topics.get(ft.name) is ft:
+                del self.topics[ft.name]
+            self._drop(ft)
+            return False
+        hub.retention(log)
+        assert ft.tw is not None
+        upto = hub._visible_head(ft.tw) if ft.opts.strong else log.head
+        if ft.degraded:
+            ft.degraded = False
+            if upto > ft.cursor:
+                lost = Tombstone(
+                    ft.cursor + 1, upto, "from_seq_too_old", upto - ft.cursor, log.earliest, upto
+                )
+                ft.cursor = upto
+                out.append(TombstoneEvent(ft.name, lost, upto))
+        outcome = hub._read(ft, upto)
+        first, ft.first = ft.first, False
+        tomb = outcome.tombstone
+        if tomb is not None:
+            if first and tomb.reason in _LOSS:
+                tomb = replace(tomb, reason="from_seq_too_old")
+            out.append(TombstoneEvent(ft.name, tomb, tomb.gap_to))
+        if outcome.batch is not None:
+            out.append(outcome.batch)
+        ft.cursor = outcome.next_from_seq
+        if not outcome.caught_up:
+            ft.live = False
+            return True
+        if not ft.live:
+            ft.live = True
+            out.append(CaughtUpEvent(ft.name, outcome.head_seq, ft.cursor))
+        if ft.opts.strong and upto < log.head:
+            hub._wait_committed(ft)
+        return False
+
+
+# -- sessions and streams --------------------------------------------------------------------
+
+
+class SessionTopic:
+    """A session's state for one topic: the cursor its streams have sent (rule 6)."""
+
+    __slots__ = ("cursor", "done", "log", "name")
+
+    def __init__(self, name: str, log: TopicLog | None, cursor: int) -> None:
+        self.name = name
+        self.log = log
+        self.cursor = cursor
+        self.done = False
+
+
+class WatchSession:
+    """A watch session: subscription, cursors, owner and the stream open on it."""
+
+    __slots__ = (
+        "frames",
+        "heartbeat_ms",
+        "last_access_ms",
+        "opts",
+        "owner",
+        "ring",
+        "stream",
+        "topics",
+        "wid",
+    )
+
+    def __init__(
+        self,
+        wid: str,
+        owner: Principal | None,
+        opts: FeedOptions,
+        heartbeat_ms: int,
+        topics: dict[str, SessionTopic],
+        now_ms: int,
+    ) -> None:
+        self.wid = wid
+        self.owner = owner
+        self.opts = opts
+        self.heartbeat_ms = heartbeat_ms
+        self.topics = topics
+        self.last_access_ms = now_ms
+        self.stream: WatchStream | None = None
+        self.frames = 0  # frame numbers handed out (checkpoint ids)
+        # (frame_no, topic, cursor before, done before) of committed checkpoint frames.
+        self.ring: deque[tuple[int, str, int, bool]] = deque(maxlen=CHECKPOINT_RING)
+
+    def cursors(self) -> dict[str, int]:
+        return {st.name: st.cursor for st in self.topics.values()}
+
+    def rewind(self, target: Mapping[str, int] | int | None) -> None:
+        """Apply a Last-Event-ID: a cursor map (per-topic minimum: rewind, never advance)
+        or a checkpoint frame number (undo the frames committed after it)."""
+        if target is None:
+            return
+        if isinstance(target, int):
+            ring = self.ring
+            while ring and ring[-1][0] > target:
+                _, name, cursor, done = ring.pop()
+                st = self.topics.get(name)
+                if st is not None:
+                    st.cursor, st.done = cursor, done
+            return
+        for name, seq in target.items():
+            st = self.topics.get(name)
+            if st is not None and seq < st.cursor:
+                st.cursor = seq
+
+
+class WatchStream:
+    """One open stream on a session (engine side; the frontend owns the socket)."""
+
+    __slots__ = ("_hub", "active", "closed", "end", "feed", "on_stop", "session", "slot")
+
+    def __init__(self, hub: WatchHub, session: WatchSession, slot: StreamSlot) -> None:
+        self._hub = hub
+        self.session = session
+        self.slot = slot
+        self.feed = WatchFeed(hub)
+        self.active = True
+        self.closed = False
+        #: Why the server ends this stream (set by ``stop``): "superseded", or an error.
+        self.end: TopicsError | str | None = None
+        #: Called by ``stop`` so the frontend can interrupt its idle wait.
+        self.on_stop: Callable[[], None] | None = None
+
+    def watermarks(self) -> dict[str, TopicWatermarks]:
+        """Where each live topic of the stream starts, with its current watermarks."""
+        out = {}
+        for name, ft in self.feed.topics.items():
+            out[name] = TopicWatermarks(ft.cursor, ft.log.head, ft.log.earliest)
+        return out
+
+    def next_frame_no(self) -> int:
+        """A session-wide frame number (for checkpoint ids)."""
+        self.session.frames += 1
+        return self.session.frames
+
+    def commit(self, topic: str, cursor: int, frame_no: int | None, deleted: bool) -> None:
+        """The frame carrying ``topic``'s new ``cursor`` has been sent (rule 6)."""
+        if not self.active:
+            return
+        st = self.session.topics.get(topic)
+        if st is None:
+            return
+        if frame_no is not None:
+            self.session.ring.append((frame_no, topic, st.cursor, st.done))
+        st.cursor = cursor
+        if deleted:
+            st.done = True
+
+    def stop(self, reason: TopicsError | str) -> None:
+        """End this stream (rule 7): its commits stop counting; the frontend is told."""
+        if self.end is not None:
+            return
+        self.active = False
+        self.end = reason
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def close(self) -> None:
+        """The connection is gone: stop reading, free the slot, start the idle clock."""
+        if self.closed:
+            return
+        self.closed = True
+        self.feed.close()
+        self.slot.release()
+        self._hub._stream_closed(self)
+
+
+# -- per-topic fan-out ---------------------------------------------------------------------
+
+
+class _TopicWatch:
+    """Everything the hub keeps per watched topic instance: listeners, relay, cache."""
+
+    __slots__ = (
+        "cache",
+        "committed",
+        "listeners",
+        "log",
+        "noted_head",
+        "pending",
+        "scope",
+        "strong",
+        "version",
+    )
+
+    def __init__(self, log: TopicLog) -> None:
+        self.log = log
+        self.listeners: dict[FeedTopic, None] = {}
+        self.scope = trio.CancelScope()
+        self.cache: dict[tuple[int, int, FeedOptions], _Outcome] = {}
+        self.version: tuple[int, ...] = ()
+        self.strong = 0
+        self.noted_head = 0
+        self.committed = 0
+        self.pending: deque[tuple[int, int]] = deque()
+
+
+class WatchHub:
+    """Sessions, feeds, the per-topic relays and caches (see the module docstring).
+
+    The engine creates one and passes it what it needs: the clock, retention, the WAL
+    (None for a memory-only engine), a way to start tasks in its nursery and to wait for
+    WAL progress, and the §11 caps.
+    """
+
+    def __init__(
+        self,
+        *,
+        now_ms: Callable[[], int],
+        retention: Callable[[TopicLog], None],
+        wal: Callable[[], Wal | None],
+        spawn: Callable[[Callable[[], Awaitable[None]]], None],
+        wait_wal: Callable[[], Awaitable[None]],
+        max_sessions: int,
+        max_connections: int,
+        max_connections_per_key: int,
+        settings: WatchSettings | None = None,
+    ) -> None:
+        self._now_ms = now_ms
+        self.retention = retention
+        self._wal = wal
+        self._spawn = spawn
+        self._wait_wal = wait_wal
+        self.max_sessions = max_sessions
+        self.settings = settings if settings is not None else WatchSettings()
+        self.slots = _Slots(max_connections, max_connections_per_key)
+        self._sessions: dict[str, WatchSession] = {}
+        # Sessions without a stream, oldest use first (rule 6).
+        self._idle: OrderedDict[str, WatchSession] = OrderedDict()
+        self._topics: dict[TopicLog, _TopicWatch] = {}
+        self._strong_waiting: dict[FeedTopic, None] = {}
+        self._strong_listeners = 0
+        self._wal_scope: trio.CancelScope | None = None
+        self.reads = 0  # reads that missed the cache (tests, bench)
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def create_session(
+        self,
+        starts: Mapping[str, tuple[TopicLog, int]],
+        opts: FeedOptions,
+        heartbeat_ms: int,
+        owner: Principal | None,
+    ) -> WatchSession:
+        """Register a session over ``starts`` (topic -> (log, cursor)). 429 at the cap."""
+        now = self._now_ms()
+        self.gc(now)
+        if self.max_sessions and len(self._sessions) >= self.max_sessions:
+            raise ThrottledError.for_limit("max_watch_sessions", self.max_sessions)
+        wid = new_wid()
+        while wid in self._sessions:  # 128 random bits: never, but cheap to be sure
+            wid = new_wid()
+        topics = {name: SessionTopic(name, log, cursor) for name, (log, cursor) in starts.items()}
+        session = WatchSession(wid, owner, opts, heartbeat_ms, topics, now)
+        self._sessions[wid] = session
+        self._idle[wid] = session
+        return session
+
+    def open_stream(
+        self,
+        wid: str,
+        owner: Principal | None,
+        rewind: Mapping[str, int] | int | None = None,
+    ) -> WatchStream:
+        """Open a stream on session ``wid``: 400 malformed, 404 unknown or collected,
+        401 not the creating key, 429 at a connection cap (rules 6, 7)."""
+        if not isinstance(wid, str) or _WID_RE.fullmatch(wid) is None:
+            shown = wid if isinstance(wid, str) and len(wid) <= 64 else "(too long)"
+            raise InvalidRequestError(
+                f"malformed watch session id {shown!r}; it is wid_ + 22 base64url characters",
+                detail={"field": "wid"},
+            )
+        self.gc(self._now_ms())
+        session = self._sessions.get(wid)
+        if session is None:
+            raise NotFoundError(
+                "watch session not found (unknown, or collected after session_ttl_ms "
+                "without a stream); POST /v0/watch again",
+                detail={"wid": wid},
+            )
+        if session.owner is not None and session.owner != owner:
+            raise UnauthorizedError(
+                "this watch session is bound to the API key that created it; "
+                "present that key (Authorization: Bearer, or ?token= on the stream GET)"
+            )
+        slot = self.slots.acquire(session.owner.key_index if session.owner is not None else -1)
+        old = session.stream
+        if old is not None:
+            old.stop("superseded")
+        session.rewind(rewind)
+        stream = WatchStream(self, session, slot)
+        for st in session.topics.values():
+            if not st.done and st.log is not None:
+                stream.feed.add(st.name, st.log, st.cursor, session.opts)
+        session.stream = stream
+        self._idle.pop(wid, None)
+        return stream
+
+    def kill(self, wid: str) -> bool:
+        """Remove a session now; its open stream ends with ``error`` 410 (rule 7)."""
+        session = self._sessions.pop(wid, None)
+        if session is None:
+            return False
+        self._idle.pop(wid, None)
+        if session.stream is not None:
+            session.stream.stop(
+                SessionGoneError(
+                    "the watch session was removed; POST /v0/watch again", detail={"wid": wid}
+                )
+            )
+        return True
+
+    def gc(self, now_ms: int) -> int:
+        """Collect sessions idle (no stream) for more than ``session_ttl_ms``."""
+        ttl = self.settings.session_ttl_ms
+        removed = 0
+        idle = self._idle
+        while idle:
+            wid, session = next(iter(idle.items()))
+            if now_ms - session.last_access_ms <= ttl:
+                break
+            del idle[wid]
+            del self._sessions[wid]
+            removed += 1
+        return removed
+
+    def session(self, wid: str) -> WatchSession | None:
+        return self._sessions.get(wid)
+
+    def statistics(self) -> WatchStatistics:
+        return WatchStatistics(len(self._sessions), self.slots.total)
+
+    def _stream_closed(self, stream: WatchStream) -> None:
+        session = stream.session
+        if session.stream is not stream:
+            return  # superseded: the newer stream owns the session
+        session.stream = None
+        if self._sessions.get(session.wid) is session:
+            session.last_access_ms = self._now_ms()
+            self._idle[session.wid] = session
+            self._idle.move_to_end(session.wid)
+
+    # -- fan-out (rule 1) ---------------------------------------------------------------
+
+    def _listen(self, ft: FeedTopic) -> None:
+        tw = self._topics.get(ft.log)
+        if tw is None:
+            tw = self._topics[ft.log] = _TopicWatch(ft.log)
+            self._spawn(lambda: self._relay(tw))
+        tw.listeners[ft] = None
+        ft.tw = tw
+        if ft.opts.strong:
+            tw.strong += 1
+            self._strong_listeners += 1
+
+    def _unlisten(self, ft: FeedTopic) -> None:
+        tw = ft.tw
+        if tw is None or ft not in tw.listeners:
+            return
+        del tw.listeners[ft]
+        self._strong_waiting.pop(ft, None)
+        if ft.opts.strong:
+            tw.strong -= 1
+            self._strong_listeners -= 1
+            if not self._strong_listeners and self._wal_scope is not None:
+                self._wal_scope.cancel()
+                self._wal_scope = None
+        if not tw.listeners:
+            tw.scope.cancel()
+            del self._topics[tw.log]
+
+    async def _relay(self, tw: _TopicWatch) -> None:
+        with tw.scope:
+            lot = tw.log.waiters
+            while True:
+                # Mark, then park, with no checkpoint between: a publish either happened
+                # before the mark (the listeners will read it) or finds us parked.
+                self._wake(tw)
+                await lot.park()
+
+    def _wake(self, tw: _TopicWatch) -> None:
+        if tw.strong:
+            self._visible_head(tw)  # note (lsn, head) as early as possible (rule 5)
+        for ft in tw.listeners:
+            ft.feed._mark(ft)
+
+    # -- reads (rules 3, 5) -------------------------------------------------------------
+
+    def _read(self, ft: FeedTopic, upto: int) -> _Outcome:
+        tw = ft.tw
+        assert tw is not None
+        log = tw.log
+        version = (
+            log.head,
+            log.count,
+            log.earliest,
+            log.cap_floor,
+            log.ttl_floor,
+            id(log.config),
+        )
+        if version != tw.version:
+            tw.cache.clear()
+            tw.version = version
+        key = (ft.cursor, upto, ft.opts)
+        hit = tw.cache.get(key)
+        if hit is not None:
+            return hit
+        self.reads += 1
+        o = ft.opts
+        if upto >= log.head:
+            res = read_diff(log, ft.cursor, o.limit, o.skip, o.flags, o.budget)
+        else:
+            res = read_upto(log, ft.cursor, o.limit, o.skip, o.flags, o.budget, upto)
+        log.last_read_ts = self._now_ms()
+        from_seq = res.tombstone.gap_to if res.tombstone is not None else ft.cursor
+        batch = None
+        if res.record_count:
+            batch = RecordBatch(
+                log.name, from_seq, res.next_from_seq, upto, res.records_json, res.record_count
+            )
+        outcome = _Outcome(res.tombstone, batch, res.next_from_seq, res.next_from_seq >= upto, upto)
+        if len(tw.cache) >= CACHE_ENTRIES:
+            tw.cache.clear()
+        tw.cache[key] = outcome
+        return outcome
+
+    def _visible_head(self, tw: _TopicWatch) -> int:
+        """The highest seq of ``tw``'s topic whose WAL frame is committed (rule 5)."""
+        log = tw.log
+        wal = self._wal()
+        durability = log.config.durability
+        if wal is None or durability == "ephemeral":
+            return log.head
+        pending = tw.pending
+        if log.head > tw.noted_head:
+            pending.append((wal.next_lsn - 1, log.head))
+            tw.noted_head = log.head
+            if len(pending) > MAX_PENDING_HEADS:
+                pending.popleft()
+        durable = wal.synced_lsn if durability == "fsync" else wal.written_lsn
+        while pending and pending[0][0] <= durable:
+            tw.committed = pending.popleft()[1]
+        return min(tw.committed, log.head)
+
+    def _wait_committed(self, ft: FeedTopic) -> None:
+        """Mark ``ft`` dirty at the next WAL progress (rule 5)."""
+        self._strong_waiting[ft] = None
+        if self._wal_scope is None:
+            scope = self._wal_scope = trio.CancelScope()
+            self._spawn(lambda: self._wal_relay(scope))
+
+    async def _wal_relay(self, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                await self._wait_wal()
+                waiting, self._strong_waiting = self._strong_waiting, {}
+                for ft in waiting:
+                    if not ft.removed:
+                        ft.feed._mark(ft)
+
+
+def read_upto(
+    log: TopicLog,
+    from_seq: int,
+    limit: int,
+    skip_nodes: frozenset[bytes] | None,
+    flags: int,
+    budget: int,
+    upto: int,
+) -> DiffResult:
+    """``read_diff`` bounded to seqs ``<= upto`` (a strong read, rule 5).
+
+    The same tombstone, gap-marker and window rules as ``_reads.read_diff``; the window
+    ends at ``upto`` as it would at the head.
+    """
+    tombstone = tombstone_for(log, from_seq)
+    start = log.earliest if tombstone is not None else from_seq + 1
+    end = upto
+    if log.gaps:
+        gap = log.gap_from(start)
+        if (
+            gap is not None
+            and tombstone is None
+            and gap.seq <= upto
+            and gap.seq < max(start + 1, log.earliest)
+        ):
+            tombstone = gap_tombstone(log, gap)
+            start = gap.seq + 1
+            gap = log.gap_from(start)
+        if gap is not None:
+            end = min(end, gap.seq - 1)
+    if start > end:
+        records, count, scanned, nxt = b"[]", 0, 0, max(start - 1, 0)
+    else:
+        skip = skip_nodes if log.config.dedupe_node else None
+        window = log.read(start, limit, budget, skip, flags, end)
+        records, count, scanned = window.records_json, window.emitted, window.examined
+        nxt = window.next_from_seq
+    return DiffResult(
+        topic=log.name,
+        records_json=records,
+        record_count=count,
+        next_from_seq=nxt,
+        head_seq=upto,
+        earliest_seq=log.earliest,
+        caught_up=nxt >= upto,
+        tombstone=tombstone,
+        lag=max(0, upto - nxt),
+        records_scanned=scanned,
+    )

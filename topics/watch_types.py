@@ -1,0 +1,170 @@
+"""Types of live delivery (contract §7, §7.x): watch sessions, stream events, settings.
+
+The engine's watch hub (``topics._watch``) produces :data:`WatchEvent` values; frontends
+turn each into a frame with ``topics.wire.sse`` / ``topics.wire.ws``. A
+:class:`RecordBatch` is shared by every watcher that read the same batch, and it keeps the
+frames built from it (:meth:`RecordBatch.encoded`), so a frame is encoded once per batch
+and shape however many watchers receive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .errors import TopicsError
+from .types import Tombstone
+
+__all__ = [
+    "CaughtUpEvent",
+    "RecordBatch",
+    "SessionGoneError",
+    "SlowConsumerError",
+    "TombstoneEvent",
+    "TopicDeletedEvent",
+    "TopicWatermarks",
+    "WatchCreated",
+    "WatchEvent",
+    "WatchSettings",
+    "WatchStatistics",
+]
+
+T = TypeVar("T")
+
+
+class SessionGoneError(TopicsError):
+    """A watch session was removed while its stream was open (in-stream ``error`` 410):
+    POST /v0/watch again (CONTRACT-NOTES 4)."""
+
+    code = "session_gone"
+    status = 410
+
+
+class SlowConsumerError(TopicsError):
+    """A stream's outbound queue could not drain for ``slow_consumer_timeout_ms`` (in-stream
+    ``error`` 408, then the server closes). The session survives: resume with
+    Last-Event-ID."""
+
+    code = "slow_consumer"
+    status = 408
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """Tunables of live delivery (contract §7.6 slow consumers, §7.1 session GC).
+
+    Attributes:
+        session_ttl_ms: an idle session (no open stream) is reclaimed after this long.
+        buffer_grace_ms: an outbound queue full this long turns each lossy topic (cap or
+            TTL) into a ``tombstone(from_seq_too_old)`` and a jump to its head.
+        slow_consumer_timeout_ms: an outbound queue full this long ends the stream with a
+            final ``error`` frame (408); the session survives for resume.
+        final_frame_timeout_ms: how long a final frame may take to leave before the
+            connection is dropped without it (a client that reads nothing gets nothing).
+        queue_frames: capacity of a connection's outbound queue, in frames.
+    """
+
+    session_ttl_ms: int = 300_000
+    buffer_grace_ms: int = 5_000
+    slow_consumer_timeout_ms: int = 30_000
+    final_frame_timeout_ms: int = 2_000
+    queue_frames: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class TopicWatermarks:
+    """Where a watched topic starts and its current watermarks (lag, fall-off checks)."""
+
+    from_seq: int
+    head_seq: int
+    earliest_seq: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "from_seq": self.from_seq,
+            "head_seq": self.head_seq,
+            "earliest_seq": self.earliest_seq,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WatchCreated:
+    """The answer of ``Engine.create_watch`` (POST /v0/watch without ``stream_url``)."""
+
+    wid: str
+    session_ttl_ms: int
+    topics: dict[str, TopicWatermarks]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wid": self.wid,
+            "session_ttl_ms": self.session_ttl_ms,
+            "topics": {name: w.to_dict() for name, w in self.topics.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WatchStatistics:
+    """Gauges for /v0/metrics: sessions held and long-lived connections open."""
+
+    sessions: int
+    connections: int
+
+
+@dataclass(slots=True, eq=False)
+class RecordBatch:
+    """Records of one topic after ``from_seq`` up to ``to_seq`` (a ``record`` frame).
+
+    ``records_json`` is the JSON array of the stored fragments. Shared: never mutate it;
+    ``cursor`` is where a watcher stands after receiving it.
+    """
+
+    topic: str
+    from_seq: int
+    to_seq: int
+    head_seq: int
+    records_json: bytes
+    record_count: int
+    _frames: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def cursor(self) -> int:
+        return self.to_seq
+
+    def encoded(self, shape: str, build: Callable[[RecordBatch], T]) -> T:
+        """The frame of this batch in ``shape`` ("sse", "ws"), built on first use."""
+        frame = self._frames.get(shape)
+        if frame is None:
+            frame = self._frames[shape] = build(self)
+        return frame
+
+
+@dataclass(frozen=True, slots=True)
+class TombstoneEvent:
+    """Records ``[gap_from, gap_to]`` are lost to this watcher; ``cursor`` is ``gap_to``."""
+
+    topic: str
+    tombstone: Tombstone
+    cursor: int
+
+
+@dataclass(frozen=True, slots=True)
+class CaughtUpEvent:
+    """The topic is drained to ``head_seq`` (a backlog -> live transition)."""
+
+    topic: str
+    head_seq: int
+    cursor: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletedEvent:
+    """The topic was deleted while watched: terminal for that topic only."""
+
+    topic: str
+    head_seq: int
+    cursor: int
+
+
+WatchEvent = RecordBatch | TombstoneEvent | CaughtUpEvent | TopicDeletedEvent

@@ -1,0 +1,378 @@
+"""The JSON WebSocket data plane's messages (contract §7.x ``/v0/ws``): pure.
+
+Client commands are a tagged union (:data:`Op`: :class:`Subscribe`, :class:`Unsubscribe`,
+:class:`Publish`, :class:`Ping`) with one module-level decoder, :func:`decode_op`; server
+frames are built by the ``*_frame`` functions as JSON text.
+
+Rules:
+1. Every message is split by ``topics._core.scan.split_write_body`` on its UTF-8 bytes:
+   a ``publish`` has exactly the shape of an HTTP write body plus ``op``/``request_id``/
+   ``topic``, so its records' ``data`` and ``meta`` come back as the exact bytes the client
+   sent and are stored verbatim, like an HTTP write (``1.50`` stays ``1.50``). The other
+   ops use the same split (one decoder; a message is parsed once).
+2. The decoder checks shape and types only; ranges, clamps and names are the engine's (the
+   same checks as HTTP), so both frontends answer the same errors.
+3. A message that cannot be decoded raises :class:`OpError`, an ``invalid_request`` that
+   carries the message's ``request_id`` when it could be read, so the error frame echoes it.
+4. Unknown members are ``invalid_request`` (a typo must not silently change a command).
+5. Server frames echo ``request_id`` (when the command had one); record payloads are the
+   stored JSON fragments spliced in verbatim (a frame is built once and shared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from topics._core.scan import BodyError, split_write_body
+from topics.errors import InvalidRequestError, TopicsError
+from topics.types import Tombstone
+from topics.watch_types import (
+    CaughtUpEvent,
+    RecordBatch,
+    TombstoneEvent,
+    TopicDeletedEvent,
+    WatchEvent,
+)
+
+from .envelope import json_bytes
+
+__all__ = [
+    "Op",
+    "OpError",
+    "Ping",
+    "Publish",
+    "Subscribe",
+    "TopicStart",
+    "Unsubscribe",
+    "ack_frame",
+    "caught_up_frame",
+    "decode_op",
+    "error_frame",
+    "frame_for_event",
+    "pong_frame",
+    "record_frame",
+    "subscribed_frame",
+    "tombstone_frame",
+    "topic_deleted_frame",
+    "unsubscribed_frame",
+]
+
+MAX_REQUEST_ID_CHARS = 128
+
+_COMMON = frozenset({"op", "request_id"})
+_SUBSCRIBE = _COMMON | {
+    "topic",
+    "topics",
+    "from_seq",
+    "tail",
+    "node",
+    "limit",
+    "max_batch_bytes",
+    "include_data",
+    "include_tags",
+    "include_meta",
+    "consistency",
+}
+_UNSUBSCRIBE = _COMMON | {"topic", "topics"}
+_PUBLISH = _COMMON | {
+    "topic",
+    "records",
+    "node",
+    "idempotency_key",
+    "create",
+    "config",
+    "disable_backpressure",
+    "return_seqs",
+}
+_START_FIELDS = frozenset({"from_seq", "tail"})
+
+
+class OpError(InvalidRequestError):
+    """A command that cannot be decoded (``invalid_request``); ``request_id`` when known."""
+
+    def __init__(
+        self, message: str, *, request_id: str | None = None, detail: Mapping[str, Any] | None
+    ) -> None:
+        super().__init__(message, detail=detail)
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStart:
+    """Where a subscription starts: after ``from_seq``, or at the head with ``tail``."""
+
+    from_seq: object = 0
+    tail: object = False
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """``subscribe``: one topic (``topic`` + top-level start) or a ``topics`` map."""
+
+    request_id: str | None
+    topics: dict[str, TopicStart]
+    node: object = None
+    limit: object = 0
+    max_batch_bytes: object = 262_144
+    include_data: object = True
+    include_tags: object = False
+    include_meta: object = True
+    consistency: object = "eventual"
+    op: Literal["subscribe"] = "subscribe"
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    request_id: str | None
+    topics: tuple[str, ...]
+    op: Literal["unsubscribe"] = "unsubscribe"
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """``publish``: the fields of an HTTP write; ``records`` keep ``data``/``meta`` raw."""
+
+    request_id: str | None
+    topic: str
+    records: list[dict[str, object]]
+    node: object = None
+    idempotency_key: object = None
+    create: object = None
+    config: object = None
+    disable_backpressure: object = False
+    return_seqs: object = True
+    op: Literal["publish"] = "publish"
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    request_id: str | None
+    op: Literal["ping"] = "ping"
+
+
+Op = Subscribe | Unsubscribe | Publish | Ping
+
+
+@dataclass(slots=True)
+class _Reader:
+    """Field access over one split message, raising OpError with the request id."""
+
+    fields: dict[str, object]
+    request_id: str | None = None
+    allowed: frozenset[str] = field(default_factory=frozenset)
+
+    def fail(self, name: str, problem: str) -> OpError:
+        return OpError(f"{name}: {problem}", request_id=self.request_id, detail={"field": name})
+
+    def check_members(self, op: str) -> None:
+        for name in self.fields:
+            if name not in self.allowed:
+                raise self.fail(name, f"is not a field of {op}")
+
+    def topic_name(self, name: str, value: object) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(name, "must be a topic name (a non-empty string)")
+        return value
+
+
+def decode_op(message: bytes | str) -> Op:
+    """Decode one client message into its :data:`Op` (rules 1-4).
+
+    Raises:
+        OpError: not a JSON object, an unknown ``op``, a missing or mistyped member.
+
+    Example::
+
+        decode_op(b'{"op":"publish","topic":"t","records":[{"data":1.50}]}').records
+        # [{'data': b'1.50'}]
+    """
+    raw = message.encode("utf-8", "surrogatepass") if isinstance(message, str) else message
+    try:
+        records, fields = split_write_body(raw)
+    except BodyError as exc:
+        raise OpError(
+            f"malformed message: {exc}",
+            detail={"path": exc.path, "offset": exc.offset},
+        ) from None
+    rid = fields.get("request_id")
+    if rid is not None and (not isinstance(rid, str) or len(rid) > MAX_REQUEST_ID_CHARS):
+        raise OpError(
+            f"request_id: must be a string of at most {MAX_REQUEST_ID_CHARS} characters",
+            detail={"field": "request_id"},
+        )
+    reader = _Reader(fields, rid)
+    op = fields.get("op")
+    if op == "publish":
+        return _publish(reader, records)
+    if records is not None:
+        raise reader.fail("records", f"is not a field of {op!r}")
+    if op == "subscribe":
+        return _subscribe(reader)
+    if op == "unsubscribe":
+        return _unsubscribe(reader)
+    if op == "ping":
+        reader.allowed = _COMMON
+        reader.check_members("ping")
+        return Ping(rid)
+    raise reader.fail("op", f"must be subscribe, unsubscribe, publish or ping, got {op!r}")
+
+
+def _subscribe(reader: _Reader) -> Subscribe:
+    reader.allowed = _SUBSCRIBE
+    reader.check_members("subscribe")
+    f = reader.fields
+    topic, topics = f.get("topic"), f.get("topics")
+    starts: dict[str, TopicStart] = {}
+    if (topic is None) == (topics is None):
+        raise reader.fail("topic", "give exactly one of topic and topics")
+    if topic is not None:
+        name = reader.topic_name("topic", topic)
+        starts[name] = TopicStart(f.get("from_seq", 0), f.get("tail", False))
+    else:
+        if "from_seq" in f or "tail" in f:
+            raise reader.fail("from_seq", "with topics, give from_seq/tail per topic")
+        if not isinstance(topics, dict) or not topics:
+            raise reader.fail("topics", "must be a non-empty object of topic -> options")
+        for name, opts in topics.items():
+            if opts is None:
+                opts = {}
+            if not isinstance(opts, dict):
+                raise reader.fail(f"topics.{name}", "must be an object {from_seq, tail}")
+            for key in opts:
+                if key not in _START_FIELDS:
+                    raise reader.fail(f"topics.{name}.{key}", "is not a per-topic option")
+            starts[name] = TopicStart(opts.get("from_seq", 0), opts.get("tail", False))
+    return Subscribe(
+        reader.request_id,
+        starts,
+        node=f.get("node"),
+        limit=f.get("limit", 0),
+        max_batch_bytes=f.get("max_batch_bytes", 262_144),
+        include_data=f.get("include_data", True),
+        include_tags=f.get("include_tags", False),
+        include_meta=f.get("include_meta", True),
+        consistency=f.get("consistency", "eventual"),
+    )
+
+
+def _unsubscribe(reader: _Reader) -> Unsubscribe:
+    reader.allowed = _UNSUBSCRIBE
+    reader.check_members("unsubscribe")
+    topic, topics = reader.fields.get("topic"), reader.fields.get("topics")
+    if (topic is None) == (topics is None):
+        raise reader.fail("topic", "give exactly one of topic and topics")
+    if topic is not None:
+        return Unsubscribe(reader.request_id, (reader.topic_name("topic", topic),))
+    if isinstance(topics, dict):
+        topics = list(topics)
+    if not isinstance(topics, list) or not topics:
+        raise reader.fail("topics", "must be a non-empty array of topic names")
+    names = tuple(reader.topic_name(f"topics[{i}]", t) for i, t in enumerate(topics))
+    return Unsubscribe(reader.request_id, names)
+
+
+def _publish(reader: _Reader, records: list[dict[str, object]] | None) -> Publish:
+    reader.allowed = _PUBLISH
+    reader.check_members("publish")
+    f = reader.fields
+    topic = reader.topic_name("topic", f.get("topic"))
+    if records is None:
+        raise reader.fail("records", "is required (an array of records)")
+    return Publish(
+        reader.request_id,
+        topic,
+        records,
+        node=f.get("node"),
+        idempotency_key=f.get("idempotency_key"),
+        create=f.get("create"),
+        config=f.get("config"),
+        disable_backpressure=f.get("disable_backpressure", False),
+        return_seqs=f.get("return_seqs", True),
+    )
+
+
+# -- server frames (rule 5) ---------------------------------------------------------------
+
+
+def _frame(op: str, request_id: str | None, body: Mapping[str, Any]) -> str:
+    out: dict[str, Any] = {"op": op}
+    if request_id is not None:
+        out["request_id"] = request_id
+    out.update(body)
+    return json_bytes(out).decode()
+
+
+def subscribed_frame(request_id: str | None, topics: Mapping[str, Mapping[str, int]]) -> str:
+    """``subscribed``: each topic's resolved start and watermarks."""
+    return _frame("subscribed", request_id, {"topics": topics})
+
+
+def unsubscribed_frame(request_id: str | None, topics: Sequence[str]) -> str:
+    return _frame("unsubscribed", request_id, {"topics": list(topics)})
+
+
+def pong_frame(request_id: str | None) -> str:
+    return _frame("pong", request_id, {})
+
+
+def record_frame(topic: str, records_json: bytes, from_seq: int, to_seq: int, head_seq: int) -> str:
+    """``record``: a batch of one topic (shared by every subscriber of the same batch)."""
+    return b"".join(
+        (
+            b'{"op":"record","topic":',
+            json_bytes(topic),
+            b',"from_seq":%d,"to_seq":%d,"head_seq":%d,"records":' % (from_seq, to_seq, head_seq),
+            records_json,
+            b"}",
+        )
+    ).decode()
+
+
+def _shared_record_frame(batch: RecordBatch) -> str:
+    return record_frame(
+        batch.topic, batch.records_json, batch.from_seq, batch.to_seq, batch.head_seq
+    )
+
+
+def frame_for_event(event: WatchEvent) -> str:
+    """The frame of a watch event; a record frame is built once per batch and shared."""
+    if isinstance(event, RecordBatch):
+        return event.encoded("ws", _shared_record_frame)
+    if isinstance(event, CaughtUpEvent):
+        return caught_up_frame(event.topic, event.head_seq)
+    if isinstance(event, TombstoneEvent):
+        return tombstone_frame(event.topic, event.tombstone)
+    if isinstance(event, TopicDeletedEvent):
+        return topic_deleted_frame(event.topic, event.head_seq)
+    raise TypeError(f"not a watch event: {event!r}")
+
+
+def caught_up_frame(topic: str, head_seq: int) -> str:
+    return _frame("caught_up", None, {"topic": topic, "head_seq": head_seq})
+
+
+def tombstone_frame(topic: str, tombstone: Tombstone) -> str:
+    return _frame("tombstone", None, {"topic": topic, **tombstone.to_dict()})
+
+
+def topic_deleted_frame(topic: str, head_seq: int) -> str:
+    return _frame(
+        "topic_deleted", None, {"topic": topic, "head_seq": head_seq, "reason": "deleted"}
+    )
+
+
+def ack_frame(
+    request_id: str | None, result: Mapping[str, Any], performance: Mapping[str, Any]
+) -> str:
+    """``ack`` of a publish: the write result (``WriteResult.to_dict()``) + performance."""
+    return _frame("ack", request_id, {**result, "performance": performance})
+
+
+def error_frame(request_id: str | None, exc: TopicsError) -> str:
+    """``error``: the wire code, message and detail of ``exc`` (the §0.5 fields)."""
+    body: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.detail is not None:
+        body["detail"] = exc.detail
+    return _frame("error", request_id, body)
