@@ -607,7 +607,7 @@ class HeavyEngineMatchesModel(EngineMatchesModel):
 
 TestEngineMatchesModelHeavy = pytest.mark.slow(HeavyEngineMatchesModel.TestCase)
 TestEngineMatchesModelHeavy.settings = settings(
-    max_examples=2000, stateful_step_count=100, deadline=None, suppress_health_check=_HEALTH
+    max_examples=600, stateful_step_count=100, deadline=None, suppress_health_check=_HEALTH
 )
 
 
