@@ -40,6 +40,10 @@ Rules:
 7. A newer stream on a session supersedes the older one (its commits stop counting; the
    frontend ends it with a final frame); removing a session ends its stream with
    ``SessionGoneError`` (410).
+
+Why one module (~800 lines): sessions, feeds, relays, the cache and strong visibility share
+rules 1-6 and each other's private state (a feed registers with the hub's relay, a stream
+commits into its session); split, every piece would reach into the others.
 """
 
 from __future__ import annotations

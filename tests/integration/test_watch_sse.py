@@ -177,6 +177,15 @@ async def write(http: httpx.AsyncClient, topic: str, *values: Any, **extra: Any)
     assert r.status_code in (200, 201), r.text
 
 
+def durable_seqs(client: SseClient) -> list[int]:
+    return [
+        r["$seq"]
+        for e in client.events("record")
+        if '"durable"' in e.data
+        for r in ujson.loads(e.data)["records"]
+    ]
+
+
 def records_of(client: SseClient) -> list[int]:
     return [r["$seq"] for e in client.events("record") for r in ujson.loads(e.data)["records"]]
 
@@ -597,9 +606,7 @@ async def test_slow_consumer_coalesces_then_degrades_lossy_topics(
                 await trio.testing.wait_all_tasks_blocked()
             await trio.sleep(6)  # past buffer_grace_ms with the queue full
             await client.read_until(is_event("tombstone"))
-            await client.read_until(
-                lambda i: isinstance(i, Event) and '"$seq":20' in i.data and "durable" in i.data
-            )
+            await client.until(lambda: 20 in durable_seqs(client))
     tomb = ujson.loads(client.events("tombstone")[0].data)
     assert (tomb["topic"], tomb["reason"], tomb["gap_to"]) == ("lossy", "from_seq_too_old", 20)
     durable = [
