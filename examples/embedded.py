@@ -17,7 +17,7 @@ def main() -> None:
             )
 
         # A reader that fell behind the cap gets an explicit tombstone, then the records.
-        page = db.diff("orders", from_seq=0)
+        page = db.diff("orders", from_seq=0, include_tags=True)
         print("tombstone:", page.tombstone)
         for rec in page.records:
             print(f"  seq={rec.seq} tag={rec.tag} data={rec.data}")
