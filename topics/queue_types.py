@@ -14,6 +14,8 @@ from typing import Any
 
 import ujson
 
+from .types import record_dict
+
 __all__ = ["AckResult", "ClaimResult", "ExtendResult", "Job", "NackResult"]
 
 
@@ -50,14 +52,7 @@ class Job:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"$seq": self.seq, "$ts": self.ts}
-        if self.node is not None:
-            out["$node"] = self.node
-        if self.tag is not None:
-            out["$tag"] = self.tag
-        out["data"] = self.data
-        if self.meta is not None:
-            out["meta"] = self.meta
+        out = record_dict(self.seq, self.ts, self.node, self.tag, self.data, self.meta)
         out.update(lease_id=self.lease_id, deadline=self.deadline, deliveries=self.deliveries)
         return out
 

@@ -58,15 +58,22 @@ class Record:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"$seq": self.seq, "$ts": self.ts}
-        if self.node is not None:
-            out["$node"] = self.node
-        if self.tag is not None:
-            out["$tag"] = self.tag
-        out["data"] = self.data
-        if self.meta is not None:
-            out["meta"] = self.meta
-        return out
+        return record_dict(self.seq, self.ts, self.node, self.tag, self.data, self.meta)
+
+
+def record_dict(
+    seq: int, ts: int, node: str | None, tag: str | None, data: Any, meta: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A record object in the contract's shape (§0.4: $-keys, absent fields omitted)."""
+    out: dict[str, Any] = {"$seq": seq, "$ts": ts}
+    if node is not None:
+        out["$node"] = node
+    if tag is not None:
+        out["$tag"] = tag
+    out["data"] = data
+    if meta is not None:
+        out["meta"] = meta
+    return out
 
 
 @dataclass(frozen=True, slots=True)
