@@ -102,6 +102,9 @@ class TopicLog:
         self.last_read_ts: int | None = None
         self.trie = TagTrie()
         self.dedupe: OrderedDict[str, DedupeEntry] = OrderedDict()
+        # False once a key was remembered with an earlier written_at than the newest one (the
+        # wall clock stepped back): the prune can no longer stop at the first live key.
+        self._keys_in_time_order = True
         self.deleted = False
         # Seqs up to here may have been handed out; a synced WATERMARK/TOPIC_PUT entry says
         # so on disk (0 for a memory-only engine, which never reserves).
@@ -223,11 +226,27 @@ class TopicLog:
         self._settle_front()
         return target if last_live >= 0 else 0
 
+    def remember_key(self, key: str, entry: DedupeEntry) -> None:
+        dedupe = self.dedupe
+        if dedupe and self._keys_in_time_order:
+            newest = next(reversed(dedupe.values()))
+            self._keys_in_time_order = entry.written_at_ms >= newest.written_at_ms
+        dedupe[key] = entry
+
     def expire_keys(self, now_ms: int) -> None:
-        """Forget idempotency keys older than the window (kept in write order, so the
-        expired ones are a prefix; an entry found expired later is dropped on lookup)."""
+        """Forget idempotency keys older than the window. Kept in write order, which is
+        written_at order unless the clock stepped back; then one full pass re-sorts them."""
         window = self.config.idempotency_window_ms
         dedupe = self.dedupe
+        if not self._keys_in_time_order:
+            live = sorted(
+                (e.written_at_ms, k)
+                for k, e in dedupe.items()
+                if now_ms - e.written_at_ms <= window
+            )
+            self.dedupe = OrderedDict((k, dedupe[k]) for _, k in live)
+            self._keys_in_time_order = True
+            return
         while dedupe:
             oldest = next(iter(dedupe.values()))
             if now_ms - oldest.written_at_ms <= window:

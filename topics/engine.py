@@ -255,7 +255,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
                 return self._write_result(log, hit, return_seqs, created=False, deduped=True)
         entry, salt, frames = self._append_batch(log, records, node, created, now)
         if key is not None:
-            log.dedupe[key] = entry
+            log.remember_key(key, entry)
         n = entry.last_seq - entry.first_seq + 1
         timings = await self._log_append(log, salt, frames, created, n)
         return self._write_result(
