@@ -7,13 +7,13 @@ types, and every error class.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._clock import Clock as Clock
 from ._clock import ManualClock as ManualClock
 from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
 from ._storage.reader import Reader as Reader
-from .client import AsyncClient as AsyncClient
-from .client import Client as Client
 from .config import TopicConfig as TopicConfig
 from .engine import Engine as Engine
 from .engine import open_engine as open_engine
@@ -47,7 +47,21 @@ from .worker import Worker as Worker
 from .worker import WorkerStats as WorkerStats
 from .worker import run_worker as run_worker
 
+if TYPE_CHECKING:
+    from .client import AsyncClient as AsyncClient
+    from .client import Client as Client
+
 AsyncEngine = Engine
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP client pulls in httpx and wsproto (~100 ms); embedded users never pay for it.
+    if name in ("Client", "AsyncClient"):
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'topics' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
