@@ -6,11 +6,13 @@ Prints latency per durable delete (one record per request) and per batch of reco
 are recorded in docs/STORAGE_FORMATS.md ("Deletion flags").
 
     PYTHONPATH=. python bench/delete_flag.py [--dir DIR] [--frames 20000] [--deletes 300]
+        [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -62,13 +64,26 @@ def timed(fn: Callable[[], None]) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+RESULTS: dict[str, dict[str, float]] = {}
+
+
 def report(name: str, samples: list[float]) -> None:
     s = sorted(samples)
-    p = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+
+    def p(q: float) -> float:
+        return s[min(len(s) - 1, int(q * len(s)))]
+
     print(
         f"{name:<44} n={len(s):<5} median={statistics.median(s):7.3f} ms  "
         f"p90={p(0.9):7.3f}  p99={p(0.99):7.3f}  mean={statistics.fmean(s):7.3f}"
     )
+    RESULTS[name] = {
+        "n": len(s),
+        "median_ms": statistics.median(s),
+        "p90_ms": p(0.9),
+        "p99_ms": p(0.99),
+        "mean_ms": statistics.fmean(s),
+    }
 
 
 def main() -> None:
@@ -78,7 +93,11 @@ def main() -> None:
     ap.add_argument("--deletes", type=int, default=300)
     ap.add_argument("--batch", type=int, default=100, help="records per batched delete")
     ap.add_argument("--rounds", type=int, default=50, help="batched deletes to time")
+    ap.add_argument("--quick", action="store_true", help="5000 frames, 50 deletes, 10 rounds")
+    ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
+    if args.quick:
+        args.frames, args.deletes, args.rounds = 5_000, 50, 10
     root = tempfile.mkdtemp(prefix="topics-bench-", dir=args.dir)
     fs = RealFs()
     try:
@@ -108,6 +127,7 @@ def main() -> None:
         report("flag flip on an already open handle", open_flips)
         report("sidecar rewrite (tmp, fsync, rename, fsync dir)", sidecars)
         print(f"   sidecar / flag flip, per-pair median ratio: {statistics.median(ratios):.2f}x")
+        single_ratio = statistics.median(ratios)
 
         print(f"-- {args.batch} records per durable delete")
         batch_flips, batch_sidecars, batch_ratios = [], [], []
@@ -126,6 +146,14 @@ def main() -> None:
             f"sidecar rewrite, {len(big)} entries (half the segment)",
             [timed(lambda: write_sidecar(fs, path, big)) for _ in range(args.rounds)],
         )
+        if args.json:
+            with open(args.json, "w") as f:
+                out = {
+                    "rows": RESULTS,
+                    "sidecar_over_flip_single": single_ratio,
+                    "sidecar_over_flip_batch": statistics.median(batch_ratios),
+                }
+                json.dump(out, f, indent=2)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -12,7 +12,8 @@ samples; the machine may be shared and noisy), the per-record cost of:
 
 and the ratio (a)/(b): the share of the bare ujson.dumps rate that encode_batch reaches.
 ``--baseline PATH`` also times another build of the compiled core (e.g. a copy of an
-older ``_ext*.so``) in the same run. Usage: python bench/encode_dict.py [--runs R]
+older ``_ext*.so``) in the same run.
+Usage: python bench/encode_dict.py [--runs R] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import gc
 import importlib
 import importlib.util
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -89,7 +91,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--target-ms", type=float, default=20.0, help="time per sample")
     parser.add_argument("--baseline", help="path of another compiled _ext module to time too")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 5 ms samples")
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.target_ms = 3, 5.0
     n = args.records
 
     small = [{"k": "x" * 56} for _ in range(n)]
@@ -147,12 +153,24 @@ def main() -> None:
         medians[name], bests[name] = statistics.median(samples[name]), min(samples[name])
         print(f"  {name:34s} {medians[name]:8.1f}  ({bests[name]:8.1f})")
     a, a_best = medians["(a) ujson.dumps per record"], bests["(a) ujson.dumps per record"]
+    ratios = {}
     for label, _ in cores:
         b, b_best = medians[f"(b) {label} 64 B dict"], bests[f"(b) {label} 64 B dict"]
+        ratios[label] = {"median": a / b, "best": a_best / b_best}
         print(
             f"{label}: (a)/(b) = {a / b:.2f}  (encode_batch reaches {100 * a / b:.0f}% of the"
             f" ujson.dumps rate; (b) = {b / a:.2f}x (a)); from the best rounds {a_best / b_best:.2f}"
         )
+    if args.json:
+        with open(args.json, "w") as f:
+            out = {
+                "records_per_batch": n,
+                "runs": args.runs,
+                "ns_per_record_median": medians,
+                "ns_per_record_best": bests,
+                "dumps_over_encode_batch": ratios,
+            }
+            json.dump(out, f, indent=2)
 
 
 if __name__ == "__main__":

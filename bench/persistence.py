@@ -16,7 +16,7 @@ writer; time-to-ready <= 2 s per million records.
 
 Usage: python bench/persistence.py [--duration 3] [--repeats 3] [--writers 1,16,64]
            [--recovery-sizes 1000000,10000000] [--dir PATH] [--skip-throughput]
-           [--skip-recovery] [--json out.json]
+           [--skip-recovery] [--json out.json] [--quick]
 """
 
 from __future__ import annotations
@@ -182,7 +182,12 @@ def main() -> None:
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--no-crash-recovery", action="store_true")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--quick", action="store_true", help="0.5 s cells, 1 repeat, recovery of 200k (a smoke run)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.duration, args.repeats, args.recovery_sizes = 0.5, 1, "200000"
     root = tempfile.mkdtemp(prefix="topics-bench-", dir=args.dir)
     writers = [int(w) for w in args.writers.split(",") if w]
     classes = [c for c in args.classes.split(",") if c]

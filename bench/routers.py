@@ -14,6 +14,7 @@ Measures, on a real data directory (a temp dir under --dir, default /tmp):
     are included).
 
 Usage: python bench/routers.py [--samples 2000] [--appends 2000] [--dir PATH] [--json out]
+           [--quick]
 """
 
 from __future__ import annotations
@@ -191,7 +192,10 @@ if __name__ == "__main__":
     parser.add_argument("--backlog", type=int, default=200_000)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--quick", action="store_true", help="300 samples, 20k backlog")
     ns = parser.parse_args()
+    if ns.quick:
+        ns.samples, ns.appends, ns.backlog = 300, 300, 20_000
     out = trio.run(main, ns)
     if ns.json:
         with open(ns.json, "w") as f:

@@ -2,13 +2,15 @@
 
 Prints the median (and best) per-call time of the compiled splitter, the pure-Python fallback and,
 as a yardstick, ``ujson.loads`` of the same body (which decodes everything and so cannot
-keep the payload bytes). Usage: python bench/scan_body.py [--records N] [--runs R]
+keep the payload bytes).
+Usage: python bench/scan_body.py [--records N] [--runs R] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -53,7 +55,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100)
     parser.add_argument("--runs", type=int, default=201)
+    parser.add_argument("--quick", action="store_true", help="21 runs (a smoke run)")
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 21
     body = make_body(args.records)
     compiled, pure = _load("_scan"), _load("_scan_pure")
     assert pure is not None
@@ -67,6 +73,7 @@ def main() -> None:
         print("split_write_body (cython): not built")
     rows.append(("split_write_body (pure)", pure.split_write_body, 5))
     rows.append(("ujson.loads (reference)", ujson.loads, 200))
+    results: dict[str, dict[str, float]] = {}
     for name, fn, inner in rows:
         fn(body)  # warm up
         median, best = time_us(fn, body, args.runs, inner)
@@ -75,6 +82,10 @@ def main() -> None:
             f"{name:26s} median {median:8.2f} us/body ({rate:5.2f} M records/s)"
             f"  best {best:8.2f} us"
         )
+        results[name] = {"median_us": median, "best_us": best, "records_per_s": rate * 1e6}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"body_bytes": len(body), "records": args.records, "rows": results}, f)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Spark read throughput of the ``topics`` data source against a plain Reader loop.
 
     .venv/bin/python bench/spark_read.py [--records 1000000] [--dir DIR] [--repeat 2]
+        [--quick] [--json out.json]
 
 Builds (or reuses) a data directory with one topic of ``--records`` order-like records
 (~75-byte JSON payload and a tag), starts ``topics-server`` on it, and prints records/s for:
@@ -20,6 +21,7 @@ re-reads the data directory, or asks the server for the head).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -66,10 +69,11 @@ def build(path: str, n: int) -> None:
     print(f"wrote {n} records into {path} in {time.perf_counter() - t0:.1f} s")
 
 
-def reader_loops(path: str, n: int) -> None:
+def reader_loops(path: str, n: int) -> dict[str, float]:
     t0 = time.perf_counter()
     reader = topics.Reader(path)
-    print(f"topics.Reader open (recovery of the directory): {time.perf_counter() - t0:.2f} s")
+    open_s = time.perf_counter() - t0
+    print(f"topics.Reader open (recovery of the directory): {open_s:.2f} s")
 
     def loop(work: Callable[[topics.DiffResult], int]) -> float:
         t = time.perf_counter()
@@ -87,9 +91,16 @@ def reader_loops(path: str, n: int) -> None:
         records, _ = split_write_body(b'{"records":' + page.records_json + b"}")
         return len(records or [])
 
-    print(f"Reader loop, raw pages:           {loop(lambda p: p.record_count):>12,.0f} records/s")
-    print(f"Reader loop, split into columns:  {loop(split):>12,.0f} records/s")
-    print(f"Reader loop, decoded Records:     {loop(lambda p: len(p.records)):>12,.0f} records/s")
+    out = {
+        "open_s": open_s,
+        "raw_pages_records_s": loop(lambda p: p.record_count),
+        "split_columns_records_s": loop(split),
+        "decoded_records_s": loop(lambda p: len(p.records)),
+    }
+    print(f"Reader loop, raw pages:           {out['raw_pages_records_s']:>12,.0f} records/s")
+    print(f"Reader loop, split into columns:  {out['split_columns_records_s']:>12,.0f} records/s")
+    print(f"Reader loop, decoded Records:     {out['decoded_records_s']:>12,.0f} records/s")
+    return out
 
 
 def start_server(path: str) -> tuple[subprocess.Popen[str], str]:
@@ -103,7 +114,8 @@ def start_server(path: str) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("topics-server did not start")
 
 
-def spark_runs(master: str, locations: dict[str, str], n: int, repeat: int) -> None:
+def spark_runs(master: str, locations: dict[str, str], n: int, repeat: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     spark = (
         SparkSession.builder.master(master)
         .config("spark.ui.enabled", "false")
@@ -136,12 +148,23 @@ def spark_runs(master: str, locations: dict[str, str], n: int, repeat: int) -> N
                     assert action() == n
                     best = min(best, time.perf_counter() - t)
                 parts = df.rdd.getNumPartitions()
+                rows.append(
+                    {
+                        "master": master,
+                        "mode": mode,
+                        "action": name,
+                        "records_s": n / best,
+                        "seconds": best,
+                        "partitions": parts,
+                    }
+                )
                 print(
                     f"{master:9s} {mode:4s} {name:26s} {n / best:>12,.0f} records/s "
                     f"({best:.2f} s, {parts} partitions)"
                 )
     finally:
         spark.stop()
+    return rows
 
 
 def main() -> None:
@@ -149,16 +172,34 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--dir", default="/tmp/topics-bench-spark")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--quick", action="store_true", help="100k records, 1 repeat, local[1] only"
+    )
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    masters = ["local[1]", "local[2]"]
+    if args.quick:
+        args.records, args.repeat, masters = 100_000, 1, ["local[1]"]
+        if args.dir == parser.get_default("dir"):
+            args.dir += "-quick"  # keep the full run's 1M-record directory reusable
     build(args.dir, args.records)
-    reader_loops(args.dir, args.records)
+    results: dict[str, Any] = {
+        "records": args.records,
+        "reader": reader_loops(args.dir, args.records),
+    }
     server, url = start_server(args.dir)
     try:
-        for master in ("local[1]", "local[2]"):
-            spark_runs(master, {"path": args.dir, "url": url}, args.records, args.repeat)
+        results["spark"] = [
+            row
+            for master in masters
+            for row in spark_runs(master, {"path": args.dir, "url": url}, args.records, args.repeat)
+        ]
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(60)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,195 @@
+"""The issues' performance targets, judged from one run's numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import _numbers as nb
+from _numbers import Results
+
+
+@dataclass(frozen=True)
+class Verdict:
+    issue: str
+    target: str
+    measured: str  # what the judgement rests on, human-readable
+    met: bool | None  # None: not measured in this run
+
+
+def _rate(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M/s"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f} k/s"
+    return f"{value:.0f}/s"
+
+
+def _spread(values: list[float], fmt: Callable[[float], str]) -> str:
+    if len(values) < 2:
+        return ""
+    return f" (rounds {fmt(min(values))}-{fmt(max(values))})"
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def _times(x: float) -> str:
+    return f"{x:.2f}x"
+
+
+def _at_least(issue: str, target: str, value: float | None, bound: float,
+              fmt: Callable[[float], str], detail: str = "") -> Verdict:  # fmt: skip
+    if value is None:
+        return Verdict(issue, target, "not measured", None)
+    return Verdict(issue, target, fmt(value) + detail, value >= bound)
+
+
+def _at_most(issue: str, target: str, value: float | None, bound: float,
+             fmt: Callable[[float], str], detail: str = "") -> Verdict:  # fmt: skip
+    if value is None:
+        return Verdict(issue, target, "not measured", None)
+    return Verdict(issue, target, fmt(value) + detail, value <= bound)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _ms(x: float) -> str:
+    return f"{x:.2f} ms"
+
+
+def engine_targets(results: Results) -> list[Verdict]:
+    engine = nb.data(results, "engine")
+    append = nb.dig(engine, "append_records_per_s")
+    dict_rate = nb.num(nb.dig(append, "dict_64B_batch100"))
+    dumps_rate = nb.num(nb.dig(append, "ujson_dumps_64B"))
+    ratio = dict_rate / dumps_rate if dict_rate and dumps_rate else None
+    encoder = nb.num(
+        nb.dig(nb.data(results, "encode_dict"), "dumps_over_encode_batch", "cython", "median")
+    )
+    detail = f"; encoder alone (encode_dict.py): {encoder:.0%}" if encoder else ""
+    issue = "embedded engine"
+    return [
+        _at_least(issue, "append, batch 100, 64 B bytes >= 1 M records/s",
+                  nb.num(nb.dig(append, "bytes_64B_batch100")), 1e6, _rate),
+        _at_least(issue, "append of dict payloads (64 B, batch 100) >= 70 % of ujson.dumps' rate",
+                  ratio, 0.70, _pct, detail),
+        _at_least(issue, "diff, limit 1000 >= 2 M records/s",
+                  nb.num(nb.dig(engine, "diff_records_per_s", "limit1000")), 2e6, _rate),
+        _at_most(issue, "resident memory <= 150 B per 64 B record",
+                 nb.num(nb.dig(engine, "rss_bytes_per_64B_record")), 150, lambda x: f"{x:.0f} B"),
+    ]  # fmt: skip
+
+
+def persistence_targets(results: Results) -> list[Verdict]:
+    issue = "persistence"
+    out = []
+    recovery = [r for r in nb.recovery_rows(results) if nb.num(r.get("s_per_million")) is not None]
+    worst = max(recovery, key=lambda r: float(r["s_per_million"]), default=None)
+    out.append(
+        _at_most(issue, "recovery time-to-ready <= 2 s per million records (worst case run)",
+                 nb.num(worst["s_per_million"]) if worst else None, 2.0,
+                 lambda x: f"{x:.2f} s per million",
+                 f" ({worst['records']:,} records, {worst['after']})" if worst else "")
+    )  # fmt: skip
+    for writers in sorted({int(r["writers"]) for r in nb.persistence_rows(results)}):
+        memory = nb.persistence_rate(results, "memory", writers)
+        disk = nb.persistence_rate(results, "disk", writers)
+        out.append(
+            _at_least(issue, f"disk class >= 70 % of memory class, {_count(writers, 'writer')}",
+                      disk / memory if disk and memory else None, 0.70, _pct)
+        )  # fmt: skip
+    one, many = nb.persistence_rate(results, "fsync", 1), nb.persistence_rate(results, "fsync", 64)
+    out.append(
+        _at_least(issue, "fsync class: 64 writers >= 15x one writer",
+                  many / one if one and many else None, 15.0, lambda x: f"{x:.1f}x")
+    )  # fmt: skip
+    return out
+
+
+def http_targets(results: Results) -> list[Verdict]:
+    issue = "topics-server"
+    write_bare = nb.http_ratio(results, "write_16x100", "bare_write_shape", "req_s")
+    vs_redis = nb.write_vs_redis(results)
+    diff_redis = nb.http_ratio(results, "py_diff_1000", "redis_xrange_1000", "records_s")
+    med = nb.median_or_none
+    return [
+        _at_least(issue, "batched HTTP writes (16 x 100 records) >= 100 000 records/s",
+                  nb.http_median(results, "write_16x100", "records_s"), 1e5, _rate),
+        _at_least(issue, "batched writes >= 85 % of the bare-ASGI request rate (same bytes)",
+                  med(write_bare), 0.85, _pct, _spread(write_bare, _pct)),
+        _at_least(issue, "batched writes >= 1.5x redis-py pipelined XADD (its better set-up)",
+                  med(vs_redis), 1.5, _times, _spread(vs_redis, _times)),
+        _at_least(issue, "HTTP diff limit 1000 >= 2x redis-py XRANGE COUNT 1000 (one decoded client each)",
+                  med(diff_redis), 2.0, _times, _spread(diff_redis, _times)),
+    ]  # fmt: skip
+
+
+def watch_targets(results: Results) -> list[Verdict]:
+    issue = "watch"
+    series = nb.watch_series(results)
+    topics_name, redis_name = nb.WATCH_SYSTEMS[0], nb.WATCH_SYSTEMS[1]
+
+    def topics_at(n: int) -> nb.Latency | None:
+        return series.get(n, {}).get(topics_name)
+
+    at100, at1000 = topics_at(100), topics_at(1000)
+    out = [
+        _at_most(issue, "p50 write->deliver <= 2 ms at 100 watchers",
+                 at100.p50_ms if at100 else None, 2.0, _ms),
+        _at_most(issue, "p99 write->deliver <= 8 ms at 100 watchers",
+                 at100.p99_ms if at100 else None, 8.0, _ms),
+        _at_most(issue, "p99 write->deliver <= 60 ms at 1000 watchers",
+                 at1000.p99_ms if at1000 else None, 60.0, _ms),
+        _at_most(issue, "server memory <= 20 KiB per idle watcher",
+                 nb.num(nb.dig(nb.data(results, "watch"), "idle_kib_per_connection")), 20.0,
+                 lambda x: f"{x:.1f} KiB"),
+    ]  # fmt: skip
+    for n, systems in series.items():
+        mine, theirs = systems.get(topics_name), systems.get(redis_name)
+        if mine is None or theirs is None or mine.p99_ms is None or theirs.p99_ms is None:
+            continue
+        out.append(
+            Verdict(issue, f"p99 <= Redis XREAD BLOCK's p99, {_count(n, 'watcher')}",
+                    f"{mine.p99_ms:.2f} ms vs {theirs.p99_ms:.2f} ms",
+                    mine.p99_ms <= theirs.p99_ms)
+        )  # fmt: skip
+    return out
+
+
+def queue_targets(results: Results) -> list[Verdict]:
+    issue = "queues"
+    rows = nb.queue_rows(results)
+    https = [r for r in rows if r.system == "topics" and "http" in r.setup.lower()]
+    redis = next((r for r in rows if r.system == "Redis"), None)
+    workers = nb.dig(nb.data(results, "queues"), "workers")
+    label = f"{workers} workers" if workers else "the run's workers"
+    if not https or redis is None:
+        target = f"queue over HTTP >= Redis consumer groups, jobs/s, {label}"
+        return [Verdict(issue, target, "not measured", None)]
+    out = []
+    for http in https:
+        for phase in ("pipeline", "drain"):
+            mine, theirs = getattr(http, f"{phase}_jobs_s"), getattr(redis, f"{phase}_jobs_s")
+            target = f"{http.setup} >= Redis consumer groups, jobs/s, {label}, {phase}"
+            if mine is None or theirs is None:
+                out.append(Verdict(issue, target, "not measured", None))
+                continue
+            out.append(
+                Verdict(issue, target, f"{mine:,.0f} vs {theirs:,.0f} ({mine / theirs:.2f}x)",
+                        mine >= theirs)
+            )  # fmt: skip
+    return out
+
+
+def all_targets(results: Results) -> list[Verdict]:
+    return (
+        engine_targets(results)
+        + persistence_targets(results)
+        + http_targets(results)
+        + watch_targets(results)
+        + queue_targets(results)
+    )

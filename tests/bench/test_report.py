@@ -1,0 +1,192 @@
+"""bench/run_all.py's report, targets and plots, rendered from a fixture results file
+(tests/bench/results_fixture.json: every benchmark's JSON shape with round numbers, one
+skipped and one failed benchmark), so the page can be trusted without a long run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import _numbers as nb
+import _report
+import _suite
+import _targets
+import pytest
+import run_all
+
+from tests.bench import BENCH
+
+FIXTURE = Path(__file__).with_name("results_fixture.json")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def results() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(FIXTURE.read_text())
+    return data
+
+
+def _verdicts(results: dict[str, Any]) -> dict[str, _targets.Verdict]:
+    return {v.target: v for v in _targets.all_targets(results)}
+
+
+def test_targets_are_judged_from_the_numbers(results: dict[str, Any]) -> None:
+    v = _verdicts(results)
+    assert v["append, batch 100, 64 B bytes >= 1 M records/s"].met is True
+    dict_ratio = v["append of dict payloads (64 B, batch 100) >= 70 % of ujson.dumps' rate"]
+    assert dict_ratio.met is True
+    assert dict_ratio.measured.startswith("80%")  # 2.0 M / 2.5 M
+    assert v["resident memory <= 150 B per 64 B record"].met is True
+    # per-round ratios, then their median: 0.6 and 0.5 -> 55 %
+    bare = v["batched writes >= 85 % of the bare-ASGI request rate (same bytes)"]
+    assert (bare.met, bare.measured.split()[0]) == (False, "55%")
+    # the better redis-py set-up per round: 120k/80k = 1.5, 100k/50k = 2.0 -> 1.75
+    redis = v["batched writes >= 1.5x redis-py pipelined XADD (its better set-up)"]
+    assert (redis.met, redis.measured.split()[0]) == (True, "1.75x")
+    diff = v["HTTP diff limit 1000 >= 2x redis-py XRANGE COUNT 1000 (one decoded client each)"]
+    assert (diff.met, diff.measured.split()[0]) == (True, "2.25x")
+    assert v["p99 write->deliver <= 60 ms at 1000 watchers"].met is False
+    assert v["p99 <= Redis XREAD BLOCK's p99, 1 watcher"].met is False
+    assert v["p99 <= Redis XREAD BLOCK's p99, 100 watchers"].met is True
+    assert v["server memory <= 20 KiB per idle watcher"].met is True
+    assert v["fsync class: 64 writers >= 15x one writer"].met is False
+    assert v["disk class >= 70 % of memory class, 16 writers"].met is False
+    assert v[
+        "recovery time-to-ready <= 2 s per million records (worst case run)"
+    ].measured.startswith("0.30 s")
+    push = "topics over HTTP, push (GET .../work stream + ack) >= Redis consumer groups, jobs/s"
+    assert v[f"{push}, 16 workers, pipeline"].met is True
+    assert v[f"{push}, 16 workers, drain"].met is False
+    assert sum(x.met is True for x in v.values()) == 16
+    assert sum(x.met is False for x in v.values()) == 6
+    assert all(x.met is not None for x in v.values())
+
+
+def test_an_empty_run_renders_with_every_target_not_measured(tmp_path: Path) -> None:
+    empty: dict[str, Any] = {"meta": {"command": "python bench/run_all.py --only x"}}
+    verdicts = _targets.all_targets(empty)
+    assert verdicts
+    assert all(v.met is None for v in verdicts)
+    page = _report.render(empty, {})
+    assert "## Targets" in page
+    assert "0 met, 0 not met" in page
+    pytest.importorskip("matplotlib")
+    import _plots
+
+    assert _plots.draw_all(empty, tmp_path) == {}
+    assert not list(tmp_path.iterdir())
+
+
+def test_peers_sit_side_by_side_with_ratios_from_the_same_run(results: dict[str, Any]) -> None:
+    writes = {r.label: r.value for r in nb.write_rates(results)}
+    assert writes["HTTP, wrk 16 connections x 100 records (disk)"] == 110_000
+    assert any(label.startswith("JetStream publish") and v == 25_000 for label, v in writes.items())
+    series = nb.watch_series(results)
+    assert sorted(series) == [1, 10, 100, 1000]
+    nats_at_10 = series[10][nb.WATCH_SYSTEMS[2]]
+    assert nats_at_10 is not None
+    assert nats_at_10.p99_ms == 5.0
+    assert series[10][nb.WATCH_SYSTEMS[0]] is None  # watch.py did not measure 10 here
+    systems = [row.system for row in nb.queue_rows(results)]
+    assert systems == ["topics", "topics", "Redis", "NATS"]
+    page = _report.render(results, {})
+    # topics HTTP batched (110k) / NATS publish (25k), in the writes table
+    assert "| NATS | JetStream publish_async" in page
+    assert "| 25,000 | 4.40x |" in page
+    assert "| topics | HTTP, one Python client (httpx), 100 per request | 40,000 | — |" in page
+    # watch: topics p99 / Redis p99 at 100 watchers = 7 / 9
+    assert "| 100 | 1.50 / 7.00 | 2.00 / 9.00 | 7.00 / 20.00 | 0.78x | 0.35x |" in page
+    assert "60,000 (incomplete)" in page
+
+
+def test_report_has_every_section_status_and_machine_facts(results: dict[str, Any]) -> None:
+    page = _report.render(results, {"writes": "bench/writes.png"})
+    for heading in (
+        "## Run",
+        "## Targets",
+        "## topics vs Redis Streams vs NATS JetStream",
+        "## Embedded engine",
+        "## Persistence",
+        "## HTTP server",
+        "## Live delivery",
+        "## Job queues",
+        "## Routers",
+        "## Spark",
+        "## Micro-benchmarks",
+        "## Failed runs",
+    ):
+        assert heading in page, heading
+    assert "BENCHMARKS_NOTES.md" in page.split("## Run")[0]
+    assert "![write throughput, topics vs peers](bench/writes.png)" in page
+    assert "bench/reads.png" not in page  # only the figures that were drawn
+    assert "2 cores (`nproc`), AMD EPYC" in page
+    assert "redis-server 7.0.15, nats-server 2.9.10" in page
+    assert "_skipped: missing: java_" in page
+    assert "Traceback: boom" in page
+    assert "1.00 1.00 1.00 → 1.50 1.10 1.00" in page
+    # every table row has as many cells as its header
+    lines = page.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|---"):
+            width = lines[i - 1].count(" | ")
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("| "):
+                assert lines[j].replace("\\|", "").count(" | ") == width, lines[j]
+                j += 1
+
+
+def test_render_only_writes_the_page_and_non_empty_pngs(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "docs" / "BENCHMARKS.md"
+    out.parent.mkdir()
+    assert run_all.main(["--render-only", str(FIXTURE), "--out", str(out)]) == 0
+    page = out.read_text()
+    pngs = sorted(p.name for p in (tmp_path / "docs" / "bench").glob("*.png"))
+    assert pngs == ["persistence.png", "queues.png", "reads.png", "watch_latency.png", "writes.png"]
+    for name in pngs:
+        data = (tmp_path / "docs" / "bench" / name).read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert len(data) > 5_000
+        assert f"](bench/{name})" in page
+
+
+def test_queue_table_of_a_script_without_json_is_parsed() -> None:
+    out = """queues: 5,000 jobs, 16 workers, batch 16, core=cython, nproc=2
+set-up                             pipeline/s    drain/s    p50 µs    p99 µs     CV CV pipe
+topics in-process, jitter 0 ms         52,084    111,745       376    12,900  0.004  0.010
+topics over HTTP                        1,488      4,685    14,700   135,000  0.013  0.020    70.0    18.3
+Redis Streams XREADGROUP/XACK           9,161     23,537     3,000    32,000  0.032  0.040
+"""
+    parsed = _suite.parse_queues_stdout(out)
+    assert parsed is not None
+    assert (parsed["jobs"], parsed["workers"], parsed["batch"]) == (5000, 16, 16)
+    assert [r["setup"] for r in parsed["rows"]] == [
+        "topics in-process, jitter 0 ms",
+        "topics over HTTP",
+        "Redis Streams XREADGROUP/XACK",
+    ]
+    assert parsed["rows"][1]["drain_jobs_s"] == 4685
+    fake = {"benchmarks": {"queues": {"status": "ok", "data": parsed}}}
+    verdicts = _targets.queue_targets(fake)
+    assert [v.met for v in verdicts] == [False, False]
+    assert _suite.parse_queues_stdout("nothing here") is None
+
+
+def test_the_bench_extra_is_what_setup_installs() -> None:
+    import _setup
+
+    reqs = _setup.bench_requirements()
+    names = {_setup._dist_name(r) for r in reqs}
+    assert {"matplotlib", "nats-py", "redis"} <= names
+    assert set(_setup.PY_MODULES.values()) <= names
+    assert _setup._dist_name("nats-py>=2.6") == "nats-py"
+
+
+def test_every_benchmark_script_exists_and_takes_json_and_quick() -> None:
+    for bench in _suite.BENCHES:
+        text = (BENCH.parent / bench.script).read_text()
+        assert _suite._supports_json(BENCH.parent / bench.script) or bench.stdout_parser, bench.name
+        for arg in bench.quick:
+            if arg.startswith("--"):
+                assert f'"{arg}"' in text, (bench.name, arg)
