@@ -13,6 +13,7 @@ failure then surfaces as the contract's ``internal`` error, never as a storage e
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["WATERMARK_RESERVE", "DurabilityOps", "open_data_dir"]
 
 #: Seqs reserved ahead per WATERMARK entry: a crash can leave at most this many (plus the
-#: batch) seqs skipped, and a reserving write pays one synced WAL entry per this many.
+#: batch) seqs skipped. A topic logs one synced WATERMARK entry per half this many seqs
+#: (the next is started when half of the current one is used).
 WATERMARK_RESERVE = 4096
 
 
@@ -85,6 +87,13 @@ class DurabilityOps:
                 detail={"storage": "wal_failed"},
             ) from exc
 
+    def _init_durability(self) -> None:
+        # One watermark reservation in flight per topic, shared by every writer that needs
+        # it; weak keys, so a deleted topic's reservation goes with it.
+        self._reservations: weakref.WeakKeyDictionary[TopicLog, tuple[int, WalTicket]] = (
+            weakref.WeakKeyDictionary()
+        )
+
     async def _reserve(
         self,
         name: str,
@@ -93,16 +102,47 @@ class DurabilityOps:
         create: object,
         config: Mapping[str, Any] | None,
     ) -> tuple[TopicLog, bool]:
-        """Make the durable watermark cover this batch's seqs before any is handed out."""
+        """Make the durable watermark cover this batch's seqs before any is handed out.
+
+        Writers share one reservation in flight per topic: with many concurrent writers a
+        reservation per writer would cost each of them a synced WAL round trip. The next
+        reservation starts (unawaited) once half of the current one is used, so under a
+        steady load no writer waits for it: by the time it is needed it is synced.
+        """
         n = len(records) if isinstance(records, list | tuple) else 0
+        store = self._store
+        assert store is not None
+        pending = self._reservations.get(log)
+        if pending is not None and pending[1].done and not pending[1].failed:
+            # (A failed one is left alone: the WAL is read-only, so _check_serving refuses
+            # every write before this point.)
+            self._settle(log, pending)
         created = False
         while not created and log.head + n > log.watermark:
-            assert self._store is not None
-            target = log.head + n + max(WATERMARK_RESERVE, n)
-            await self._wait(self._store.log_watermark(log, target))
-            log.watermark = max(log.watermark, target)
+            # Looked up again on every turn: while this writer waited, others may have
+            # used up what it waited for and started the next reservation already.
+            pending = self._reservations.get(log)
+            if pending is None or pending[0] < log.head + n:
+                target = log.head + n + max(WATERMARK_RESERVE, n)
+                pending = (target, store.log_watermark(log, target))
+                self._reservations[log] = pending
+            await self._wait(pending[1])
+            self._settle(log, pending)
             log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
+        if (
+            not created
+            and log.watermark - (log.head + n) < WATERMARK_RESERVE // 2
+            and log not in self._reservations
+        ):
+            target = log.head + n + WATERMARK_RESERVE
+            self._reservations[log] = (target, store.log_watermark(log, target))
         return log, created
+
+    def _settle(self, log: TopicLog, reservation: tuple[int, WalTicket]) -> None:
+        """Apply a reservation whose ticket was committed (synced)."""
+        log.watermark = max(log.watermark, reservation[0])
+        if self._reservations.get(log) is reservation:
+            del self._reservations[log]
 
     async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
         """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""

@@ -96,6 +96,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         # The engine's own nursery (set by open_engine): background services start here.
         self._nursery: trio.Nursery | None = None
         self._last_yield = time.perf_counter()
+        self._init_durability()
         self._init_routers()
         self._init_queues()
 

@@ -234,9 +234,33 @@ class TopicsHttpApp:
         ctx.principal = principal
 
 
+class _RandomPool:
+    """OS randomness drawn 4 KiB at a time: one ``getrandom`` per 256 request ids instead
+    of one per request (the bytes are the same quality; only the syscalls are fewer)."""
+
+    __slots__ = ("buf", "pos")
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.pos = 0
+
+    def take16(self) -> bytes:
+        pos = self.pos
+        if pos + 16 > len(self.buf):
+            self.buf = os.urandom(4096)
+            pos = 0
+        self.pos = pos + 16
+        return self.buf[pos : pos + 16]
+
+
+_random = _RandomPool()
+# A forked child must not hand out its parent's remaining ids.
+os.register_at_fork(after_in_child=lambda: setattr(_random, "buf", b""))
+
+
 def _new_request_id() -> str:
     """A random (version 4) UUID string; ``str(uuid.uuid4())`` at a fraction of the cost."""
-    raw = bytearray(os.urandom(16))
+    raw = bytearray(_random.take16())
     raw[6] = (raw[6] & 0x0F) | 0x40
     raw[8] = (raw[8] & 0x3F) | 0x80
     h = raw.hex()

@@ -3,7 +3,8 @@
 Role: callers ``submit()`` frames (a plain call that never blocks) and wait on the
 returned ticket; the single writer task ``run()`` takes everything queued, writes it
 with one ``pwrite`` and, when any taken frame asked for it (or the periodic tick is due),
-one ``fdatasync``, both in one worker-thread call; then it resolves the tickets.
+one ``fdatasync``, both in one worker-thread call (a write alone: Rule 8); then it
+resolves the tickets.
 The format and the reader live in ``wal_reader`` (re-exported here).
 (ARCHITECTURE.md, "Storage", WAL; STYLE.md §5: request tasks never own a durability step.)
 
@@ -26,6 +27,10 @@ Rule 6: state is changed only on the trio thread, between awaits; the worker thr
   what it needs as arguments and returns what changed (no shared mutation, no locks).
 Rule 7: a cancelled writer never abandons a disk call midway (``abandon_on_cancel=False``);
   a batch it took but could not finish fails with WalError, so no ticket ever hangs.
+Rule 8: only batches that fsync, rotate or are large go to a worker thread. A batch that just
+  writes (``sync=False`` frames between ticks: the disk class under load) is written by the
+  writer task on the trio thread, one ``pwrite`` into the page cache; its encoding held
+  the GIL in the worker anyway, so the thread bought no parallelism, only hand-off cost.
 """
 
 from __future__ import annotations
@@ -77,6 +82,12 @@ FSYNC_BUCKETS_US: tuple[float, ...] = (
     50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
     500_000, 1_000_000,
 )  # fmt: skip
+
+
+# Rule 8's bound: a small copy into the page cache is cheaper than a thread hand-off, but a
+# large one (or one the kernel throttles) would hold the event loop; those keep the thread,
+# where pwrite runs without the GIL.
+_INLINE_WRITE_MAX_BYTES = 256 * 1024
 
 
 class WalError(Exception):
@@ -140,6 +151,11 @@ class WalTicket:
     @property
     def done(self) -> bool:
         return self._batch.done.is_set()
+
+    @property
+    def failed(self) -> bool:
+        """Done without being committed (``wait()`` would raise WalError)."""
+        return self._batch.done.is_set() and self._batch.error is not None
 
     async def wait(self) -> tuple[float, float]:
         """Wait until the frame is written (and synced, for a synced batch).
@@ -427,6 +443,12 @@ class Wal:
         """True when queued plus in-flight frame bytes exceed ``max_queue_bytes``."""
         return self._queued_bytes > self._max_queue_bytes
 
+    async def wait_progress(self) -> None:
+        """Return after the next applied batch (``written_lsn``/``synced_lsn`` may have
+        moved) or a failure. Does not ask for a sync; a watcher re-checks the LSNs itself.
+        """
+        await self._progress.wait()
+
     async def flush(self) -> None:
         """Wait until every frame submitted so far is written and synced.
 
@@ -506,19 +528,22 @@ class Wal:
         rotate = rotate and self._file.size > HEADER_SIZE
         self._inflight = batch
         assert self._limiter is not None
+        args = (self._fs, self._dir, self._file, batch.frames, sync, rotate)
+        old_unsynced = self._written_lsn > self._synced_lsn
         try:
-            result = await trio.to_thread.run_sync(
-                _do_io,
-                self._fs,
-                self._dir,
-                self._file,
-                batch.frames,
-                sync,
-                rotate,
-                self._written_lsn > self._synced_lsn,
-                limiter=self._limiter,
-                abandon_on_cancel=False,  # a write or fsync under way is always waited for
-            )
+            if sync or rotate or batch.nbytes > _INLINE_WRITE_MAX_BYTES:
+                result = await trio.to_thread.run_sync(
+                    _do_io,
+                    *args,
+                    old_unsynced,
+                    limiter=self._limiter,
+                    abandon_on_cancel=False,  # a write or fsync under way is always waited for
+                )
+            else:
+                # Rule 8: a batch with nothing to sync only copies into the page cache,
+                # which costs less than the thread round trip (a wake-up each way, GIL
+                # hand-offs, context switches) that it would take to run it elsewhere.
+                result = _do_io(*args, old_unsynced)
         except OSError as exc:
             self._fail(exc)
             return
