@@ -12,20 +12,36 @@ here on free loopback ports and stopped at the end):
   * the same fan-out on Redis Streams: N readers in XREAD BLOCK on one stream, XADD per
     message, in the same run.
 
-The client side (writers and all readers) runs in this one process for both systems, so
-both pay the same client cost. Never asserts; targets are printed beside the numbers.
+Client fairness (why the client looks the way it does): on a 2-core machine a thousand
+watcher clients are CPU too, and a heavy client (one asyncio/trio task per reader, redis-py's
+reply parser) measures itself, not the server. So every reader of *both* systems lives in
+one separate child process (``--_readers``, a plain ``epoll`` loop over raw non-blocking
+sockets): an SSE reader only finds ``"stamp":N`` in the bytes it receives; a Redis reader
+walks the RESP reply just far enough to find the stamps, the last entry id and the reply's
+end, then sends its next ``XREAD BLOCK``. The writers are blocking raw sockets in this
+process (one keep-alive HTTP/1.1 POST of one record, one RESP ``XADD``). Same client code
+path, same process layout, same stamping point for both systems. A watcher's latency
+includes the client time spent on the watchers served before it in the same epoll batch,
+for both systems alike.
+
+``--baseline DIR`` also runs a second topics-server whose ``topics`` package is imported
+from ``DIR`` (a copy of an earlier tree), interleaved with the current one in the same run
+(A/B on a shared, noisy machine); ``--rounds R`` repeats everything and reports medians.
+
+Never asserts; targets are printed beside the numbers.
 
 Usage: python bench/watch.py [--quick] [--watchers 1,10,100,1000] [--json out.json]
+                             [--baseline DIR] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
 import resource
+import select
 import shutil
 import socket
 import statistics
@@ -33,11 +49,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import httpx
-import trio
 
 LISTENING = "topics-server listening on "
 STAMP = re.compile(rb'"stamp":(\d+)')
@@ -66,7 +80,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _summary(lat_ms: list[float]) -> dict[str, float]:
+def _summary(lat_ms: list[float]) -> dict[str, Any]:
     return {
         "p50_ms": round(statistics.median(lat_ms), 3),
         "p99_ms": round(_pct(lat_ms, 0.99), 3),
@@ -75,18 +89,33 @@ def _summary(lat_ms: list[float]) -> dict[str, float]:
     }
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 # -- servers ---------------------------------------------------------------------------------
 
 
-def start_topics() -> tuple[subprocess.Popen[str], str]:
+def start_topics(src: str | None = None) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ, TOPICS_LOG_LEVEL="WARNING", TOPICS_THROTTLE_LAG_MS="0")
     env.pop("TOPICS_API_KEYS", None)
     env["TOPICS_MAX_SSE_CONNECTIONS_PER_KEY"] = "0"
+    if src is not None:
+        # The editable install's finder comes after PYTHONPATH: ``src``'s package wins.
+        env["PYTHONPATH"] = os.path.abspath(src)
     proc = subprocess.Popen(
         [sys.executable, "-m", "topics.frontends.server", "--memory", "--port", "0"],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=tempfile.gettempdir(),
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -130,66 +159,224 @@ def start_redis() -> tuple[subprocess.Popen[bytes], int, str]:
     raise RuntimeError("redis-server did not start")
 
 
-# -- SSE side (trio) ------------------------------------------------------------------------
+# -- the reader process (both systems) -----------------------------------------------------------
 
 
-class SseReader:
-    """One raw-socket SSE client: records a latency per stamped record it receives."""
+def _resp_skip(buf: bytes, i: int, found: list[bytes]) -> int:
+    """Index just past the RESP value at ``i`` (-1: incomplete); bulk strings land in
+    ``found``. Enough RESP for XREAD replies (arrays, bulk strings, null, simple, int)."""
+    end = buf.find(b"\r\n", i)
+    if end < 0:
+        return -1
+    kind = buf[i]
+    if kind == 0x2A:  # '*'
+        n = int(buf[i + 1 : end])
+        j = end + 2
+        for _ in range(max(n, 0)):
+            j = _resp_skip(buf, j, found)
+            if j < 0:
+                return -1
+        return j
+    if kind == 0x24:  # '$'
+        n = int(buf[i + 1 : end])
+        if n < 0:
+            return end + 2
+        if len(buf) < end + 2 + n + 2:
+            return -1
+        found.append(buf[end + 2 : end + 2 + n])
+        return end + 2 + n + 2
+    return end + 2  # '+', '-', ':', '_'
 
-    def __init__(self, lat_ms: list[float]) -> None:
-        self.lat_ms = lat_ms
-        self.count = 0
-        self.ready = trio.Event()
-        self.stream: trio.SocketStream | None = None
 
-    async def run(self, host: str, port: int, wid: str) -> None:
-        stream = self.stream = await trio.open_tcp_stream(host, port)
-        await stream.send_all(
-            f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n\r\n".encode()
-        )
-        buf = b""
-        while not self.ready.is_set():
-            buf += await stream.receive_some(65536)
-            if b"caught-up" in buf:
-                self.ready.set()
-        lat, now_ns = self.lat_ms, time.monotonic_ns
-        carry = b""
-        while True:
-            chunk = await stream.receive_some(65536)
-            if not chunk:
-                return
+def _xread(key: bytes, last: bytes) -> bytes:
+    parts = [b"XREAD", b"COUNT", b"10000", b"BLOCK", b"0", b"STREAMS", key, last]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+def reader_main() -> None:
+    """The child: ``{"kind", "host", "port", "ids"}`` on stdin, then commands, one a line:
+    ``count`` -> number of stamps seen; ``take`` -> JSON list of latencies (ms) since the
+    last take; ``stop``. Prints ``ready`` once every reader waits for live data."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    spec = json.loads(sys.stdin.readline())
+    kind, host, port, ids = spec["kind"], spec["host"], spec["port"], spec["ids"]
+    socks: dict[int, socket.socket] = {}
+    bufs: dict[int, bytes] = {}
+    last: dict[int, bytes] = {}
+    key = str(spec.get("key", "")).encode()
+    for ident in ids:
+        s = socket.create_connection((host, port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if kind == "sse":
+            s.sendall(
+                f"GET /v0/watch/{ident} HTTP/1.1\r\nHost: b\r\n"
+                "Accept: text/event-stream\r\n\r\n".encode()
+            )
+        else:
+            last[s.fileno()] = b"$"
+            s.sendall(_xread(key, b"$"))
+        socks[s.fileno()] = s
+        bufs[s.fileno()] = b""
+    if kind == "sse":  # live once the stream said caught-up
+        for s in socks.values():
+            buf = b""
+            while b"caught-up" not in buf:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("stream closed before caught-up")
+                buf += chunk
+    for s in socks.values():
+        s.setblocking(False)
+    ep = select.epoll()
+    for fd in socks:
+        ep.register(fd, select.EPOLLIN)
+    stdin = sys.stdin.fileno()
+    ep.register(stdin, select.EPOLLIN)
+    out = sys.stdout
+    out.write("ready\n")
+    out.flush()
+    # The hot loop only takes the time and keeps the bytes; stamps are parsed at ``take``,
+    # so a reader costs one recv, one clock read and a count per wake-up.
+    got: list[tuple[int, bytes]] = []
+    count = 0
+    now_ns = time.monotonic_ns
+    ctl = b""
+    sse = kind == "sse"
+    stamp_field = b'"stamp":' if sse else b"$5\r\nstamp\r\n"
+    prefix = b"*1\r\n*2\r\n$%d\r\n%s\r\n*" % (len(key), key)
+    while True:
+        for fd, _ in ep.poll():
+            if fd == stdin:
+                ctl += os.read(stdin, 4096)
+                while b"\n" in ctl:
+                    cmd, _, ctl = ctl.partition(b"\n")
+                    if cmd == b"count":
+                        out.write(f"{count}\n")
+                    elif cmd == b"take":
+                        out.write(json.dumps(_latencies(got, sse)) + "\n")
+                        got = []
+                    elif cmd == b"stop" or not cmd:
+                        return
+                    out.flush()
+                continue
+            try:
+                chunk = socks[fd].recv(262144)
+            except BlockingIOError:
+                continue
             t = now_ns()
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1  # a frame split across reads counts when complete
-            for m in STAMP.finditer(data, 0, cut):
-                lat.append((t - int(m.group(1))) / 1e6)
-                self.count += 1
-            carry = data[cut:]
+            if not chunk:
+                ep.unregister(fd)
+                continue
+            data = bufs[fd] + chunk if bufs[fd] else chunk
+            if sse:
+                cut = data.rfind(b"\n") + 1  # a frame split across reads counts when whole
+                if cut:
+                    got.append((t, data[:cut]))
+                    count += data.count(stamp_field, 0, cut)
+                bufs[fd] = data[cut:]
+                continue
+            # One XREAD reply: *1 *2 key *M, then M entries (id, *2 "stamp" value).
+            if not data.endswith(b"\r\n") or not data.startswith(prefix):
+                bufs[fd] = data
+                continue
+            m_end = data.index(b"\r\n", len(prefix))
+            entries = int(data[len(prefix) : m_end])
+            tail = data.rfind(b"\r\n", 0, len(data) - 2) + 2
+            if data.count(stamp_field) != entries or data[tail : tail + 1] == b"$":
+                bufs[fd] = data
+                continue
+            got.append((t, data))
+            count += entries
+            idx = data.rfind(b"\r\n*2\r\n$5\r\nstamp\r\n")
+            last[fd] = data[data.rfind(b"\r\n", 0, idx) + 2 : idx]
+            bufs[fd] = b""
+            socks[fd].send(_xread(key, last[fd]))
 
 
-class RawWriter:
-    """A keep-alive HTTP/1.1 writer on a raw socket: the cheapest client-side write, so the
-    measured latency is the server's, not httpx's (redis-py gets the same treatment).
-    Reconnects when the server ends the connection (hypercorn recycles a keep-alive
-    connection after ``keep_alive_max_requests``)."""
+REDIS_STAMP = re.compile(rb"\$5\r\nstamp\r\n\$\d+\r\n(\d+)\r\n")
+
+
+def _latencies(got: list[tuple[int, bytes]], sse: bool) -> list[float]:
+    pattern = STAMP if sse else REDIS_STAMP
+    return [(t - int(m.group(1))) / 1e6 for t, data in got for m in pattern.finditer(data)]
+
+
+class Readers:
+    """The reader child process seen from here."""
+
+    def __init__(self, kind: str, host: str, port: int, ids: list[str], key: str = "") -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--_readers"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        spec = {"kind": kind, "host": host, "port": port, "ids": ids, "key": key}
+        self.stdin.write(json.dumps(spec) + "\n")
+        self.stdin.flush()
+        if self.stdout.readline().strip() != "ready":
+            raise RuntimeError("the reader process did not get ready")
+
+    def _ask(self, cmd: str) -> str:
+        self.stdin.write(cmd + "\n")
+        self.stdin.flush()
+        return self.stdout.readline()
+
+    def count(self) -> int:
+        return int(self._ask("count"))
+
+    def take(self) -> list[float]:
+        return list(json.loads(self._ask("take")))
+
+    def wait_count(self, target: int, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        got = self.count()
+        while got < target and time.monotonic() < deadline:
+            time.sleep(0.005)
+            got = self.count()
+        return got
+
+    def close(self) -> None:
+        try:
+            self.stdin.write("stop\n")
+            self.stdin.flush()
+        except BrokenPipeError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- writers (blocking raw sockets) ----------------------------------------------------------
+
+
+class HttpWriter:
+    """A keep-alive HTTP/1.1 POST of one stamped record; reconnects when hypercorn recycles
+    the connection (``keep_alive_max_requests``)."""
 
     def __init__(self, host: str, port: int, topic: str) -> None:
-        self.host, self.port = host, port
-        self.stream: trio.SocketStream | None = None
+        self.addr = (host, port)
+        self.sock: socket.socket | None = None
         self.head = (
             f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: b\r\n"
             "Content-Type: application/json\r\nContent-Length: "
         ).encode()
 
-    async def write_stamp(self) -> None:
-        if self.stream is None:
-            self.stream = await trio.open_tcp_stream(self.host, self.port)
-        stream = self.stream
+    def write(self) -> None:
+        if self.sock is None:
+            self.sock = socket.create_connection(self.addr)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = self.sock
         body = b'{"records":[{"data":{"stamp":%d}}]}' % time.monotonic_ns()
-        await stream.send_all(self.head + b"%d\r\n\r\n" % len(body) + body)
+        sock.sendall(self.head + b"%d\r\n\r\n" % len(body) + body)
         buf = b""
         while True:
-            chunk = await stream.receive_some(65536)
+            chunk = sock.recv(65536)
             if not chunk:
                 raise RuntimeError("the server closed the connection mid-response")
             buf += chunk
@@ -199,217 +386,241 @@ class RawWriter:
             match = re.search(rb"(?i)content-length: (\d+)", head)
             if match is not None and len(rest) >= int(match.group(1)):
                 if re.search(rb"(?i)connection: close", head):
-                    await self.aclose()
+                    self.close()
                 return
 
-    async def aclose(self) -> None:
-        if self.stream is not None:
-            await self.stream.aclose()
-            self.stream = None
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
-async def sse_fanout(base: str, n: int, messages: int, burst: int) -> dict[str, Any]:
-    host, port = base.removeprefix("http://").split(":")
-    topic = f"bench-{n}"
-    lat: list[float] = []
-    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-        (await http.put(f"/v0/topics/{topic}", json={})).raise_for_status()
-        wids = []
-        for _ in range(n):
-            r = await http.post("/v0/watch", json={"topics": {topic: {"tail": True}}})
-            r.raise_for_status()
-            wids.append(r.json()["wid"])
-        readers = [SseReader(lat) for _ in range(n)]
-        async with trio.open_nursery() as nursery:
-            for reader, wid in zip(readers, wids, strict=True):
-                nursery.start_soon(reader.run, host, int(port), wid)
-            for reader in readers:
-                await reader.ready.wait()
-            await trio.sleep(0.2)
-            writer = RawWriter(host, int(port), topic)
-            # Latency: spaced writes, one record each.
-            for _ in range(messages):
-                await writer.write_stamp()
-                await trio.sleep(0.01 if n < 1000 else 0.05)
-            with trio.move_on_after(30):
-                while sum(r.count for r in readers) < n * messages:  # noqa: ASYNC110 - polls its own counters
-                    await trio.sleep(0.01)
-            latency = list(lat)
-            # Throughput: a burst of writes, until everyone has everything.
-            before = sum(r.count for r in readers)
-            t0 = time.perf_counter()
-            for _ in range(burst):
-                await writer.write_stamp()
-            with trio.move_on_after(120):
-                while sum(r.count for r in readers) < before + n * burst:  # noqa: ASYNC110 - polls its own counters
-                    await trio.sleep(0.005)
-            elapsed = time.perf_counter() - t0
-            delivered = sum(r.count for r in readers) - before
-            nursery.cancel_scope.cancel()
-        await writer.aclose()
-        for reader in readers:
-            if reader.stream is not None:
-                await reader.stream.aclose()
-    out = _summary(latency) if latency else {}
-    out["deliveries_per_s"] = round(delivered / elapsed)
-    out["complete"] = delivered == n * burst
-    return out
+class RedisWriter:
+    """``XADD key * stamp <ns>`` on a raw socket, waiting for the reply."""
 
+    def __init__(self, port: int, key: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.key = key.encode()
 
-async def idle_memory(base: str, pid: int, n: int) -> float:
-    """KiB of server RSS per idle SSE connection (with its session)."""
-    host, port = base.removeprefix("http://").split(":")
-    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-        (await http.put("/v0/topics/idle", json={})).raise_for_status()
-        # Warm up: one stream, so code paths and pools are allocated before the baseline.
-        wids = []
-        for _ in range(n + 1):
-            r = await http.post("/v0/watch", json={"topics": {"idle": {"tail": True}}})
-            wids.append(r.json()["wid"])
-        readers = [SseReader([]) for _ in range(n + 1)]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(readers[0].run, host, int(port), wids[0])
-            await readers[0].ready.wait()
-            await trio.sleep(0.5)
-            base_kib = _rss_kib(pid)
-            for reader, wid in zip(readers[1:], wids[1:], strict=True):
-                nursery.start_soon(reader.run, host, int(port), wid)
-            for reader in readers:
-                await reader.ready.wait()
-            await trio.sleep(1.0)
-            grown = _rss_kib(pid) - base_kib
-            nursery.cancel_scope.cancel()
-        for reader in readers:
-            if reader.stream is not None:
-                await reader.stream.aclose()
-    return round(grown / n, 2)
-
-
-# -- Redis side (asyncio, redis-py) --------------------------------------------------------------
-
-
-async def redis_fanout(port: int, n: int, messages: int, burst: int) -> dict[str, Any]:
-    import redis.asyncio as aioredis
-
-    key = f"bench-{n}"
-    lat: list[float] = []
-    counts = [0] * n
-    writer = aioredis.Redis(host="127.0.0.1", port=port)
-    await writer.delete(key)
-    await writer.xadd(key, {"stamp": "0"})
-    clients = [aioredis.Redis(host="127.0.0.1", port=port) for _ in range(n)]
-    ready = [asyncio.Event() for _ in range(n)]
-
-    async def reader(i: int) -> None:
-        r = clients[i]
-        last = "$"
-        ready[i].set()
+    def command(self, *parts: bytes) -> bytes:
+        msg = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+        self.sock.sendall(msg)
+        buf = b""
         while True:
-            got = await r.xread({key: last}, block=0, count=10_000)
-            t = time.monotonic_ns()
-            for _, entries in cast(Any, got):
-                for entry_id, fields in entries:
-                    last = entry_id
-                    lat.append((t - int(fields[b"stamp"])) / 1e6)
-                    counts[i] += 1
+            buf += self.sock.recv(65536)
+            if _resp_skip(buf, 0, []) >= 0:
+                return buf
 
-    tasks = [asyncio.create_task(reader(i)) for i in range(n)]
-    for e in ready:
-        await e.wait()
-    await asyncio.sleep(0.5)  # every reader is blocked in XREAD
+    def write(self) -> None:
+        self.command(b"XADD", self.key, b"*", b"stamp", b"%d" % time.monotonic_ns())
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# -- one fan-out measurement ----------------------------------------------------------------------
+
+
+def _fanout(
+    readers: Readers, write: Any, n: int, messages: int, burst: int, pid: int
+) -> dict[str, Any]:
+    time.sleep(0.3)
+    # Server CPU per delivery: much steadier than latency on a shared machine (another
+    # process's load delays us, it does not make our work bigger).
+    cpu0 = _cpu_s(pid)
+    gap_s = 0.01 if n < 1000 else 0.05
     for _ in range(messages):
-        await writer.xadd(key, {"stamp": str(time.monotonic_ns())})
-        await asyncio.sleep(0.01 if n < 1000 else 0.05)
-    deadline = time.monotonic() + 30
-    while sum(counts) < n * messages and time.monotonic() < deadline:  # noqa: ASYNC110 - polls its own counters
-        await asyncio.sleep(0.01)
-    latency = list(lat)
-    before = sum(counts)
+        write()
+        time.sleep(gap_s)
+    readers.wait_count(n * messages, 30)
+    latency = readers.take()
+    # Throughput: a burst of writes, until everyone has everything.
+    before = readers.count()
     t0 = time.perf_counter()
     for _ in range(burst):
-        await writer.xadd(key, {"stamp": str(time.monotonic_ns())})
-    deadline = time.monotonic() + 120
-    while sum(counts) < before + n * burst and time.monotonic() < deadline:  # noqa: ASYNC110 - polls its own counters
-        await asyncio.sleep(0.005)
+        write()
+    got = readers.wait_count(before + n * burst, 120)
     elapsed = time.perf_counter() - t0
-    delivered = sum(counts) - before
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    for c in clients:
-        await c.aclose()
-    await writer.aclose()
-    out = _summary(latency) if latency else {}
+    cpu = _cpu_s(pid) - cpu0
+    delivered = got - before
+    out: dict[str, Any] = _summary(latency) if latency else {}
+    out["server_cpu_us_per_delivery"] = round(cpu * 1e6 / max(1, got), 2)
     out["deliveries_per_s"] = round(delivered / elapsed)
     out["complete"] = delivered == n * burst
     return out
+
+
+def sse_fanout(base: str, n: int, messages: int, burst: int, pid: int) -> dict[str, Any]:
+    host, port = base.removeprefix("http://").split(":")
+    topic = f"bench-{n}"
+    with httpx.Client(base_url=base, timeout=60) as http:
+        http.delete(f"/v0/topics/{topic}")
+        http.put(f"/v0/topics/{topic}", json={}).raise_for_status()
+        wids = []
+        for _ in range(n):
+            r = http.post("/v0/watch", json={"topics": {topic: {"tail": True}}})
+            r.raise_for_status()
+            wids.append(r.json()["wid"])
+    readers = Readers("sse", host, int(port), wids)
+    writer = HttpWriter(host, int(port), topic)
+    try:
+        return _fanout(readers, writer.write, n, messages, burst, pid)
+    finally:
+        writer.close()
+        readers.close()
+
+
+def redis_fanout(port: int, n: int, messages: int, burst: int, pid: int) -> dict[str, Any]:
+    key = f"bench-{n}"
+    writer = RedisWriter(port, key)
+    writer.command(b"DEL", key.encode())
+    writer.command(b"XADD", key.encode(), b"*", b"stamp", b"0")
+    readers = Readers("redis", "127.0.0.1", port, [""] * n, key)
+    try:
+        return _fanout(readers, writer.write, n, messages, burst, pid)
+    finally:
+        writer.close()
+        readers.close()
+
+
+def idle_memory(src: str | None, n: int) -> float:
+    """KiB of server RSS per idle SSE connection (with its session), on a fresh server
+    (freed memory of earlier runs would hide growth)."""
+    proc, base = start_topics(src)
+    host, port = base.removeprefix("http://").split(":")
+    try:
+        with httpx.Client(base_url=base, timeout=60) as http:
+            http.put("/v0/topics/idle", json={}).raise_for_status()
+            wids = []
+            for _ in range(n + 1):
+                r = http.post("/v0/watch", json={"topics": {"idle": {"tail": True}}})
+                wids.append(r.json()["wid"])
+        # Warm up: one stream, so code paths and pools exist before the baseline.
+        warm = Readers("sse", host, int(port), wids[:1])
+        time.sleep(0.5)
+        base_kib = _rss_kib(proc.pid)
+        rest = Readers("sse", host, int(port), wids[1:])
+        time.sleep(1.0)
+        grown = _rss_kib(proc.pid) - base_kib
+        rest.close()
+        warm.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return round(grown / n, 2)
 
 
 # -- main ------------------------------------------------------------------------------------
 
 
+def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(rows) == 1:
+        return rows[0]
+    out: dict[str, Any] = {}
+    for k in (
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        "samples",
+        "deliveries_per_s",
+        "server_cpu_us_per_delivery",
+    ):
+        vals = [r[k] for r in rows if k in r]
+        if vals:
+            out[k] = statistics.median(vals)
+    out["complete"] = all(r.get("complete", False) for r in rows)
+    out["rounds"] = rows
+    return out
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages")
     parser.add_argument("--watchers", default="1,10,100,1000")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--baseline", help="also run a topics-server importing topics from here")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat; report medians")
+    parser.add_argument("--no-idle", action="store_true", help="skip the idle-memory run")
+    parser.add_argument("--_readers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args._readers:
+        reader_main()
+        return
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     counts = [int(x) for x in args.watchers.split(",")]
     messages = 50 if args.quick else 200
-    results: dict[str, Any] = {"sse": {}, "redis": {}}
     idle_n = 1000 if not args.quick else 200
-    fresh, fresh_base = start_topics()  # a fresh process: freed memory would hide growth
-    try:
-        results["idle_kib_per_connection"] = trio.run(idle_memory, fresh_base, fresh.pid, idle_n)
-    finally:
-        fresh.terminate()
-        fresh.wait(30)
-    print(
-        f"memory per idle SSE connection (incl. its session, {idle_n} streams): "
-        f"{results['idle_kib_per_connection']} KiB  (target <= 20 KiB)\n"
-    )
+    systems = ["sse", "redis"] + (["sse_baseline"] if args.baseline else [])
+    results: dict[str, Any] = {s: {} for s in systems}
+    results["client"] = "one epoll reader process, raw sockets, for both systems"
+    results["loadavg_start"] = _loadavg()
+    if not args.no_idle:
+        results["idle_kib_per_connection"] = idle_memory(None, idle_n)
+        line = f"memory per idle SSE connection (incl. its session, {idle_n} streams): "
+        line += f"{results['idle_kib_per_connection']} KiB"
+        if args.baseline:
+            results["idle_kib_per_connection_baseline"] = idle_memory(args.baseline, idle_n)
+            line += f" (baseline {results['idle_kib_per_connection_baseline']} KiB)"
+        print(line + "  (target <= 20 KiB)\n", flush=True)
     topics_proc, base = start_topics()
+    base_proc, base_base = start_topics(args.baseline) if args.baseline else (None, "")
     redis_proc, redis_port, redis_dir = start_redis()
+    rows: dict[str, dict[int, list[dict[str, Any]]]] = {s: {n: [] for n in counts} for s in systems}
     try:
-        for n in counts:
-            msgs = messages if n < 1000 else messages // 2
-            burst = max(20, 5_000 // n) if not args.quick else max(10, 1_000 // n)
-            results["sse"][n] = trio.run(sse_fanout, base, n, msgs, burst)
-            results["redis"][n] = asyncio.run(redis_fanout(redis_port, n, msgs, burst))
-            _print_row(n, results["sse"][n], results["redis"][n])
+        for _ in range(args.rounds):
+            for n in counts:
+                msgs = messages if n < 1000 else messages // 2
+                burst = max(20, 5_000 // n) if not args.quick else max(10, 1_000 // n)
+                rows["sse"][n].append(sse_fanout(base, n, msgs, burst, topics_proc.pid))
+                if base_proc is not None:
+                    rows["sse_baseline"][n].append(
+                        sse_fanout(base_base, n, msgs, burst, base_proc.pid)
+                    )
+                rows["redis"][n].append(redis_fanout(redis_port, n, msgs, burst, redis_proc.pid))
+                _print_row(n, {s: rows[s][n][-1] for s in systems})
+        for s in systems:
+            for n in counts:
+                results[s][n] = _median_row(rows[s][n])
     finally:
-        topics_proc.terminate()
-        topics_proc.wait(30)
-        redis_proc.terminate()
-        redis_proc.wait(30)
+        for p in (topics_proc, base_proc, redis_proc):
+            if p is not None:
+                p.terminate()
+                p.wait(30)
         shutil.rmtree(redis_dir, ignore_errors=True)
+    results["loadavg_end"] = _loadavg()
+    if args.rounds > 1:
+        print(f"\nmedians of {args.rounds} rounds:")
+        _print_row.header = False  # type: ignore[attr-defined]
+        for n in counts:
+            _print_row(n, {s: results[s][n] for s in systems})
+    print(f"load average: start {results['loadavg_start']}, end {results['loadavg_end']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
 
 
-def _print_row(n: int, sse: dict[str, Any], red: dict[str, Any]) -> None:
-    if n == 1 or not getattr(_print_row, "header", False):
+def _print_row(n: int, rows: dict[str, dict[str, Any]]) -> None:
+    if not getattr(_print_row, "header", False):
         _print_row.header = True  # type: ignore[attr-defined]
         print(
-            f"{'watchers':>8} | {'system':<6} | {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-            f"| {'deliveries/s':>12} | target"
+            f"{'watchers':>8} | {'system':<12} | {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+            f"| {'deliveries/s':>12} | {'cpu us/dlv':>10} | target"
         )
-    for name, row in (("sse", sse), ("redis", red)):
+    red = rows.get("redis", {})
+    for name, row in rows.items():
         target = TARGETS.get(n, "") if name == "sse" else ""
         if name == "sse" and red.get("p99_ms") is not None:
             target = (target + "; " if target else "") + f"p99 <= redis ({red['p99_ms']})"
         print(
-            f"{n:>8} | {name:<6} | {row.get('p50_ms', 0):>8} {row.get('p99_ms', 0):>8} "
-            f"{row.get('max_ms', 0):>8} | {row['deliveries_per_s']:>12} | {target}"
-            + ("" if row["complete"] else "  (INCOMPLETE)")
+            f"{n:>8} | {name:<12} | {row.get('p50_ms', 0):>8} {row.get('p99_ms', 0):>8} "
+            f"{row.get('max_ms', 0):>8} | {row.get('deliveries_per_s', 0):>12} "
+            f"| {row.get('server_cpu_us_per_delivery', 0):>10} | {target}"
+            + ("" if row.get("complete") else "  (INCOMPLETE)")
         )
     sys.stdout.flush()
 
-
-Reader = Callable[..., Any]
 
 if __name__ == "__main__":
     main()

@@ -471,8 +471,8 @@ class TopicLog:
     ) -> ReadWindow:
         """Render the window starting at seq ``start`` (docs/SEMANTICS.md rules 14-15).
 
-        ``end`` bounds the window (the seq before a gap marker, which always falls between
-        segments: rule 6); reaching it ends the window like reaching the head does.
+        ``end`` bounds the window (the seq before a gap marker, or what a strong watch may
+        see: the WAL's committed seq); reaching it ends the window like reaching the head.
         """
         start = max(start, self.earliest)
         i = max(bisect.bisect_right(self.bases, start) - 1, 0)
@@ -489,8 +489,10 @@ class TopicLog:
             if idx < 0:
                 idx = 0
             if idx < seg.count:
+                # -1: the whole segment; else stop after ``end`` (it may lie mid-segment).
+                stop = -1 if end is None else end - seg.base_seq + 1
                 frag, e, x, nxt = seg.render(
-                    idx, limit - examined, budget - out_bytes, skip_nodes, flags
+                    idx, limit - examined, budget - out_bytes, skip_nodes, flags, stop
                 )
                 if e:
                     parts.append(frag)

@@ -12,7 +12,7 @@ response: an eviction tombstone wins, and covers any marker below ``earliest_seq
 
 from __future__ import annotations
 
-from ._log import GapMarker, TopicLog
+from ._log import GapMarker, ReadWindow, TopicLog
 from .types import DiffResult, Tombstone, TombstoneReason
 
 __all__ = ["gap_tombstone", "read_diff", "tombstone_for"]
@@ -54,31 +54,48 @@ def read_diff(
     skip_nodes: frozenset[bytes] | None,
     flags: int,
     budget: int,
+    upto: int | None = None,
 ) -> DiffResult:
-    """One diff window from ``from_seq`` (exclusive)."""
+    """One diff window from ``from_seq`` (exclusive).
+
+    ``upto`` bounds the window to seqs ``<= upto`` as if the head were there (a strong
+    watch read: the WAL has not committed past it); the window ends, ``head_seq``,
+    ``caught_up`` and ``lag`` are then computed against ``upto``. None: the head.
+    """
+    head = log.head if upto is None or upto >= log.head else upto
+    bounded = head < log.head
     tombstone = tombstone_for(log, from_seq)
     start = log.earliest if tombstone is not None else from_seq + 1
-    end = None
+    end = head if bounded else None
     if log.gaps:
         gap = log.gap_from(start)
         # Nothing live lies between start and the marker: report it now, read on after it.
-        if gap is not None and tombstone is None and gap.seq < max(start + 1, log.earliest):
+        if (
+            gap is not None
+            and tombstone is None
+            and (not bounded or gap.seq <= head)
+            and gap.seq < max(start + 1, log.earliest)
+        ):
             tombstone = gap_tombstone(log, gap)
             start = gap.seq + 1
             gap = log.gap_from(start)
-        end = gap.seq - 1 if gap is not None else None
+        if gap is not None:
+            end = gap.seq - 1 if end is None else min(end, gap.seq - 1)
     skip = skip_nodes if log.config.dedupe_node else None
-    window = log.read(start, limit, budget, skip, flags, end)
+    if end is not None and start > end:  # nothing committed past the reader yet
+        window = ReadWindow(b"[]", 0, 0, start - 1)
+    else:
+        window = log.read(start, limit, budget, skip, flags, end)
     nxt = window.next_from_seq
     return DiffResult(
         topic=log.name,
         records_json=window.records_json,
         record_count=window.emitted,
         next_from_seq=nxt,
-        head_seq=log.head,
+        head_seq=head,
         earliest_seq=log.earliest,
-        caught_up=nxt == log.head,
+        caught_up=nxt >= head if bounded else nxt == head,
         tombstone=tombstone,
-        lag=log.head - nxt,
+        lag=max(0, head - nxt) if bounded else head - nxt,
         records_scanned=window.examined,
     )

@@ -14,7 +14,9 @@ Rules:
    feed reads only its dirty topics and waits on its own event when none is dirty. The
    relay marks every listener once when it starts (before it first parks) and re-parks in
    the same synchronous step after each wake-up, so no publish can fall between a read and
-   a wait. Nothing polls.
+   a wait. Nothing polls. A feed whose frontend can deliver without a task (``deliver``:
+   an idle SSE stream on the real server) is read and written right there by the relay
+   (and by the WAL relay, rule 5); its event is only set when that frontend declines.
 2. Everything here is synchronous except the relays and ``WatchFeed.wait``: a poll, a
    commit, a GC pass is atomic between awaits (no locks).
 3. One read per (topic state, cursor, options, visible head): reads go through a small
@@ -58,7 +60,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._reads import gap_tombstone, read_diff, tombstone_for
+from ._reads import read_diff
 from .errors import (
     InvalidRequestError,
     NotFoundError,
@@ -66,7 +68,7 @@ from .errors import (
     TopicsError,
     UnauthorizedError,
 )
-from .types import DiffResult, Tombstone, TombstoneReason
+from .types import Tombstone, TombstoneReason
 from .watch_types import (
     CaughtUpEvent,
     RecordBatch,
@@ -234,8 +236,14 @@ class WatchFeed:
         self._hub = hub
         self.topics: dict[str, FeedTopic] = {}
         self._dirty: dict[FeedTopic, None] = {}
-        self._event = trio.Event()
+        # Created by ``wait`` only: an idle SSE stream that is delivered to directly never
+        # waits, and keeps no event (rule 1 holds: ``wait`` checks the marks first).
+        self._event: trio.Event | None = None
         self.closed = False
+        #: Set by a frontend that can deliver without waking a task (an idle SSE stream):
+        #: the relay calls it after marking a topic of this feed dirty, and wakes ``wait``
+        #: only when it returns False (it could not, or topics are still behind).
+        self.deliver: Callable[[], bool] | None = None
 
     def add(self, name: str, log: TopicLog, cursor: int, opts: FeedOptions) -> FeedTopic:
         """Start delivering ``name`` after ``cursor`` (replaces an earlier subscription)."""
@@ -258,6 +266,11 @@ class WatchFeed:
             self._drop(ft)
         self.topics.clear()
         self.closed = True
+
+    @property
+    def has_dirty(self) -> bool:
+        """Some topic is marked for a read (``poll`` has work)."""
+        return bool(self._dirty)
 
     def dirty_topics(self) -> list[str]:
         return [ft.name for ft in self._dirty]
@@ -288,14 +301,22 @@ class WatchFeed:
     async def wait(self) -> None:
         """Return once some topic may have something to deliver."""
         while not self._dirty:
-            await self._event.wait()
-            self._event = trio.Event()
+            event = self._event = trio.Event()
+            await event.wait()
 
     # -- internals --------------------------------------------------------------------
 
     def _mark(self, ft: FeedTopic) -> None:
         self._dirty[ft] = None
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
+
+    def _notify(self) -> None:
+        """Topics were marked by a relay: deliver directly if the frontend can, else wake
+        ``wait``."""
+        deliver = self.deliver
+        if (deliver is None or not deliver()) and self._event is not None:
+            self._event.set()
 
     def _drop(self, ft: FeedTopic) -> None:
         ft.removed = True
@@ -312,7 +333,8 @@ class WatchFeed:
                 del self.topics[ft.name]
             self._drop(ft)
             return False
-        hub.retention(log)
+        if log is not hub._retained:
+            hub.retention(log)
         assert ft.tw is not None
         upto = hub._visible_head(ft.tw) if ft.opts.strong else log.head
         if ft.degraded:
@@ -543,6 +565,7 @@ class WatchHub:
         self._strong_waiting: dict[FeedTopic, None] = {}
         self._strong_listeners = 0
         self._wal_scope: trio.CancelScope | None = None
+        self._retained: TopicLog | None = None  # retention applied during this ``_wake``
         self.reads = 0  # reads that missed the cache (tests, bench)
 
     # -- sessions ---------------------------------------------------------------------
@@ -693,8 +716,21 @@ class WatchHub:
     def _wake(self, tw: _TopicWatch) -> None:
         if tw.strong:
             self._visible_head(tw)  # note (lsn, head) as early as possible (rule 5)
-        for ft in tw.listeners:
-            ft.feed._mark(ft)
+        if not tw.listeners:
+            return
+        # Retention once for every delivery of this synchronous pass, not per watcher.
+        if not tw.log.deleted:
+            self.retention(tw.log)
+            self._retained = tw.log
+        try:
+            # A copy: a synchronous delivery may see the topic deleted and drop its listener.
+            for ft in list(tw.listeners):
+                if ft.removed:
+                    continue
+                ft.feed._dirty[ft] = None
+                ft.feed._notify()
+        finally:
+            self._retained = None
 
     # -- reads (rules 3, 5) -------------------------------------------------------------
 
@@ -719,10 +755,7 @@ class WatchHub:
             return hit
         self.reads += 1
         o = ft.opts
-        if upto >= log.head:
-            res = read_diff(log, ft.cursor, o.limit, o.skip, o.flags, o.budget)
-        else:
-            res = read_upto(log, ft.cursor, o.limit, o.skip, o.flags, o.budget, upto)
+        res = read_diff(log, ft.cursor, o.limit, o.skip, o.flags, o.budget, upto)
         log.last_read_ts = self._now_ms()
         from_seq = res.tombstone.gap_to if res.tombstone is not None else ft.cursor
         batch = None
@@ -766,57 +799,10 @@ class WatchHub:
             while True:
                 await self._wait_wal()
                 waiting, self._strong_waiting = self._strong_waiting, {}
+                feeds: dict[WatchFeed, None] = {}
                 for ft in waiting:
                     if not ft.removed:
-                        ft.feed._mark(ft)
-
-
-def read_upto(
-    log: TopicLog,
-    from_seq: int,
-    limit: int,
-    skip_nodes: frozenset[bytes] | None,
-    flags: int,
-    budget: int,
-    upto: int,
-) -> DiffResult:
-    """``read_diff`` bounded to seqs ``<= upto`` (a strong read, rule 5).
-
-    The same tombstone, gap-marker and window rules as ``_reads.read_diff``; the window
-    ends at ``upto`` as it would at the head.
-    """
-    tombstone = tombstone_for(log, from_seq)
-    start = log.earliest if tombstone is not None else from_seq + 1
-    end = upto
-    if log.gaps:
-        gap = log.gap_from(start)
-        if (
-            gap is not None
-            and tombstone is None
-            and gap.seq <= upto
-            and gap.seq < max(start + 1, log.earliest)
-        ):
-            tombstone = gap_tombstone(log, gap)
-            start = gap.seq + 1
-            gap = log.gap_from(start)
-        if gap is not None:
-            end = min(end, gap.seq - 1)
-    if start > end:
-        records, count, scanned, nxt = b"[]", 0, 0, max(start - 1, 0)
-    else:
-        skip = skip_nodes if log.config.dedupe_node else None
-        window = log.read(start, limit, budget, skip, flags, end)
-        records, count, scanned = window.records_json, window.emitted, window.examined
-        nxt = window.next_from_seq
-    return DiffResult(
-        topic=log.name,
-        records_json=records,
-        record_count=count,
-        next_from_seq=nxt,
-        head_seq=upto,
-        earliest_seq=log.earliest,
-        caught_up=nxt >= upto,
-        tombstone=tombstone,
-        lag=max(0, upto - nxt),
-        records_scanned=scanned,
-    )
+                        ft.feed._dirty[ft] = None
+                        feeds[ft.feed] = None
+                for feed in feeds:  # after marking all: one delivery per feed
+                    feed._notify()

@@ -294,14 +294,9 @@ class WatchOps:
         self._nursery.start_soon(fn)
 
     async def _wait_wal_progress(self) -> None:
-        """Return after the WAL's next write or sync completes.
-
-        TODO(lead): the Wal has no public "wait for progress"; this waits on its private
-        ``_progress`` event (set after every applied batch). A ``Wal.wait_progress()`` or
-        ``wait_written(lsn)``/``wait_synced(lsn)`` would replace it.
-        """
+        """Return after the WAL's next write or sync completes."""
         wal = self._watch_wal()
         if wal is None:
             await trio.sleep_forever()
         assert wal is not None
-        await wal._progress.wait()
+        await wal.wait_progress()

@@ -16,7 +16,8 @@ Rules:
    ``tombstone(from_seq_too_old)`` and a jump to the head; for
    ``slow_consumer_timeout_ms`` it ends the stream with ``error`` 408 (the session stays).
 2. One ASGI body message per frame, each flushed by hypercorn as it is sent (TCP_NODELAY is
-   set on the listening socket by hypercorn and on every accepted socket by trio).
+   set on the listening socket by hypercorn and on every accepted socket by trio). On the
+   socket (rule 7) frames that queued up behind a slow write leave in one write.
 3. The stream opens with ``retry: 2000`` and a ``connection-established`` event carrying
    the request id and the resolved per-topic cursors (CONTRACT-NOTES 5, 6). Every data
    frame carries the composite cursor as ``id:``; the session cursor advances only after
@@ -31,6 +32,20 @@ Rules:
    ``error`` 429 and paces its reads (batches coalesce) until the pressure passes.
 6. Last-Event-ID may only rewind the session's cursors; a malformed one is ignored (a 400
    would stop a browser's EventSource for good).
+7. Direct delivery. Under hypercorn's HTTP/1.1 (the real server) the stream writes its
+   body chunks to the socket itself, under hypercorn's send lock, instead of one ASGI
+   message -> h11 -> lock -> shielded send chain (several task switches) per frame. An
+   idle stream then has no task of its own: the hub's relay calls it synchronously on
+   every change of a watched topic; it reads (the hub's shared read), renders (a
+   one-topic record frame with its id and chunk framing is built once per batch and
+   shared by every watcher of it) and writes with one non-blocking ``os.write``,
+   committing the cursors once the kernel took the bytes (rule 3). Anything that does
+   not fit this (a partial write, a backlog, CPU pressure, a final frame) starts the
+   queue, the writer and the pump of rule 1, which from then on run as before. The
+   heartbeat of an idle stream is sent by the request task between its disconnect
+   checks. Elsewhere (HTTP/2, HTTP/1.0 framing, the in-process ASGI transport of the
+   tests, another hypercorn layout) every frame goes through ASGI as in rules 1-2;
+   ``TOPICS_SSE_DIRECT=0`` forces that.
 """
 
 from __future__ import annotations
@@ -38,10 +53,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import h11
 import trio
 
 from topics.errors import (
@@ -51,7 +68,13 @@ from topics.errors import (
     ThrottledError,
     TopicsError,
 )
-from topics.watch_types import SlowConsumerError, TopicDeletedEvent, WatchSettings
+from topics.watch_types import (
+    RecordBatch,
+    SlowConsumerError,
+    TopicDeletedEvent,
+    WatchEvent,
+    WatchSettings,
+)
 from topics.wire import cursor, sse
 
 from .requests import decode_json_object
@@ -92,6 +115,8 @@ WATCH_FIELDS = frozenset(
 )
 #: Longest pause between paced reads under CPU pressure.
 MAX_PACE_MS = 1000
+#: Rule 7 (direct socket writes); off only to measure or to rule it out.
+DIRECT = os.environ.get("TOPICS_SSE_DIRECT", "1") != "0"
 
 
 @dataclass(slots=True)
@@ -126,6 +151,7 @@ class Outbound(Generic[P]):
         on_sent: Callable[[Any], None] | None = None,
         on_grace: Callable[[], object] | None = None,
         on_abandon: Callable[[], object] | None = None,
+        join: Callable[[list[P]], P] | None = None,
     ) -> None:
         self._state = state
         self._settings = settings
@@ -137,11 +163,32 @@ class Outbound(Generic[P]):
         self._on_sent = on_sent
         self.on_grace = on_grace
         self.on_abandon = on_abandon
+        self._join = join
         self._send, self._recv = trio.open_memory_channel[tuple[P, Any]](settings.queue_frames)
         self._final: P | None = None
         self._scope: trio.CancelScope | None = None
         self.finished = trio.Event()
         self.final_sent = False
+        self._queued = 0  # frames in the queue (not the stop wake-up)
+        self._writing = False
+        #: When bytes last left on this connection, by the writer or past it (``sent``).
+        self.last_sent = trio.current_time()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing being written: a frame may go out past the queue."""
+        # (<= 0: a sender blocked on a full queue counts its frame only once it resumes.)
+        return self._queued <= 0 and not self._writing and self._final is None
+
+    def sent(self) -> None:
+        """Bytes left past the queue (a direct send): they count as traffic for the
+        heartbeat, which only fills silence."""
+        self.last_sent = trio.current_time()
+
+    def put_nowait(self, payload: P, commit: Any = None) -> None:
+        """Queue a frame on an idle connection (the queue has room: it is empty)."""
+        self._send.send_nowait((payload, commit))
+        self._queued += 1
 
     def bind(self, scope: trio.CancelScope) -> None:
         """The connection's scope: cancelled once the writer is done (or must give up)."""
@@ -165,6 +212,7 @@ class Outbound(Generic[P]):
         item = (payload, commit)
         try:
             self._send.send_nowait(item)
+            self._queued += 1
             return
         except trio.WouldBlock:
             pass
@@ -172,11 +220,13 @@ class Outbound(Generic[P]):
         start = trio.current_time()
         with trio.move_on_at(start + settings.buffer_grace_ms / 1000):
             await self._send.send(item)
+            self._queued += 1
             return
         if self.on_grace is not None:
             self.on_grace()
         with trio.move_on_at(start + settings.slow_consumer_timeout_ms / 1000):
             await self._send.send(item)
+            self._queued += 1
             return
         waited_s = round(trio.current_time() - start, 1)
         self.stop(
@@ -223,28 +273,57 @@ class Outbound(Generic[P]):
         # never cut by it; a new scope is needed only after a heartbeat actually fired.
         # (Creating scopes per frame cost more than the rest of the delivery path.)
         recv, write, on_sent, hb_s = self._recv, self._write, self._on_sent, self._heartbeat_s
+        join = self._join
         while self._final is None:
             with trio.CancelScope() as timer:
                 while self._final is None:
-                    timer.deadline = trio.current_time() + hb_s
+                    timer.deadline = self.last_sent + hb_s
                     item = await recv.receive()
                     timer.deadline = math.inf
                     if item is _WAKE or self._final is not None:
                         break
-                    await write(item[0])
-                    if item[1] is not None and on_sent is not None:
-                        on_sent(item[1])
+                    self._queued -= 1
+                    items = [item]
+                    if join is not None:
+                        # Whatever else is queued leaves in the same write (one send).
+                        while self._queued > 0:
+                            try:
+                                more = recv.receive_nowait()
+                            except trio.WouldBlock:
+                                break
+                            if more is _WAKE:
+                                break
+                            self._queued -= 1
+                            items.append(more)
+                    payload = (
+                        item[0] if join is None or len(items) == 1 else join([i[0] for i in items])
+                    )
+                    self._writing = True
+                    try:
+                        await write(payload)
+                    finally:
+                        self._writing = False
+                    self.last_sent = trio.current_time()
+                    if on_sent is not None:
+                        for i in items:
+                            if i[1] is not None:
+                                on_sent(i[1])
             if timer.cancelled_caught and self._final is None:
+                if trio.current_time() < self.last_sent + hb_s:
+                    continue  # frames went out past the queue meanwhile: not silent
                 assert self._heartbeat is not None
                 await write(self._heartbeat)
+                self.last_sent = trio.current_time()
 
     def _discard(self) -> None:
         """Drop queued frames (never sent, so their cursors were never committed)."""
         while True:
             try:
-                self._recv.receive_nowait()
+                item = self._recv.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 return
+            if item is not _WAKE:
+                self._queued -= 1
 
 
 #: Queued by ``Outbound.stop`` so an idle writer wakes up (never written).
@@ -336,52 +415,240 @@ async def open_stream(ctx: RequestContext) -> Reply:
     return StreamReply(200, b"", EVENT_STREAM, list(STREAM_HEADERS), run=conn.run)
 
 
+class _Chunk(bytes):
+    """A frame already in HTTP/1.1 chunked framing (written to the socket as is)."""
+
+    __slots__ = ()
+
+
+def _chunk(frame: bytes) -> _Chunk:
+    return _Chunk(b"%x\r\n%b\r\n" % (len(frame), frame))
+
+
+def _solo_frame(batch: RecordBatch) -> bytes:
+    # A one-topic session's id is {topic: cursor}: the same for every watcher of the batch.
+    return sse.frame_for_event(cursor.encode({batch.topic: batch.cursor}), batch)
+
+
+def _solo_chunk(batch: RecordBatch) -> _Chunk:
+    return _chunk(batch.encoded("sse-solo", _solo_frame))
+
+
+class _RawSocket:
+    """The connection's socket under hypercorn's HTTP/1.1 protocol (rule 7).
+
+    Found by walking the ``send`` callable hypercorn gave us (HTTPStream -> H11Protocol ->
+    TCPServer); None for anything else (HTTP/2, HTTP/1.0 framing, another server, another
+    hypercorn layout), and the stream then sends through ASGI. Writes take hypercorn's own
+    send lock, so they never interleave with a write of hypercorn's.
+    """
+
+    __slots__ = ("broken", "fd", "lock", "stream")
+
+    def __init__(self, stream: trio.SocketStream, lock: trio.Lock) -> None:
+        self.stream = stream
+        self.lock = lock
+        self.fd = stream.socket.fileno()
+        self.broken = False
+
+    @classmethod
+    def find(cls, send: Send) -> _RawSocket | None:
+        http_stream = getattr(send, "__self__", None)
+        proto = getattr(getattr(http_stream, "send", None), "__self__", None)
+        server = getattr(getattr(proto, "send", None), "__self__", None)
+        conn = getattr(proto, "connection", None)
+        stream = getattr(server, "stream", None)
+        lock = getattr(server, "send_lock", None)
+        if (
+            type(http_stream).__name__ != "HTTPStream"
+            or not isinstance(conn, h11.Connection)
+            or type(getattr(conn, "_writer", None)).__name__ != "ChunkedWriter"
+            or not isinstance(stream, trio.SocketStream)
+            or not isinstance(lock, trio.Lock)
+        ):
+            return None
+        return cls(stream, lock)
+
+    def try_send(self, data: bytes) -> int:
+        """Write what the kernel takes now without blocking: bytes written, -1 if dead."""
+        if self.broken or self.lock.locked():
+            return 0
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError:
+            self.broken = True
+            return -1
+
+    async def send_all(self, data: bytes) -> None:
+        async with self.lock:
+            await self.stream.send_all(data)
+
+
 class _SseConnection:
-    """One open SSE stream: the pump (engine -> frames), the writer and the disconnect
-    watcher, in one nursery owned by the request."""
+    """One open SSE stream, run by the request's own task (rules 1, 7).
+
+    Through ASGI (no raw socket) it is a pump (engine -> frames) and a writer beside the
+    request task, which watches for the disconnect. On the raw socket an idle stream has
+    no task of its own: the hub's relay calls :meth:`_deliver`, the request task also
+    sends the heartbeats, and the pump, the writer and the queue only start once a write
+    does not fit in the socket, the engine has more than one read to give, CPU pressure
+    paces reads, or the stream has to end with a final frame. Once started they stay.
+    """
+
+    __slots__ = (
+        "_send",
+        "_wake",
+        "checkpoints",
+        "ctx",
+        "disconnected",
+        "ids",
+        "last_sent",
+        "out",
+        "parked",
+        "raw",
+        "solo",
+        "stream",
+    )
 
     def __init__(self, ctx: RequestContext, stream: WatchStream) -> None:
         self.ctx = ctx
         self.stream = stream
         self.disconnected = False
+        self.raw: _RawSocket | None = None
+        self.out: Outbound[bytes] | None = None
+        self._wake: trio.CancelScope | None = None
+        self.parked = True  # the pump (if any) waits on the feed with nothing in hand
+        self.ids: dict[str, int] = {}
+        self.checkpoints = False
+        self.solo = False
+        self.last_sent = 0.0  # before the writer exists (then: ``out.last_sent``)
+        self._send: Send | None = None
 
     async def run(self, send: Send, receive: Receive) -> None:
-        ctx, stream = self.ctx, self.stream
+        stream = self.stream
         try:
-            status, headers, _ = finish(
-                ctx, StreamReply(200, b"", EVENT_STREAM, list(STREAM_HEADERS))
-            )
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            marks = {name: w.to_dict() for name, w in stream.watermarks().items()}
-            opening = sse.encode_retry() + sse.connection_established_frame(
-                ctx.request_id, stream.session.wid, marks
-            )
-            await send({"type": "http.response.body", "body": opening, "more_body": True})
-            out = self._outbound(send)
+            await self._open(send)
+            self._send = send
+            stream.on_stop = self._on_stop
+            if self.raw is None:
+                self._writer()  # through ASGI the pump and the writer run from the start
+            else:
+                stream.feed.deliver = self._deliver
+                if stream.feed.has_dirty and not self._deliver():
+                    self._writer()
+            if stream.end is not None:  # superseded before it started
+                self._on_stop()
+            if not await self._idle(receive):
+                return  # the client went away while idle
+            out = self._writer()
             async with trio.open_nursery() as nursery:
                 out.bind(nursery.cancel_scope)
-                stream.on_stop = lambda: out.stop(self._end_frame(stream.end))
-                if stream.end is not None:  # superseded before it started
-                    stream.on_stop()
-                nursery.start_soon(self._watch_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(out.run_writer)
                 nursery.start_soon(self._pump, out)
+                await self._watch_disconnect(receive, nursery.cancel_scope)
             if out.final_sent and not self.disconnected:
                 with trio.move_on_after(1.0):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            stream.feed.deliver = None
             stream.on_stop = None
             stream.close()
+
+    async def _open(self, send: Send) -> None:
+        """The response head and the opening frames (rule 3); nothing of them is kept."""
+        ctx, stream = self.ctx, self.stream
+        status, headers, _ = finish(ctx, StreamReply(200, b"", EVENT_STREAM, list(STREAM_HEADERS)))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        marks = {name: w.to_dict() for name, w in stream.watermarks().items()}
+        opening = sse.encode_retry() + sse.connection_established_frame(
+            ctx.request_id, stream.session.wid, marks
+        )
+        await send({"type": "http.response.body", "body": opening, "more_body": True})
+        self.last_sent = trio.current_time()
+        if DIRECT:
+            self.raw = _RawSocket.find(send)
+        self.ids = stream.session.cursors()
+        self.checkpoints = len(self.ids) > cursor.MAX_INLINE_TOPICS
+        self.solo = len(self.ids) == 1
+
+    async def _idle(self, receive: Receive) -> bool:
+        """An idle raw stream: no task but this one, which sends the heartbeats and waits
+        for the client to go away. Returns False on a disconnect, True once the stream
+        needs its writer and pump (``_writer`` was called) or the server drains."""
+        state = self.ctx.state
+        hb_s = self.stream.session.heartbeat_ms / 1000
+        while self.out is None:
+            # One cancel scope for shutdown, the heartbeat deadline and ``_writer``'s wake-up.
+            with state.long_poll() as scope:
+                self._wake = scope
+                scope.deadline = self.last_sent + hb_s
+                while True:
+                    if (await receive())["type"] == "http.disconnect":
+                        self.disconnected = True
+                        return False
+            self._wake = None
+            if self.out is not None:
+                break
+            if state.shutting_down:
+                self._writer().shutdown()
+                break
+            self._heartbeat(hb_s)
+        return True
+
+    async def _watch_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.disconnected = True
+        scope.cancel()
+
+    def _heartbeat(self, hb_s: float) -> None:
+        raw = self.raw
+        now = trio.current_time()
+        if raw is None or now < self.last_sent + hb_s:
+            return
+        data = _chunk(sse.HEARTBEAT)
+        n = raw.try_send(data)
+        if n == len(data):
+            self.last_sent = now
+        elif n >= 0:
+            self._writer().put_nowait(_Chunk(data[n:]))
+
+    def _on_stop(self) -> None:
+        self._writer().stop(self._end_frame(self.stream.end))
+
+    def _writer(self) -> Outbound[bytes]:
+        """The stream's queue, writer and pump: created on first need, and started by the
+        request task, which this wakes from its idle wait."""
+        out = self.out
+        if out is None:
+            assert self._send is not None
+            out = self.out = self._outbound(self._send)
+            out.last_sent = self.last_sent
+            self.parked = False  # until the pump parks: the relay leaves the reads to it
+            if self._wake is not None:
+                self._wake.cancel()
+        return out
 
     def _outbound(self, send: Send) -> Outbound[bytes]:
         ctx, stream = self.ctx, self.stream
         hub = ctx.engine.watch_hub
+        raw = self.raw
 
         async def write(frame: bytes) -> None:
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            if raw is None:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+                return
+            try:
+                await raw.send_all(frame if type(frame) is _Chunk else _chunk(frame))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raw.broken = True
+                await trio.sleep_forever()  # the disconnect ends the connection
 
-        def commit(item: tuple[str, int, int | None, bool]) -> None:
-            stream.commit(*item)
+        def commit(items: list[tuple[str, int, int | None, bool]]) -> None:
+            for item in items:
+                stream.commit(*item)
 
         return Outbound(
             ctx.state,
@@ -396,6 +663,9 @@ class _SseConnection:
             on_sent=commit,
             on_grace=stream.feed.degrade_lossy,
             on_abandon=stream.close,
+            # Through ASGI each frame stays its own body message (flushed on its own);
+            # on the socket, frames that queued up meanwhile leave in one write.
+            join=b"".join if raw is not None else None,
         )
 
     def _end_frame(self, end: TopicsError | str | None) -> bytes:
@@ -403,46 +673,111 @@ class _SseConnection:
             return sse.error_frame(end, request_id=self.ctx.request_id)
         return sse.connection_closing_frame(end or "superseded", self.ctx.request_id, sse.RETRY_MS)
 
-    async def _watch_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        self.disconnected = True
-        scope.cancel()
-
     async def _pump(self, out: Outbound[bytes]) -> None:
         with self.ctx.state.long_poll() as shutdown:  # cancelled when the server drains
             await self._pump_frames(out)
         if shutdown.cancelled_caught:
             out.shutdown()
 
-    async def _pump_frames(self, out: Outbound[bytes]) -> None:
-        stream = self.stream
-        feed = stream.feed
-        ids = stream.session.cursors()
-        checkpoints = len(ids) > cursor.MAX_INLINE_TOPICS
-        pressure = self.ctx.state.pressure
-        advised = False
-        while not out.ending:
-            events = feed.poll()
-            if not events:
-                await feed.wait()
-                if pressure.throttled():
-                    advised = await self._pace(out, advised)
+    def _frames(
+        self, events: list[WatchEvent]
+    ) -> tuple[list[bytes], list[tuple[str, int, int | None, bool]]]:
+        """The frames of ``events`` (chunk-framed when writing to the socket directly) and
+        the session commits they carry (rule 3)."""
+        stream, ids, raw = self.stream, self.ids, self.raw is not None
+        frames: list[bytes] = []
+        commits = []
+        for ev in events:
+            ids[ev.topic] = ev.cursor
+            frame_no = stream.next_frame_no() if self.checkpoints else None
+            frame: bytes
+            if self.solo and type(ev) is RecordBatch:
+                # Built once per batch and shared by every one-topic watcher of it.
+                if raw:
+                    frame = ev.encoded("sse-solo-chunk", _solo_chunk)
                 else:
-                    advised = False
-                continue
-            for ev in events:
-                ids[ev.topic] = ev.cursor
-                frame_no = stream.next_frame_no() if checkpoints else None
+                    frame = ev.encoded("sse-solo", _solo_frame)
+            else:
                 cid = (
                     cursor.encode_checkpoint(frame_no)
                     if frame_no is not None
                     else cursor.encode(ids)
                 )
-                deleted = isinstance(ev, TopicDeletedEvent)
-                await out.put(
-                    sse.frame_for_event(cid, ev), (ev.topic, ev.cursor, frame_no, deleted)
-                )
+                frame = sse.frame_for_event(cid, ev)
+                if raw:
+                    frame = _chunk(frame)
+            frames.append(frame)
+            commits.append((ev.topic, ev.cursor, frame_no, type(ev) is TopicDeletedEvent))
+        return frames, commits
+
+    def _deliver(self) -> bool:
+        """Called by the hub's relay when a topic of this stream changed. On an idle
+        stream (no pump at work, nothing queued or being written, no CPU pressure) read and
+        write the new frames right here, in one non-blocking write, waking no task.
+        Otherwise (or when topics are still behind) start the pump and return False: the
+        relay then wakes it (rules 1, 7)."""
+        out, raw = self.out, self.raw
+        if raw is None or self.disconnected:
+            return False
+        try:
+            if (
+                not self.parked
+                or (out is not None and not out.idle)
+                or raw.broken
+                or self.ctx.state.pressure.throttled()
+            ):
+                self._writer()
+                return False
+            feed = self.stream.feed
+            events = feed.poll()
+            if events:
+                frames, commits = self._frames(events)
+                data = frames[0] if len(frames) == 1 else b"".join(frames)
+                n = raw.try_send(data)
+                if n == len(data):
+                    self._sent()
+                    for item in commits:
+                        self.stream.commit(*item)
+                elif n >= 0:
+                    # The rest goes first, through the queue; its commits wait for it.
+                    self._writer().put_nowait(_Chunk(data[n:]), commits)
+                    if n:
+                        self._sent()
+            if feed.has_dirty:
+                self._writer()
+                return False
+            return True
+        except Exception:  # never let one stream break the hub's relay
+            log.exception("direct SSE delivery failed; the pump takes over")
+            return False
+
+    def _sent(self) -> None:
+        if self.out is not None:
+            self.out.sent()
+        else:
+            self.last_sent = trio.current_time()
+
+    async def _pump_frames(self, out: Outbound[bytes]) -> None:
+        stream = self.stream
+        feed = stream.feed
+        pressure = self.ctx.state.pressure
+        advised = False
+        while not out.ending:
+            events = feed.poll()
+            if not events:
+                self.parked = True
+                try:
+                    await feed.wait()
+                finally:
+                    self.parked = False
+                if pressure.throttled():
+                    advised = await self._pace(out, advised)
+                else:
+                    advised = False
+                continue
+            frames, commits = self._frames(events)
+            for frame, item in zip(frames, commits, strict=True):
+                await out.put(frame, [item])
 
     async def _pace(self, out: Outbound[bytes], advised: bool) -> bool:
         """Rule 5: one advisory 429, then read at most once per pacing interval."""

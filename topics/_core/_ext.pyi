@@ -189,6 +189,7 @@ class SegmentBuffer:
         max_bytes: int,
         skip_nodes: frozenset[bytes] | None,
         flags: int,
+        stop: int = -1,
     ) -> tuple[bytes, int, int, int]:
         """Render live records from index max(start, retired) as JSON objects joined by ",".
 
@@ -196,7 +197,8 @@ class SegmentBuffer:
         as examined; one whose node is in ``skip_nodes`` is examined but not emitted. Stops
         after ``limit`` examined frames, or as soon as the emitted bytes reach ``max_bytes``
         (checked after each emitted record, so at least one record is emitted when any is
-        examined and not skipped), or at the end of the segment.
+        examined and not skipped), or at index ``stop`` (exclusive; -1: the end of the
+        segment).
 
         Each record renders as (keys in this order, absent ones omitted)::
 

@@ -764,12 +764,14 @@ class SegmentBuffer:
         max_bytes: int,
         skip_nodes: frozenset[bytes] | None,
         flags: int,
+        stop: int = -1,
     ) -> tuple[bytes, int, int, int]:
         parts: list[bytes] = []
         size = -1  # the first record has no separating comma
         examined = 0
-        i = min(max(start, self._retired), len(self._offsets))
-        while i < len(self._offsets) and examined < limit:
+        count = len(self._offsets) if stop < 0 else min(stop, len(self._offsets))
+        i = min(max(start, self._retired), count)
+        while i < count and examined < limit:
             i += 1
             if self._flag(i - 1) != FLAG_LIVE:
                 continue

@@ -513,10 +513,12 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
 
     # -- render ----------------------------------------------------------------------
 
-    def render(self, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_bytes, skip_nodes, int flags):
+    def render(self, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_bytes, skip_nodes, int flags,
+               Py_ssize_t stop=-1):
         """Render live records from index max(start, retired) as JSON objects joined by ","."""
-        cdef Py_ssize_t i = min(max(start, self._retired), self._count)
-        cdef Py_ssize_t count = self._count, examined = 0, emitted = 0, total = -1, k, nlen
+        cdef Py_ssize_t count = self._count if stop < 0 else min(stop, self._count)
+        cdef Py_ssize_t i = min(max(start, self._retired), count)
+        cdef Py_ssize_t examined = 0, emitted = 0, total = -1, k, nlen
         cdef uint32_t* picked
         cdef const unsigned char* f
         cdef const unsigned char* buf

@@ -1159,6 +1159,40 @@ def test_render_combinations(core: ModuleType, flags: int) -> None:
                     assert (emitted, examined, nxt) == (len(want), want_examined, want_next)
 
 
+@pytest.mark.parametrize("flags", [0, 7])
+def test_render_stops_at_a_mid_segment_index(core: ModuleType, flags: int) -> None:
+    # ``stop`` bounds the walk inside a segment (a strong watch read ends at the WAL's
+    # committed seq, which can fall between two writes of one segment).
+    batches = render_records()
+    seg = core.SegmentBuffer(1000, SALT)
+    for ts, records in batches:
+        seg.append(encode(core, records, seg.base_seq + seg.count, ts, node="default"))
+    for i in [3, 4, 11]:
+        seg.mark_deleted(i)
+    live = [seg.is_live(i) for i in range(seg.count)]
+    items = expected_render(batches, seg.base_seq, flags)
+    sizes = [len(seg.render(i, 1, 0, None, flags)[0]) if live[i] else 0 for i in range(seg.count)]
+    for stop in [0, 1, 4, 5, 12, seg.count - 1, seg.count, seg.count + 5, -1]:
+        bound = seg.count if stop < 0 else min(stop, seg.count)
+        for start in [0, 2, 4, 11, 19]:
+            for limit in [1, 3, 100]:
+                for max_bytes in [0, 400, 10**9]:
+                    frag, emitted, examined, nxt = seg.render(
+                        start, limit, max_bytes, None, flags, stop
+                    )
+                    want, want_examined, want_next = model_walk(
+                        items[:bound],
+                        live[:bound],
+                        min(start, bound),
+                        limit,
+                        max_bytes,
+                        None,
+                        sizes,
+                    )
+                    assert json.loads(b"[" + frag + b"]") == want
+                    assert (emitted, examined, nxt) == (len(want), want_examined, want_next)
+
+
 def test_render_format_is_exact(core: ModuleType) -> None:
     seg = core.SegmentBuffer(0, SALT)
     seg.append(

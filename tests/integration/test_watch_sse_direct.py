@@ -1,0 +1,384 @@
+"""SSE streams on the real server, where frames go straight to the socket (watch_routes rule 7).
+
+The in-process tests (test_watch_sse.py) run through httpx's ASGI transport, which has no
+socket: there every frame goes through ASGI. These run ``topics-server`` (hypercorn) and read
+the raw bytes, so the direct path is the one under test: its HTTP/1.1 chunk framing, ids,
+resume, the first read when a backlog needs the pump, heartbeats and the final frames of an
+idle stream (superseded, server shutdown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import ujson
+
+from topics.wire import cursor
+from topics.wire.sse import Comment, Event, Item, SSEDecoder
+
+from .conftest import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+class RawSse:
+    """A raw-socket SSE client that checks the chunked framing of every byte it reads."""
+
+    def __init__(self, server: ServerProcess, wid: str, last_event_id: str | None = None) -> None:
+        host, port = server.base_url.removeprefix("http://").split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=20)
+        extra = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id else ""
+        self.sock.sendall(
+            f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
+            f"{extra}\r\n".encode()
+        )
+        self.buf = b""
+        self.head = self._read_head()
+        self.decoder = SSEDecoder()
+        self.items: list[Item] = []
+        self.ended = False  # the terminating zero-length chunk arrived
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buf += chunk
+
+    def _read_head(self) -> bytes:
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert b"transfer-encoding: chunked" in head.lower()
+        return head
+
+    def _next_chunk(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        size_line, _, rest = self.buf.partition(b"\r\n")
+        size = int(size_line, 16)
+        while len(rest) < size + 2:
+            self._fill()
+            size_line, _, rest = self.buf.partition(b"\r\n")
+        assert rest[size : size + 2] == b"\r\n", "a chunk must end in CRLF"
+        self.buf = rest[size + 2 :]
+        return rest[:size]
+
+    def read_until(self, pred: Callable[[Item], bool]) -> list[Item]:
+        start = len(self.items)
+        while True:
+            for i in range(start, len(self.items)):
+                if pred(self.items[i]):
+                    return self.items[start : i + 1]
+            start = len(self.items)
+            data = self._next_chunk()
+            if not data:
+                self.ended = True
+                raise EOFError("the stream ended")
+            self.items.extend(self.decoder.feed(data))
+
+    def read_to_end(self) -> None:
+        with contextlib.suppress(EOFError):
+            self.read_until(lambda _: False)
+
+    def events(self, name: str) -> list[Event]:
+        return [i for i in self.items if isinstance(i, Event) and i.event == name]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def is_event(name: str) -> Callable[[Item], bool]:
+    return lambda i: isinstance(i, Event) and i.event == name
+
+
+def record_count(events: list[Event]) -> int:
+    return sum(len(ujson.loads(e.data)["records"]) for e in events)
+
+
+@pytest.fixture
+def open_sse(server: ServerProcess) -> Iterator[Callable[..., RawSse]]:
+    opened: list[RawSse] = []
+
+    def opener(wid: str, last_event_id: str | None = None) -> RawSse:
+        client = RawSse(server, wid, last_event_id)
+        opened.append(client)
+        return client
+
+    yield opener
+    for client in opened:
+        client.close()
+
+
+def watch(server: ServerProcess, body: dict[str, Any]) -> str:
+    with server.client() as http:
+        r = http.post("/v0/watch", json=body)
+        assert r.status_code == 200, r.text
+        return str(r.json()["wid"])
+
+
+def write(server: ServerProcess, topic: str, *values: object) -> None:
+    with server.client() as http:
+        r = http.post(f"/v0/topics/{topic}", json={"records": [{"data": v} for v in values]})
+        assert r.status_code in (200, 201), r.text
+
+
+def create(server: ServerProcess, *topics: str) -> None:
+    with server.client() as http:
+        for topic in topics:
+            assert http.put(f"/v0/topics/{topic}", json={}).status_code in (200, 201)
+
+
+def test_live_records_carry_resumable_ids(
+    server: ServerProcess, open_sse: Callable[..., RawSse]
+) -> None:
+    create(server, "d-live")
+    wid = watch(server, {"topics": {"d-live": {"tail": True}}})
+    client = open_sse(wid)
+    client.read_until(is_event("caught-up"))
+    for n in range(3):
+        write(server, "d-live", n)
+        client.read_until(is_event("record"))
+    records = client.events("record")
+    assert [cursor.decode(e.id) for e in records] == [{"d-live": 1}, {"d-live": 2}, {"d-live": 3}]
+    assert [ujson.loads(e.data)["records"][0]["data"] for e in records] == [0, 1, 2]
+    client.close()
+    # Rewind to the second record: only the third comes again.
+    again = open_sse(wid, records[1].id)
+    again.read_until(is_event("caught-up"))
+    replay = again.events("record")
+    assert [cursor.decode(e.id) for e in replay] == [{"d-live": 3}]
+
+
+def test_multi_topic_stream_ids_are_composite(
+    server: ServerProcess, open_sse: Callable[..., RawSse]
+) -> None:
+    create(server, "d-a", "d-b")
+    wid = watch(server, {"topics": {"d-a": {"tail": True}, "d-b": {"tail": True}}})
+    client = open_sse(wid)
+    client.read_until(lambda _: len(client.events("caught-up")) == 2)
+    write(server, "d-a", "x")
+    client.read_until(is_event("record"))
+    write(server, "d-b", "y")
+    client.read_until(lambda _: len(client.events("record")) == 2)
+    assert cursor.decode(client.events("record")[-1].id) == {"d-a": 1, "d-b": 1}
+
+
+def test_backlog_through_the_pump_then_live_directly(
+    server: ServerProcess, open_sse: Callable[..., RawSse]
+) -> None:
+    create(server, "d-backlog")
+    write(server, "d-backlog", *range(9))
+    wid = watch(server, {"topics": {"d-backlog": {"from_seq": 0}}, "limit": 2})
+    client = open_sse(wid)
+    client.read_until(is_event("caught-up"))
+    assert record_count(client.events("record")) == 9
+    write(server, "d-backlog", "live")
+    client.read_until(lambda i: isinstance(i, Event) and '"live"' in i.data)
+    assert cursor.decode(client.events("record")[-1].id) == {"d-backlog": 10}
+    assert len(client.events("caught-up")) == 1
+
+
+def test_idle_stream_sends_heartbeats(
+    server: ServerProcess, open_sse: Callable[..., RawSse]
+) -> None:
+    create(server, "d-hb")
+    wid = watch(server, {"topics": {"d-hb": {"tail": True}}, "heartbeat_ms": 1000})
+    client = open_sse(wid)
+    client.read_until(is_event("caught-up"))
+    client.read_until(lambda i: isinstance(i, Comment) and i.is_heartbeat)
+    write(server, "d-hb", 1)
+    client.read_until(is_event("record"))
+
+
+def test_idle_stream_superseded_gets_its_final_frame(
+    server: ServerProcess, open_sse: Callable[..., RawSse]
+) -> None:
+    create(server, "d-sup")
+    wid = watch(server, {"topics": {"d-sup": {"tail": True}}})
+    first = open_sse(wid)
+    first.read_until(is_event("caught-up"))
+    second = open_sse(wid)
+    second.read_until(is_event("caught-up"))
+    first.read_to_end()
+    assert first.ended
+    (closing,) = first.events("connection-closing")
+    assert ujson.loads(closing.data)["reason"] == "superseded"
+    write(server, "d-sup", "after")
+    second.read_until(is_event("record"))
+
+
+def test_idle_stream_ends_with_server_shutdown(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    own = start_server()
+    create(own, "d-bye")
+    wid = watch(own, {"topics": {"d-bye": {"tail": True}}})
+    client = RawSse(own, wid)
+    try:
+        client.read_until(is_event("caught-up"))
+        own.proc.send_signal(signal.SIGTERM)
+        client.read_to_end()
+        (closing,) = client.events("connection-closing")
+        assert ujson.loads(closing.data)["reason"] == "server_shutdown"
+        assert own.proc.wait(30) == 0
+    finally:
+        client.close()
+
+
+async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
+    """The direct path finds hypercorn's socket through its private layout; an upgrade that
+    moves it silently falls back to ASGI (correct, but slow), so say so here."""
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from topics.frontends.http.watch_routes import _RawSocket
+
+    found: list[bool] = []
+    done = trio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                kind = message["type"].removeprefix("lifespan.")
+                await send({"type": f"lifespan.{kind}.complete"})
+                if kind == "shutdown":
+                    return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x", "more_body": True})
+        found.append(_RawSocket.find(send) is not None)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        done.set()
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            lambda task_status: serve(
+                app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
+                config,
+                shutdown_trigger=stop.wait,
+                task_status=task_status,
+            )
+        )
+        host, port = binds[0].removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(host, int(port))
+        await stream.send_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        await done.wait()
+        body = b""
+        while not body.endswith(b"0\r\n\r\n"):
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                break
+            body += chunk
+        await stream.aclose()
+        stop.set()
+    assert found == [True]
+
+
+async def test_slow_consumer_on_the_raw_socket_frees_its_slot_and_loses_nothing() -> None:
+    """A client that stops reading: direct writes fill the socket, the rest queues, the
+    queue's slow-consumer rules end the stream (the raw write, unlike hypercorn's, can be
+    cancelled), and a resume from the session replays what never left."""
+    import httpx
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from topics.engine import open_engine
+    from topics.frontends.http import HttpSettings, create_app
+    from topics.watch_types import WatchSettings
+
+    payload = "x" * 40_000
+    async with open_engine(None) as engine:
+        engine.watch_hub.settings = WatchSettings(
+            queue_frames=2,
+            buffer_grace_ms=200,
+            slow_consumer_timeout_ms=800,
+            final_frame_timeout_ms=200,
+        )
+        config = Config()
+        config.bind = ["127.0.0.1:0"]
+        config.accesslog = None
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                lambda task_status: serve(
+                    create_app(engine, HttpSettings()),  # type: ignore[arg-type]
+                    config,
+                    shutdown_trigger=stop.wait,
+                    task_status=task_status,
+                )
+            )
+            base = binds[0]
+            host, port = base.removeprefix("http://").split(":")
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                await http.put("/v0/topics/slow", json={})
+                r = await http.post("/v0/watch", json={"topics": {"slow": {"tail": True}}})
+                wid = r.json()["wid"]
+                sock = trio.socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                await sock.connect((host, int(port)))
+                await sock.send(
+                    f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: t\r\n"
+                    "Accept: text/event-stream\r\n\r\n".encode()
+                )
+                buf = b""
+                while b"caught-up" not in buf:
+                    buf += await sock.recv(65536)
+                written = 0
+                with trio.fail_after(60):
+                    # Write (and read nothing) until the stream gives up on this client.
+                    while engine.watch_statistics().connections:
+                        body = {"records": [{"data": [written, payload]}]}
+                        (await http.post("/v0/topics/slow", json=body)).raise_for_status()
+                        written += 1
+                        await trio.sleep(0.01)
+                session = engine.watch_hub.session(wid)
+                assert session is not None
+                assert session.stream is None  # the session stays, resumable
+                with trio.fail_after(30):
+                    while True:
+                        chunk = await sock.recv(1 << 20)
+                        if not chunk:
+                            break
+                        buf += chunk
+                sock.close()
+                seen = {int(m) for m in re.findall(rb'"data":\[(\d+),', buf)}
+                # Everything the session did not commit is still to come on resume.
+                assert session.cursors()["slow"] <= len(seen)
+                assert set(range(session.cursors()["slow"])) <= seen
+            stop.set()
+
+
+def test_strong_stream_gets_records_once_the_wal_commits_them(
+    start_server: Callable[..., ServerProcess], tmp_path: Any
+) -> None:
+    """A strong read first sees nothing (the WAL frame is not written yet); the WAL's
+    progress, not another write, must bring the record to an idle direct stream."""
+    own = start_server(None, "--data-dir", str(tmp_path))
+    with own.client() as http:
+        assert http.put("/v0/topics/d-strong", json={"durability": "fsync"}).status_code in (
+            200,
+            201,
+        )
+    wid = watch(own, {"topics": {"d-strong": {"tail": True}}, "consistency": "strong"})
+    client = RawSse(own, wid)
+    try:
+        client.read_until(is_event("caught-up"))
+        for n in range(5):
+            write(own, "d-strong", n)
+            client.read_until(is_event("record"))
+        assert record_count(client.events("record")) == 5
+    finally:
+        client.close()
