@@ -135,6 +135,10 @@ class QueueState:
         # worker's idle wait); appends reach them through a relay task (_queue_ops).
         self.lot = trio.lowlevel.ParkingLot()
         self.waiting = 0
+        # /work sessions at their in-flight bound, by node: only the end of one of their
+        # own leases lets them take more. Waking every one of them on each append and on
+        # every other worker's ack cost more than the deliveries with many sessions open.
+        self.full: dict[str, trio.lowlevel.ParkingLot] = {}
         self.relay_running = False
         self.cohort: Cohort | None = None  # the open coalescing window, if any
 
@@ -151,6 +155,23 @@ class QueueState:
         return log.count - len(self.leases) - len(self.delayed) - len(self.dead_lettering)
 
     def wake(self) -> None:
+        """Anything may have changed: wake every waiter."""
+        if self.lot:
+            self.lot.unpark_all()
+        for lot in self.full.values():
+            lot.unpark_all()
+
+    def wake_node(self, node: str) -> None:
+        """Leases of ``node`` ended (ack, nack, release): wake the claimers and the full
+        sessions of that node (no other session's in-flight count changed)."""
+        if self.lot:
+            self.lot.unpark_all()
+        lot = self.full.get(node)
+        if lot:
+            lot.unpark_all()
+
+    def wake_claimers(self) -> None:
+        """Jobs were appended: only waiters below their bound can use them."""
         if self.lot:
             self.lot.unpark_all()
 
@@ -169,10 +190,10 @@ class QueueState:
         """Apply outside deletes (rule 3) and lazy expiry (rule 4). True if a job was freed."""
         log = self.log
         head, count = self._seen
-        if log.count - count < log.head - head:
-            self._drop_dead()
+        # A held job deleted from outside ends its lease too: report it, so full sessions
+        # (which no longer wake on every queue change) notice.
+        freed = log.count - count < log.head - head and self._drop_dead()
         self._seen = (log.head, log.count)
-        freed = False
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] < now:
             deadline, seq, lease_id = heapq.heappop(deadlines)
@@ -196,11 +217,12 @@ class QueueState:
         """Note the log's (head, count) after a delete this projection made itself."""
         self._seen = (self.log.head, self.log.count)
 
-    def _drop_dead(self) -> None:
+    def _drop_dead(self) -> bool:
         log = self.log
         dead = [seq for seq in self.deliveries if not _is_live(log, seq)]
         for seq in dead:
             self.untrack(seq)
+        return bool(dead)
 
     def _compact_deadlines(self) -> None:
         self._deadlines = [(ls.deadline, seq, ls.lease_id) for seq, ls in self.leases.items()]

@@ -298,7 +298,7 @@ class QueueOps:
             if lease_ticket is not None:  # the later entry: syncing it syncs the delete too
                 ticket = lease_ticket
             q.mark()
-            q.wake()  # a /work session at its in-flight bound may take more now
+            q.wake_node(who)  # a /work session at its in-flight bound may take more now
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
             fsync_ms = (await self._wait(ticket))[1]
@@ -332,7 +332,7 @@ class QueueOps:
             q.release(seq, now + delay, now)
         ticket = self._log_lease(log, RELEASED, now + delay, held) if held else None
         if held:
-            q.wake()
+            q.wake_node(who)
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
             fsync_ms = (await self._wait(ticket))[1]
@@ -424,11 +424,29 @@ class QueueOps:
             return False
         return self._queue_state(log).ready > 0
 
-    async def _park_queue(self, log: TopicLog, q: QueueState, timeout_s: float) -> None:
-        """Park until the queue changes, an append lands, or the next expiry is due (rule 6)."""
+    async def _park_queue(
+        self, log: TopicLog, q: QueueState, timeout_s: float, full_node: str | None = None
+    ) -> None:
+        """Park until the queue changes, an append lands, or the next expiry is due (rule 6).
+
+        ``full_node``: the caller is a /work session of that node at its in-flight bound; it
+        waits for one of the node's leases to end (or expire, or for a change that wakes
+        everyone), not for appends.
+        """
         due = q.next_change_ms()
         if due is not None:
             timeout_s = min(timeout_s, max(due - self.clock.now_ms(), 0) / 1000)
+        if full_node is not None:
+            lot = q.full.get(full_node)
+            if lot is None:
+                lot = q.full[full_node] = trio.lowlevel.ParkingLot()
+            try:
+                with trio.move_on_after(timeout_s):
+                    await lot.park()
+            finally:
+                if not lot and q.full.get(full_node) is lot:
+                    del q.full[full_node]
+            return
         if not q.relay_running and self._nursery is not None:
             q.relay_running = True
             self._nursery.start_soon(_relay_appends, log, q)
@@ -524,7 +542,7 @@ class QueueOps:
             q.release(seq, now, now)
         if held:
             self._log_lease(log, RELEASED, now, held)
-            q.wake()
+            q.wake_node(node)
 
     async def _dead_letter(self, log: TopicLog, q: QueueState, seqs: list[int]) -> None:
         """Move jobs past ``max_deliveries`` to the dead-letter topic (rule 5, §10.6)."""
@@ -625,7 +643,7 @@ class WorkSession:
                     retried = True
                     continue
             retried = False
-            await engine._park_queue(log, q, math.inf)
+            await engine._park_queue(log, q, math.inf, self.node if want <= 0 else None)
 
     @property
     def in_flight(self) -> int:
@@ -656,10 +674,10 @@ class WorkSession:
 async def _relay_appends(log: TopicLog, q: QueueState) -> None:
     """Wake the queue's waiters on every append while any wait (rule 6)."""
     try:
-        q.wake()  # an append between the waiter's read and this task's start
+        q.wake_claimers()  # an append between the waiter's read and this task's start
         while q.waiting and not log.deleted:
             await log.waiters.park()
-            q.wake()
+            q.wake_claimers()
     finally:
         q.relay_running = False
 

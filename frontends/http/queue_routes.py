@@ -11,48 +11,21 @@ Rules:
    lease fields, rendered once by the engine) between a hand-built head and tail.
 3. Claims are shed under CPU pressure (429, like any request); acks, nacks and extends are
    not: refusing them would only turn finished work into redeliveries.
-4. ``GET /v0/topics/:q/work`` (§10.8) is a Quart-native streaming view (``register``):
-   establishment errors (400/404/406/409) are plain HTTP errors, checked by opening a
-   session once before the stream starts; then ``retry: 2000`` and a heartbeat, one
-   ``event: job`` per delivered job (``id:`` = its seq), a heartbeat after each
-   ``HEARTBEAT_S`` without a job, an in-stream ``event: error`` if the topic is deleted or
-   stops being a queue, and ``connection-closing`` when the server drains. The session is
-   a context manager inside the body generator: however the stream ends (client gone,
-   cancelled, error), its leases are released at once (release-on-disconnect).
+4. ``GET /v0/topics/:q/work`` (§10.8) is served by the dispatcher too, as a stream
+   (``queue_fast``): it shares the §11 long-lived connection caps with watch streams.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import trio
-from quart import Response, request
-
-from topics.errors import InvalidRequestError, NotAcceptableError, TopicsError
-from topics.wire.sse import (
-    HEARTBEAT,
-    RETRY_MS,
-    connection_closing_frame,
-    encode_event,
-    encode_retry,
-    error_frame,
-)
-
+from .queue_fast import HEARTBEAT_S, open_work
 from .requests import decode_json_object
-from .respond import context_of
 from .routing import Route
-from .state import HttpState, Reply, RequestContext
+from .state import Reply, RequestContext
 
-if TYPE_CHECKING:
-    from quart_trio import QuartTrio
+__all__ = ["HEARTBEAT_S", "ROUTES"]
 
-    from topics._queue_ops import WorkSession
-
-__all__ = ["HEARTBEAT_S", "ROUTES", "register"]
-
-#: Heartbeat cadence of a /work stream without jobs (§7.6: 15 s).
-HEARTBEAT_S = 15.0
 WORK_PATTERN = "/v0/topics/{topic}/work"
 
 CLAIM_FIELDS = frozenset({"node", "max", "lease_ms"})
@@ -118,82 +91,8 @@ async def extend(ctx: RequestContext) -> Reply:
     return ctx.json(result.to_dict(), fsync_ms=result.fsync_ms)
 
 
-async def work_stream(topic: str) -> Any:
-    """GET /v0/topics/:q/work — PUSH-mode delivery over SSE (§10.8, rule 4)."""
-    ctx = context_of(request.scope)
-    if b"text/event-stream" not in ctx.headers.get(b"accept", b""):
-        raise NotAcceptableError(
-            "the /work stream is text/event-stream; send Accept: text/event-stream",
-            detail={"accept": ctx.headers.get(b"accept", b"").decode("latin-1")},
-        )
-    node = ctx.query_str("node")
-    if node is None:
-        raise InvalidRequestError.for_field("node", "is required (the worker's identity)")
-    want = ctx.query_int("max", 1)
-    raw_lease = ctx.query_str("lease_ms")
-    lease_ms = ctx.query_int("lease_ms", 0) if raw_lease else None
-    engine = ctx.engine
-    async with engine.open_work_session(ctx.name, node=node, max=want, lease_ms=lease_ms):
-        pass  # establishment errors surface here, before any byte is streamed
-    response = Response(
-        _work_frames(ctx, node, want, lease_ms),
-        200,
-        {
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-store",
-            "X-Accel-Buffering": "no",
-            "X-Request-ID": ctx.request_id,
-        },
-    )
-    response.timeout = None  # a stream, not a request: no response timeout
-    return response
-
-
-async def _work_frames(
-    ctx: RequestContext, node: str, want: int, lease_ms: int | None
-) -> AsyncIterator[bytes]:
-    # No yield inside a cancel scope (trio forbids it in generators): the scopes live in
-    # _next_frame. The session's own exit is synchronous, run by Quart's aclose().
-    yield encode_retry() + HEARTBEAT
-    try:
-        async with ctx.engine.open_work_session(
-            ctx.name, node=node, max=want, lease_ms=lease_ms
-        ) as session:
-            while True:
-                frame, last = await _next_frame(ctx, session)
-                yield frame
-                if last:
-                    return
-    except TopicsError as exc:
-        yield error_frame(exc, request_id=ctx.request_id)
-
-
-async def _next_frame(ctx: RequestContext, session: WorkSession) -> tuple[bytes, bool]:
-    """The next chunk to send: jobs, a heartbeat, or (draining) the closing frame."""
-    with ctx.state.long_poll():  # cancelled when the server starts draining
-        with trio.move_on_after(HEARTBEAT_S):
-            res = await session.next_jobs()
-            frames = [
-                encode_event(str(seq), "job", frag)
-                for seq, frag in zip(res.seqs, res.stream_fragments(), strict=True)
-            ]
-            return b"".join(frames), False
-        return HEARTBEAT, False
-    return connection_closing_frame("server_shutdown", ctx.request_id, RETRY_MS), True
-
-
-def register(app: QuartTrio, state: HttpState) -> None:
-    """Add the /work streaming view (the route table entry has no plain handler)."""
-    app.add_url_rule(
-        WORK_PATTERN.replace("{", "<").replace("}", ">"),
-        endpoint=f"GET {WORK_PATTERN}",
-        view_func=work_stream,
-        methods=["GET"],
-    )
-
-
 ROUTES = (
-    Route("GET", WORK_PATTERN, None, query_token=True),
+    Route("GET", WORK_PATTERN, open_work, fast=True, query_token=True),
     Route("POST", "/v0/topics/{topic}/claim", claim, fast=True, body=True),
     Route("POST", "/v0/topics/{topic}/ack", ack, fast=True, body=True, pressure="never"),
     Route("POST", "/v0/topics/{topic}/nack", nack, fast=True, body=True, pressure="never"),

@@ -1,0 +1,92 @@
+"""Targeted wake-ups of /work sessions at their in-flight bound: such a session waits for
+one of its own node's leases to end, not for appends or other workers' acks, and still
+notices every way its leases can end."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from topics.engine import Engine
+
+LEASE = 1000
+
+
+async def _queue(engine: Engine, n: int) -> None:
+    await engine.put_topic("q", {"type": "queue", "lease_ms": LEASE})
+    await engine.write("q", [{"data": i} for i in range(1, n + 1)])
+
+
+async def test_full_sessions_wake_only_for_their_own_node(engine: Engine) -> None:
+    await _queue(engine, 10)
+    got: dict[str, list[tuple[int, ...]]] = {"a": [], "b": []}
+    async with (
+        engine.open_work_session("q", node="a", max=2) as a,
+        engine.open_work_session("q", node="b", max=2) as b,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def pump(name: str, session: object) -> None:
+            while True:
+                got[name].append((await session.next_jobs()).seqs)  # type: ignore[attr-defined]
+
+        nursery.start_soon(pump, "a", a)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(pump, "b", b)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == {"a": [(1, 2)], "b": [(3, 4)]}
+        q = engine._queues.states[engine._registry.get("q").topic_id]  # type: ignore[union-attr]
+        assert set(q.full) == {"a", "b"}  # both parked at their bound, apart from claimers
+        await engine.write("q", [{"data": 11}])
+        await engine.ack("q", node="a", seqs=[1])
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == {"a": [(1, 2), (5,)], "b": [(3, 4)]}
+        await engine.nack("q", node="b", seqs=[3], delay_ms=0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got["b"] == [(3, 4), (3,)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_full_session_notices_its_job_deleted_from_outside(engine: Engine) -> None:
+    await _queue(engine, 3)
+    got: list[tuple[int, ...]] = []
+    async with (
+        engine.open_work_session("q", node="w", max=1) as session,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def pump() -> None:
+            while True:
+                got.append((await session.next_jobs()).seqs)
+
+        nursery.start_soon(pump)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [(1,)]
+        await engine.delete_records("q", before_seq=2)  # the held job goes, lease and all
+        await engine.claim("q", node="other")  # any later queue call applies the delete
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [(1,), (3,)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_full_session_wakes_when_its_lease_expires(engine: Engine, clock) -> None:  # type: ignore[no-untyped-def]
+    await _queue(engine, 2)
+    got: list[tuple[int, int]] = []
+    async with (
+        engine.open_work_session("q", node="w", max=1) as session,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def pump() -> None:
+            while True:
+                res = await session.next_jobs()
+                got.append((res.seqs[0], res.claimed[0].deliveries))
+
+        nursery.start_soon(pump)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [(1, 1)]
+        clock.advance(LEASE + 1)
+        await engine.get_topic("q", touch=False)  # a queue read applies the expiry
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [(1, 1), (1, 2)]  # the reclaimed job jumps the queue (§10.3)
+        nursery.cancel_scope.cancel()
