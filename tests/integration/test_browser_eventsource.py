@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -29,6 +27,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+from tests.support.chromium import HEADLESS_FLAGS, find_chromium
 
 from .conftest import ServerProcess
 
@@ -55,32 +55,7 @@ es.onerror = () => { state.errors += 1; report(); };
 </script></body></html>
 """
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-web-security",
-]
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        for cmd in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"]):
-            subprocess.run(cmd, capture_output=True, timeout=900, check=False)
-        subprocess.run(
-            ["apt-get", "install", "-y", "chromium"], capture_output=True, timeout=900, check=False
-        )
-        found = shutil.which("chromium")
-        if found:
-            return found
-    pytest.skip("chromium is not installed and `apt-get install -y chromium` was not possible")
+CHROMIUM_FLAGS = [*HEADLESS_FLAGS, "--disable-web-security"]
 
 
 class _Results:
@@ -155,7 +130,7 @@ def test_browser_eventsource_resumes_with_last_event_id_without_loss_or_duplicat
     start_server: Callable[..., ServerProcess],
     page_server: tuple[str, _Results, dict[str, str]],
 ) -> None:
-    chromium = _chromium()
+    chromium = find_chromium()
     server = start_server()
     page_url, results, page = page_server
     with server.client() as http:

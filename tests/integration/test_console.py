@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -29,36 +28,15 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.chromium import HEADLESS_FLAGS, find_chromium
+
 from .conftest import ServerProcess
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM_FLAGS = HEADLESS_FLAGS
 KEY = "console-test-key-0123456789"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "update"], capture_output=True, timeout=900, check=False)
-        subprocess.run(
-            ["apt-get", "install", "-y", "chromium"], capture_output=True, timeout=900, check=False
-        )
-        found = shutil.which("chromium")
-        if found:
-            return found
-    pytest.skip("chromium is not installed and `apt-get install -y chromium` was not possible")
 
 
 def _run_chromium(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
@@ -66,7 +44,7 @@ def _run_chromium(*args: str, timeout: float = 60.0) -> subprocess.CompletedProc
         prefix="topics-chromium-", ignore_cleanup_errors=True
     ) as profile:
         return subprocess.run(
-            [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+            [find_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
             capture_output=True,
             timeout=timeout,
             check=False,
@@ -86,7 +64,7 @@ class DevTools:
         os.close(from_browser_w)
         self.proc = subprocess.Popen(
             [
-                _chromium(),
+                find_chromium(),
                 *CHROMIUM_FLAGS,
                 f"--user-data-dir={profile}",
                 "--remote-debugging-pipe",

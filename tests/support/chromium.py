@@ -27,9 +27,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["CHROMIUM_FLAGS", "Chromium", "find_chromium"]
+__all__ = ["CHROMIUM_FLAGS", "HEADLESS_FLAGS", "Chromium", "find_chromium"]
 
-CHROMIUM_FLAGS = [
+#: Headless on a machine with no network but loopback: without the background-networking
+#: flags chromium keeps dialling out and gets refused.
+HEADLESS_FLAGS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -37,8 +39,8 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1000,800",
 ]
+CHROMIUM_FLAGS = [*HEADLESS_FLAGS, "--window-size=1000,800"]
 
 
 def find_chromium() -> str:
