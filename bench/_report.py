@@ -18,6 +18,11 @@ def _n(value: Any, digits: int = 0) -> str:
     return DASH if v is None else f"{v:,.{digits}f}"
 
 
+def _added(value: Any) -> str:
+    v = nb.num(value)
+    return _n(v) if v is None or v >= 0 else "< 0 (noise)"
+
+
 def _ms(value: Any) -> str:
     v = nb.num(value)
     return DASH if v is None else f"{v:.2f}"
@@ -364,9 +369,16 @@ def routers_section(results: Results) -> list[str]:
         [[str(r.get("durability")), _n(r.get("samples")),
           f"{_n(r.get('source_p50_us'))} / {_n(r.get('source_p99_us'))}",
           f"{_n(r.get('dest_p50_us'))} / {_n(r.get('dest_p99_us'))}",
-          f"{_n(r.get('added_p50_us'))} / {_n(r.get('added_p99_us'))}"]
+          f"{_added(r.get('added_p50_us'))} / {_added(r.get('added_p99_us'))}"]
          for r in d.get("latency", []) if isinstance(r, dict)],
     )  # fmt: skip
+    lines += [
+        "The two columns come from separate runs (without, then with the router), so "
+        '"added" is a difference of percentiles, not a percentile of differences; '
+        "where the routed run was the quieter one it comes out below zero and says only "
+        "that the router's cost is inside the noise.",
+        "",
+    ]
     tp = d.get("throughput", {})
     lines += [
         f"Forwarding a {_n(tp.get('backlog'))}-record backlog: **{_n(tp.get('records_per_s'))} records/s**.",
