@@ -29,13 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import random
 import re
-import resource
-import select
 import shutil
 import socket
 import statistics
@@ -46,6 +42,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from _readers import ReaderProcess, raise_fd_limit, serve
 
 # The same ~45-byte record body bench/http_load.py writes to topics and Redis.
 PAYLOAD = b'{"user":"u-4711","action":"click","n":12345}'
@@ -208,18 +206,12 @@ STAMP = re.compile(rb"stamp=(\d+)")
 
 def reader_main() -> None:
     """The reader child: ``{"port", "subjects"}`` on stdin, one raw NATS connection per
-    subject, then commands, one a line: ``count`` -> stamps seen; ``take`` -> JSON list of
-    latencies (ms) since the last take; ``stop``. Prints ``ready`` once every connection's
-    SUB is registered (its PING answered).
-
-    The same layout as bench/watch.py's readers of topics and Redis: one process, a plain
-    epoll loop over non-blocking sockets, the hot path only reads the clock and keeps the
-    bytes, so the client costs the same few microseconds per delivery for every system."""
-    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    subject, then bench/_readers.py's commands. Ready once every connection's SUB is
+    registered (its PING answered). The same process layout as bench/watch.py's readers
+    of topics and Redis, so the client costs the same for every system."""
+    raise_fd_limit()
     spec = json.loads(sys.stdin.readline())
     socks: dict[int, socket.socket] = {}
-    bufs: dict[int, bytes] = {}
     for subject in spec["subjects"]:
         s = socket.create_connection(("127.0.0.1", spec["port"]))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -233,84 +225,30 @@ def reader_main() -> None:
             if not chunk:
                 raise RuntimeError("nats-server closed the connection")
             buf += chunk
-        s.setblocking(False)
         socks[s.fileno()] = s
-        bufs[s.fileno()] = b""
-    ep = select.epoll()
-    for fd in socks:
-        ep.register(fd, select.EPOLLIN)
-    stdin = sys.stdin.fileno()
-    ep.register(stdin, select.EPOLLIN)
-    out = sys.stdout
-    out.write("ready\n")
-    out.flush()
-    got: list[tuple[int, bytes]] = []
-    count = 0
-    now_ns = time.monotonic_ns
-    ctl = b""
-    while True:
-        for fd, _ in ep.poll():
-            if fd == stdin:
-                ctl += os.read(stdin, 4096)
-                while b"\n" in ctl:
-                    cmd, _, ctl = ctl.partition(b"\n")
-                    if cmd == b"count":
-                        out.write(f"{count}\n")
-                    elif cmd == b"take":
-                        lat = [(t - int(m[1])) / 1e6 for t, d in got for m in STAMP.finditer(d)]
-                        out.write(json.dumps(lat) + "\n")
-                        got = []
-                    elif cmd == b"stop" or not cmd:
-                        return
-                    out.flush()
-                continue
-            try:
-                chunk = socks[fd].recv(262144)
-            except BlockingIOError:
-                continue
-            t = now_ns()
-            if not chunk:
-                ep.unregister(fd)
-                continue
-            data = bufs[fd] + chunk if bufs[fd] else chunk
-            # Every protocol line and payload ends in CRLF and a stamp holds none, so a
-            # frame cut across reads is counted once its payload is whole.
-            cut = data.rfind(b"\r\n") + 2
-            if cut >= 2:
-                whole = data[:cut]
-                got.append((t, whole))
-                count += whole.count(b"stamp=")
-                if b"PING\r\n" in whole:
-                    socks[fd].send(b"PONG\r\n")
-                bufs[fd] = data[cut:]
-            else:
-                bufs[fd] = data
+
+    def frame(fd: int, data: bytes) -> tuple[bytes, bytes | None, int]:
+        # Every protocol line and payload ends in CRLF and a stamp holds none, so a frame
+        # cut across reads is counted once its payload is whole.
+        cut = data.rfind(b"\r\n") + 2
+        if cut < 2:
+            return data, None, 0
+        whole = data[:cut]
+        if b"PING\r\n" in whole:
+            socks[fd].send(b"PONG\r\n")
+        return data[cut:], whole, whole.count(b"stamp=")
+
+    def latencies(got: list[tuple[int, bytes]]) -> list[float]:
+        return [(t - int(m[1])) / 1e6 for t, d in got for m in STAMP.finditer(d)]
+
+    serve(socks, frame, latencies)
 
 
-class Readers:
+class Readers(ReaderProcess):
     """The reader child process seen from the benchmark."""
 
     def __init__(self, port: int, subjects: list[str]) -> None:
-        cmd = [sys.executable, os.path.abspath(__file__), "--_readers"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-        self.stdin.write(json.dumps({"port": port, "subjects": subjects}) + "\n")
-        self.stdin.flush()
-        if self.stdout.readline().strip() != "ready":
-            raise RuntimeError("the reader process did not get ready")
-
-    def _ask(self, cmd: str) -> str:
-        self.stdin.write(cmd + "\n")
-        self.stdin.flush()
-        return self.stdout.readline()
-
-    def count(self) -> int:
-        return int(self._ask("count"))
-
-    def take(self) -> list[float]:
-        return list(json.loads(self._ask("take")))
+        super().__init__(__file__, {"port": port, "subjects": subjects})
 
     async def wait_count(self, target: int, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -319,16 +257,6 @@ class Readers:
             await asyncio.sleep(0.005)
             got = self.count()
         return got
-
-    def close(self) -> None:
-        with contextlib.suppress(BrokenPipeError):
-            self.stdin.write("stop\n")
-            self.stdin.flush()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 async def bench_fanout(url: str, n: int, messages: int, burst: int) -> dict[str, Any]:

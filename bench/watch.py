@@ -41,7 +41,6 @@ import json
 import os
 import re
 import resource
-import select
 import shutil
 import socket
 import statistics
@@ -52,6 +51,7 @@ import time
 from typing import Any
 
 import httpx
+from _readers import Framer, ReaderProcess, raise_fd_limit, serve
 
 LISTENING = "topics-server listening on "
 STAMP = re.compile(rb'"stamp":(\d+)')
@@ -194,15 +194,12 @@ def _xread(key: bytes, last: bytes) -> bytes:
 
 
 def reader_main() -> None:
-    """The child: ``{"kind", "host", "port", "ids"}`` on stdin, then commands, one a line:
-    ``count`` -> number of stamps seen; ``take`` -> JSON list of latencies (ms) since the
-    last take; ``stop``. Prints ``ready`` once every reader waits for live data."""
-    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    """The child: ``{"kind", "host", "port", "ids"}`` on stdin, then bench/_readers.py's
+    commands. Ready once every reader waits for live data."""
+    raise_fd_limit()
     spec = json.loads(sys.stdin.readline())
     kind, host, port, ids = spec["kind"], spec["host"], spec["port"], spec["ids"]
     socks: dict[int, socket.socket] = {}
-    bufs: dict[int, bytes] = {}
-    last: dict[int, bytes] = {}
     key = str(spec.get("key", "")).encode()
     for ident in ids:
         s = socket.create_connection((host, port))
@@ -213,10 +210,8 @@ def reader_main() -> None:
                 "Accept: text/event-stream\r\n\r\n".encode()
             )
         else:
-            last[s.fileno()] = b"$"
             s.sendall(_xread(key, b"$"))
         socks[s.fileno()] = s
-        bufs[s.fileno()] = b""
     if kind == "sse":  # live once the stream said caught-up
         for s in socks.values():
             buf = b""
@@ -225,111 +220,53 @@ def reader_main() -> None:
                 if not chunk:
                     raise RuntimeError("stream closed before caught-up")
                 buf += chunk
-    for s in socks.values():
-        s.setblocking(False)
-    ep = select.epoll()
-    for fd in socks:
-        ep.register(fd, select.EPOLLIN)
-    stdin = sys.stdin.fileno()
-    ep.register(stdin, select.EPOLLIN)
-    out = sys.stdout
-    out.write("ready\n")
-    out.flush()
-    # The hot loop only takes the time and keeps the bytes; stamps are parsed at ``take``,
-    # so a reader costs one recv, one clock read and a count per wake-up.
-    got: list[tuple[int, bytes]] = []
-    count = 0
-    now_ns = time.monotonic_ns
-    ctl = b""
-    sse = kind == "sse"
-    stamp_field = b'"stamp":' if sse else b"$5\r\nstamp\r\n"
+        serve(socks, _sse_framer, lambda got: _latencies(got, STAMP))
+    else:
+        serve(socks, _redis_framer(socks, key), lambda got: _latencies(got, REDIS_STAMP))
+
+
+def _sse_framer(fd: int, data: bytes) -> tuple[bytes, bytes | None, int]:
+    cut = data.rfind(b"\n") + 1  # a frame split across reads counts when whole
+    if not cut:
+        return data, None, 0
+    return data[cut:], data[:cut], data.count(b'"stamp":', 0, cut)
+
+
+def _redis_framer(socks: dict[int, socket.socket], key: bytes) -> Framer:
     prefix = b"*1\r\n*2\r\n$%d\r\n%s\r\n*" % (len(key), key)
-    while True:
-        for fd, _ in ep.poll():
-            if fd == stdin:
-                ctl += os.read(stdin, 4096)
-                while b"\n" in ctl:
-                    cmd, _, ctl = ctl.partition(b"\n")
-                    if cmd == b"count":
-                        out.write(f"{count}\n")
-                    elif cmd == b"take":
-                        out.write(json.dumps(_latencies(got, sse)) + "\n")
-                        got = []
-                    elif cmd == b"stop" or not cmd:
-                        return
-                    out.flush()
-                continue
-            try:
-                chunk = socks[fd].recv(262144)
-            except BlockingIOError:
-                continue
-            t = now_ns()
-            if not chunk:
-                ep.unregister(fd)
-                continue
-            data = bufs[fd] + chunk if bufs[fd] else chunk
-            if sse:
-                cut = data.rfind(b"\n") + 1  # a frame split across reads counts when whole
-                if cut:
-                    got.append((t, data[:cut]))
-                    count += data.count(stamp_field, 0, cut)
-                bufs[fd] = data[cut:]
-                continue
-            # One XREAD reply: *1 *2 key *M, then M entries (id, *2 "stamp" value).
-            if not data.endswith(b"\r\n") or not data.startswith(prefix):
-                bufs[fd] = data
-                continue
-            m_end = data.index(b"\r\n", len(prefix))
-            entries = int(data[len(prefix) : m_end])
-            tail = data.rfind(b"\r\n", 0, len(data) - 2) + 2
-            if data.count(stamp_field) != entries or data[tail : tail + 1] == b"$":
-                bufs[fd] = data
-                continue
-            got.append((t, data))
-            count += entries
-            idx = data.rfind(b"\r\n*2\r\n$5\r\nstamp\r\n")
-            last[fd] = data[data.rfind(b"\r\n", 0, idx) + 2 : idx]
-            bufs[fd] = b""
-            socks[fd].send(_xread(key, last[fd]))
+    stamp_field = b"$5\r\nstamp\r\n"
+
+    def frame(fd: int, data: bytes) -> tuple[bytes, bytes | None, int]:
+        # One XREAD reply: *1 *2 key *M, then M entries (id, *2 "stamp" value); once it is
+        # whole, the next XREAD BLOCK continues after its last id.
+        if not data.endswith(b"\r\n") or not data.startswith(prefix):
+            return data, None, 0
+        m_end = data.index(b"\r\n", len(prefix))
+        entries = int(data[len(prefix) : m_end])
+        tail = data.rfind(b"\r\n", 0, len(data) - 2) + 2
+        if data.count(stamp_field) != entries or data[tail : tail + 1] == b"$":
+            return data, None, 0
+        idx = data.rfind(b"\r\n*2\r\n$5\r\nstamp\r\n")
+        socks[fd].send(_xread(key, data[data.rfind(b"\r\n", 0, idx) + 2 : idx]))
+        return b"", data, entries
+
+    return frame
 
 
 REDIS_STAMP = re.compile(rb"\$5\r\nstamp\r\n\$\d+\r\n(\d+)\r\n")
 
 
-def _latencies(got: list[tuple[int, bytes]], sse: bool) -> list[float]:
-    pattern = STAMP if sse else REDIS_STAMP
+def _latencies(got: list[tuple[int, bytes]], pattern: re.Pattern[bytes]) -> list[float]:
     return [(t - int(m.group(1))) / 1e6 for t, data in got for m in pattern.finditer(data)]
 
 
-class Readers:
+class Readers(ReaderProcess):
     """The reader child process seen from here."""
 
     def __init__(self, kind: str, host: str, port: int, ids: list[str], key: str = "") -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--_readers"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            __file__, {"kind": kind, "host": host, "port": port, "ids": ids, "key": key}
         )
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-        spec = {"kind": kind, "host": host, "port": port, "ids": ids, "key": key}
-        self.stdin.write(json.dumps(spec) + "\n")
-        self.stdin.flush()
-        if self.stdout.readline().strip() != "ready":
-            raise RuntimeError("the reader process did not get ready")
-
-    def _ask(self, cmd: str) -> str:
-        self.stdin.write(cmd + "\n")
-        self.stdin.flush()
-        return self.stdout.readline()
-
-    def count(self) -> int:
-        return int(self._ask("count"))
-
-    def take(self) -> list[float]:
-        return list(json.loads(self._ask("take")))
 
     def wait_count(self, target: int, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -338,18 +275,6 @@ class Readers:
             time.sleep(0.005)
             got = self.count()
         return got
-
-    def close(self) -> None:
-        try:
-            self.stdin.write("stop\n")
-            self.stdin.flush()
-        except BrokenPipeError:
-            pass
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 # -- writers (blocking raw sockets) ----------------------------------------------------------
