@@ -281,6 +281,18 @@ def persistence_rows(results: Results) -> list[dict[str, Any]]:
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
 
+def group_commit_rows(results: Results) -> list[dict[str, Any]]:
+    rows = dig(data(results, "persistence"), "group_commit")
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def group_commit_rate(results: Results, writers: int) -> float | None:
+    for row in group_commit_rows(results):
+        if row.get("writers") == writers:
+            return num(row.get("records_per_s"))
+    return None
+
+
 def recovery_rows(results: Results) -> list[dict[str, Any]]:
     rows = dig(data(results, "persistence"), "recovery")
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []

@@ -18,6 +18,11 @@ def _n(value: Any, digits: int = 0) -> str:
     return DASH if v is None else f"{v:,.{digits}f}"
 
 
+def _per_fsync(row: dict[str, Any]) -> float | None:
+    records, fsyncs = nb.num(row.get("records")), nb.num(row.get("fsyncs"))
+    return None if records is None or not fsyncs else records / fsyncs
+
+
 def _added(value: Any) -> str:
     v = nb.num(value)
     return _n(v) if v is None or v >= 0 else "< 0 (noise)"
@@ -242,6 +247,19 @@ def persistence_section(results: Results, figures: dict[str, str]) -> list[str]:
         lines += [f"Raw floor of the same disk (4 KiB pwrite + fdatasync): {_n(floor.get('ops_per_s'))}/s, "
                   f"p50 {_ms(floor.get('p50_ms'))} ms, p99 {_ms(floor.get('p99_ms'))} ms.", ""]  # fmt: skip
     lines += _figure(figures, "persistence", "append by durability class and writers")
+    group = nb.group_commit_rows(results)
+    if group:
+        lines += [
+            "Group commit: the fsync class with one record per write, so every write "
+            "waits for an fdatasync (with batches of 100, the CPU bounds 64 writers first).",
+            "",
+        ]
+        lines += table(
+            ["writers", "records/s", "ack p50 ms", "ack p99 ms", "fsyncs", "writes per fsync"],
+            [[str(r.get("writers")), _n(r.get("records_per_s")), _ms(r.get("p50_ms")),
+              _ms(r.get("p99_ms")), _n(r.get("fsyncs")),
+              _n(_per_fsync(r), 1)] for r in group],
+        )  # fmt: skip
     recovery = nb.recovery_rows(results)
     if recovery:
         lines += table(

@@ -102,10 +102,17 @@ def persistence_targets(results: Results) -> list[Verdict]:
             _at_least(issue, f"disk class >= 70 % of memory class, {_count(writers, 'writer')}",
                       disk / memory if disk and memory else None, 0.70, _pct)
         )  # fmt: skip
-    one, many = nb.persistence_rate(results, "fsync", 1), nb.persistence_rate(results, "fsync", 64)
+    # Judged on one-record writes, where every write waits for an fdatasync; with batches
+    # of 100 the CPU bounds 64 writers first (shown beside it, not judged).
+    one, many = nb.group_commit_rate(results, 1), nb.group_commit_rate(results, 64)
+    b_one, b_many = (
+        nb.persistence_rate(results, "fsync", 1),
+        nb.persistence_rate(results, "fsync", 64),
+    )
+    detail = f" (batches of 100: {b_many / b_one:.1f}x)" if b_one and b_many else ""
     out.append(
-        _at_least(issue, "fsync class: 64 writers >= 15x one writer",
-                  many / one if one and many else None, 15.0, lambda x: f"{x:.1f}x")
+        _at_least(issue, "fsync class: 64 writers >= 15x one writer (group commit, 1 record per write)",
+                  many / one if one and many else None, 15.0, lambda x: f"{x:.1f}x", detail)
     )  # fmt: skip
     return out
 
