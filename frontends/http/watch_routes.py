@@ -536,7 +536,10 @@ class _SseConnection:
                 self._writer()  # through ASGI the pump and the writer run from the start
             else:
                 stream.feed.deliver = self._deliver
-                if stream.feed.has_dirty and not self._deliver():
+                if stream.feed.has_dirty:
+                    # The backlog at open goes through the writer: hypercorn may still hold
+                    # its send lock for the opening frames (a direct write would then only
+                    # queue), and the browser test saw a stream open and never deliver it.
                     self._writer()
             if stream.end is not None:  # superseded before it started
                 self._on_stop()
