@@ -120,6 +120,16 @@ def persistence_targets(results: Results) -> list[Verdict]:
 def http_targets(results: Results) -> list[Verdict]:
     issue = "topics-server"
     write_bare = nb.http_ratio(results, "write_16x100", "bare_write_shape", "req_s")
+    # The hot routes run on the fast lane, so the app's cost also shows against the bare
+    # handler served the same way (reported beside the issue's hypercorn baseline).
+    lane_bare = nb.median_or_none(
+        nb.http_ratio(results, "write_16x100", "bare_write_shape_lane", "req_s")
+    )
+    lane_note = (
+        f"; vs the bare handler through the same fast lane: {_pct(lane_bare)}"
+        if lane_bare is not None
+        else ""
+    )
     vs_redis = nb.write_vs_redis(results)
     diff_redis = nb.http_ratio(results, "py_diff_1000", "redis_xrange_1000", "records_s")
     med = nb.median_or_none
@@ -127,7 +137,7 @@ def http_targets(results: Results) -> list[Verdict]:
         _at_least(issue, "batched HTTP writes (16 x 100 records) >= 100 000 records/s",
                   nb.http_median(results, "write_16x100", "records_s"), 1e5, _rate),
         _at_least(issue, "batched writes >= 85 % of the bare-ASGI request rate (same bytes)",
-                  med(write_bare), 0.85, _pct, _spread(write_bare, _pct)),
+                  med(write_bare), 0.85, _pct, _spread(write_bare, _pct) + lane_note),
         _at_least(issue, "batched writes >= 1.5x redis-py pipelined XADD (its better set-up)",
                   med(vs_redis), 1.5, _times, _spread(vs_redis, _times)),
         _at_least(issue, "HTTP diff limit 1000 >= 2x redis-py XRANGE COUNT 1000 (one decoded client each)",

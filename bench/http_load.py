@@ -7,6 +7,11 @@ prints a Markdown report (targets beside the numbers; it never asserts):
 * a bare ASGI handler on the same hypercorn + trio set-up (this file, ``--serve-bare``):
   it reads the whole body and answers a fixed JSON body of the size asked in ``?size=``,
   so each of its workloads moves the same bytes as the topics workload it is the ceiling of;
+* the same bare handler served through topics-server's fast lane (``--serve-bare
+  --lane``, ``frontends/http/serve.py``): the ceiling of the set-up the hot routes really
+  run on, so the app's own cost shows against both;
+* topics-server with ``TOPICS_HTTP_LANE=0`` (hypercorn alone) for the batched writes: what
+  the lane changes, side by side;
 * redis-server (Debian's, AOF ``appendfsync everysec`` in a temp dir: the analog of the
   disk class, which group-commits without fsync per write), driven by redis-py.
 
@@ -51,6 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +76,9 @@ PAYLOAD = json.dumps(RECORD["data"], separators=(",", ":"))
 # -- the bare ASGI handler (the stack's ceiling) -------------------------------------------
 
 
-def serve_bare(port_file: str) -> None:
-    """Serve the bare handler on a free loopback port (written to ``port_file``)."""
+def serve_bare(port_file: str, lane: bool = False) -> None:
+    """Serve the bare handler on a free loopback port (written to ``port_file``), through
+    hypercorn alone or through topics-server's fast lane in front of it."""
     import hypercorn.trio
     import trio
     from hypercorn.config import Config
@@ -123,7 +130,15 @@ def serve_bare(port_file: str) -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(hypercorn.trio.serve, app, config)
+            if lane:
+                from topics.frontends.http.serve import serve
+
+                binds = await nursery.start(
+                    partial(serve, app, config, accepts=lambda path: True,
+                            shutdown_trigger=trio.sleep_forever)
+                )  # fmt: skip
+            else:
+                binds = await nursery.start(hypercorn.trio.serve, app, config)
             await trio.Path(port_file).write_text(binds[0].rsplit(":", 1)[1])
 
     trio.run(main)
@@ -158,8 +173,9 @@ class Proc:
                 self.proc.wait()
 
 
-def start_topics(data_dir: str, log: Path) -> Proc:
+def start_topics(data_dir: str, log: Path, lane: bool = True) -> Proc:
     env = {**os.environ, "TOPICS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+    env["TOPICS_HTTP_LANE"] = "1" if lane else "0"
     env.pop("TOPICS_API_KEYS", None)
     cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", "--data-dir", data_dir]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=log.open("wb"))
@@ -171,9 +187,9 @@ def start_topics(data_dir: str, log: Path) -> Proc:
     return Proc("topics", proc, line.rsplit(" ", 1)[1].strip())
 
 
-def start_bare(tmp: str, log: Path) -> Proc:
-    port_file = os.path.join(tmp, "bare.port")
-    cmd = [sys.executable, __file__, "--serve-bare", port_file]
+def start_bare(tmp: str, log: Path, lane: bool = False) -> Proc:
+    port_file = os.path.join(tmp, "bare-lane.port" if lane else "bare.port")
+    cmd = [sys.executable, __file__, "--serve-bare", port_file, *(["--lane"] if lane else [])]
     proc = subprocess.Popen(cmd, stderr=log.open("wb"))
     deadline = time.monotonic() + 30
     while not os.path.exists(port_file) or not Path(port_file).read_text():
@@ -436,17 +452,21 @@ def machine() -> dict[str, Any]:
 
 
 @contextmanager
-def services(tmp: str) -> Iterator[tuple[Proc, Proc, Proc]]:
+def services(tmp: str) -> Iterator[tuple[Proc, Proc, Proc, Proc, Proc]]:
     logs = Path(tmp)
     started: list[Proc] = []
     try:
         topics = start_topics(os.path.join(tmp, "data"), logs / "topics.log")
         started.append(topics)
+        plain = start_topics(os.path.join(tmp, "data-plain"), logs / "plain.log", lane=False)
+        started.append(plain)
         bare = start_bare(tmp, logs / "bare.log")
         started.append(bare)
+        bare_lane = start_bare(tmp, logs / "bare-lane.log", lane=True)
+        started.append(bare_lane)
         red = start_redis(tmp, logs / "redis.log")
         started.append(red)
-        yield topics, bare, red
+        yield topics, plain, bare, bare_lane, red
     finally:
         for proc in reversed(started):
             proc.stop()
@@ -461,8 +481,9 @@ def run(rounds: int, duration: float) -> dict[str, Any]:
         print(f"  {name:<22} {json.dumps({k: _round(v) for k, v in value.items()})}", flush=True)
 
     try:
-        with services(tmp) as (topics, bare, red):
+        with services(tmp) as (topics, plain, bare, bare_lane, red):
             t_pid, b_pid, r_pid = topics.proc.pid, bare.proc.pid, red.proc.pid
+            p_pid, bl_pid = plain.proc.pid, bare_lane.proc.pid
             print("prefilling ...", flush=True)
             prefill_topics(topics.url)
             prefill_redis(red.url)
@@ -482,6 +503,10 @@ def run(rounds: int, duration: float) -> dict[str, Any]:
                     f"{bare.url}/v0/topics/bench-w?size={write_ack}", lua_post(WRITE_BODY), tmp,
                     conns=WRITERS, duration=duration, pids=[b_pid])),
                 ("write_16x100", lambda: _write_run(topics.url, tmp, duration, t_pid)),
+                ("bare_write_shape_lane", lambda: wrk(
+                    f"{bare_lane.url}/v0/topics/bench-w?size={write_ack}", lua_post(WRITE_BODY),
+                    tmp, conns=WRITERS, duration=duration, pids=[bl_pid])),
+                ("write_16x100_hypercorn", lambda: _write_run(plain.url, tmp, duration, p_pid)),
                 ("bare_diff1000_shape", lambda: wrk(
                     f"{bare.url}/v0/topics/bench-r/diff?size={diff_answer}",
                     lua_diff(1000, PREFILL), tmp, conns=WRITERS, duration=duration,
@@ -489,6 +514,9 @@ def run(rounds: int, duration: float) -> dict[str, Any]:
                 ("bare_small", lambda: wrk(
                     f"{bare.url}/v0/topics/bench-empty/diff?size={small_answer}",
                     lua_post("{}"), tmp, conns=WRITERS, duration=duration, pids=[b_pid])),
+                ("bare_small_lane", lambda: wrk(
+                    f"{bare_lane.url}/v0/topics/bench-empty/diff?size={small_answer}",
+                    lua_post("{}"), tmp, conns=WRITERS, duration=duration, pids=[bl_pid])),
                 ("diff_1_empty", lambda: wrk(
                     topics.url + "/v0/topics/bench-empty/diff", lua_post("{}"), tmp,
                     conns=WRITERS, duration=duration, pids=[t_pid])),
@@ -580,6 +608,12 @@ def report(data: dict[str, Any], command: str) -> str:
         f"| bare ASGI, same request and answer size | wrk -c16 | "
         f"{med('bare_write_shape', 'req_s'):,.0f} req/s | "
         f"{med('bare_write_shape', 'cpu_us_per_req'):.0f} µs |",
+        f"| bare ASGI through the fast lane, same request and answer | wrk -c16 | "
+        f"{med('bare_write_shape_lane', 'req_s'):,.0f} req/s | "
+        f"{med('bare_write_shape_lane', 'cpu_us_per_req'):.0f} µs |",
+        f"| batched writes, hypercorn alone (TOPICS_HTTP_LANE=0) | wrk -c16 | "
+        f"{med('write_16x100_hypercorn', 'records_s'):,.0f} records/s | "
+        f"{med('write_16x100_hypercorn', 'cpu_us_per_req'):.0f} µs |",
         f"| diff, limit 256 | wrk -c16 | {med('diff_256', 'req_s') * 256:,.0f} records/s "
         f"({med('diff_256', 'req_s'):,.0f} req/s) | {med('diff_256', 'cpu_us_per_req'):.0f} µs |",
         f"| diff, limit 1000 | wrk -c16 | {med('diff_1000', 'req_s') * 1000:,.0f} records/s "
@@ -589,6 +623,9 @@ def report(data: dict[str, Any], command: str) -> str:
         f"{med('diff_1_empty', 'cpu_us_per_req'):.0f} µs |",
         f"| bare ASGI, same small request and answer | wrk -c16 | "
         f"{med('bare_small', 'req_s'):,.0f} req/s | {med('bare_small', 'cpu_us_per_req'):.0f} µs |",
+        f"| bare ASGI through the fast lane, same small request | wrk -c16 | "
+        f"{med('bare_small_lane', 'req_s'):,.0f} req/s | "
+        f"{med('bare_small_lane', 'cpu_us_per_req'):.0f} µs |",
         f"| bare ASGI, diff-1000-shaped | wrk -c16 | {med('bare_diff1000_shape', 'req_s'):,.0f} "
         f"req/s | {med('bare_diff1000_shape', 'cpu_us_per_req'):.0f} µs |",
         f"| redis XADD, pipelines of 100, 16 threads | redis-py | "
@@ -628,6 +665,10 @@ def report(data: dict[str, Any], command: str) -> str:
         "redis-py client: "
         f"{med('diff_1000', 'req_s') * 1000 / med('redis_xrange_1000', 'records_s'):.1f}x; "
         f"diff 1000 vs its bare ceiling: {ratio('diff_1000', 'bare_diff1000_shape', 'req_s')}; "
+        f"batched writes vs the bare handler through the same fast lane: "
+        f"{ratio('write_16x100', 'bare_write_shape_lane', 'req_s')}, small requests "
+        f"{ratio('diff_1_empty', 'bare_small_lane', 'req_s')}; batched writes with the lane vs "
+        f"hypercorn alone: {ratio('write_16x100', 'write_16x100_hypercorn', 'req_s')}; "
         f"one-connection Python writers, httpx vs redis-py: "
         f"{ratio('py_write_100', 'py_xadd_100', 'records_s')}.",
         "",
@@ -648,9 +689,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per workload")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--serve-bare", metavar="PORT_FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--lane", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_bare:
-        serve_bare(args.serve_bare)
+        serve_bare(args.serve_bare, lane=args.lane)
         return 0
     missing = [tool for tool in ("wrk", "redis-server") if shutil.which(tool) is None]
     try:

@@ -5,7 +5,10 @@ Configuration comes from the environment (contract §0.2, §2, §11) and flags o
 run, nested so that HTTP drains first and the engine closes (and checkpoints) last::
 
     async with open_engine(data_dir, wait_ready=False) as engine:
-        await hypercorn.trio.serve(create_app(engine, settings), config, shutdown_trigger=...)
+        await serve(create_app(engine, settings), config, shutdown_trigger=...)
+
+``serve`` (``http/serve.py``) is hypercorn's trio worker with the fast lane in front
+(``http/lane.py``; ``TOPICS_HTTP_LANE=0`` leaves it out).
 
 Rules:
 1. Refuse to start (exit 2, a loud message) on a malformed setting, on a malformed API key
@@ -37,7 +40,6 @@ from dataclasses import dataclass
 
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve
 
 from topics import __version__
 from topics.auth import KeyStore
@@ -45,6 +47,7 @@ from topics.engine import open_engine
 from topics.settings import Limits
 
 from .http import HttpSettings, create_app
+from .http.serve import serve
 from .http.state import HttpState
 
 __all__ = ["ServerConfig", "load_config", "main"]
@@ -275,8 +278,9 @@ async def serve_forever(cfg: ServerConfig) -> None:
             async def run_http(task_status: trio.TaskStatus[list[str]]) -> None:
                 with serving:
                     await serve(
-                        app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
+                        app,
                         _hypercorn_config(cfg),
+                        lane=os.environ.get("TOPICS_HTTP_LANE", "1") != "0",
                         shutdown_trigger=stop.wait,
                         task_status=task_status,
                     )

@@ -1,0 +1,377 @@
+"""The fast lane: plain HTTP/1.1 POSTs to the hot routes, served without hypercorn's
+per-request machinery, in front of hypercorn on the same listening socket.
+
+Why: hypercorn's HTTP/1.1 path costs ~450 us of CPU per request on the project machine
+before the app runs a line (h11 parsing and serialising, a task spawned per request, an
+ASGI memory channel, an idle-timeout task restarted through a nursery twice per request,
+head and body sent as two shielded socket writes). That is the whole budget of a queue ack
+or a one-record write. Every connection therefore starts here; each request this module
+accepts (rule 2) is served in the connection's own task by calling the *same* ASGI app
+(the dispatcher in ``app.py``: auth, limits, errors, handlers are untouched) with a
+one-shot ``receive`` and a ``send`` that writes head and body in one socket write.
+docs/ARCHITECTURE.md ("Where the HTTP frontend goes around its stack") has the numbers.
+
+Rules:
+1. The lane parses strictly and never answers a malformed request itself: anything it
+   does not accept goes to hypercorn (rule 3), whose h11 parser gives the 4xx.
+2. It accepts only: ``POST`` + ``HTTP/1.1``; a target of printable ASCII without ``%``
+   (no percent-decoding to get wrong) naming a route the app serves on its fast,
+   body-taking path (``accepts``; write, diff, watch create, claim/ack/nack/extend);
+   token header names, no obs-fold, no control bytes in values, exactly one ``Host``; at
+   most one ``Content-Length`` of at most ``max_body`` bytes (the app's own limit, at most
+   :data:`MAX_BODY`; none means 0); no
+   ``Transfer-Encoding``, ``Expect`` or ``Upgrade``; a head of at most :data:`MAX_HEAD`.
+3. Hand-over: at the first request it does not accept, the connection becomes hypercorn's
+   for the rest of its life, starting with the bytes the lane already read (so streams,
+   WebSocket upgrades, HTTP/1.0, chunked bodies, GETs all run exactly as before, including
+   the SSE direct-socket path of ``watch_routes``).
+4. Keep-alive as hypercorn does it: ``keep_alive_timeout`` between requests,
+   ``read_timeout`` inside one, ``keep_alive_max_requests`` per connection,
+   ``Connection: close`` honoured; the last response says ``connection: close``.
+5. Shutdown: idle lane connections close at once, a request in progress finishes and its
+   connection then closes (``connection: close``), within hypercorn's graceful timeout.
+6. The app sees a normal ASGI HTTP scope. Its first ``receive`` returns the whole body; a
+   later one (the long-poll diff's disconnect watch) reads the socket and reports
+   ``http.disconnect`` at EOF, keeping any bytes of a pipelined next request. A send to a
+   vanished client is dropped (as hypercorn does); the connection then closes.
+7. ``TOPICS_HTTP_LANE=0`` serves everything through hypercorn (to measure, or to rule the
+   lane out).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from http import HTTPStatus
+from math import inf
+from typing import Any
+from wsgiref.handlers import format_date_time
+
+import trio
+
+__all__ = ["MAX_BODY", "MAX_HEAD", "Lane", "LaneConnection", "parse_head"]
+
+log = logging.getLogger("topics.http.lane")
+
+Message = MutableMapping[str, Any]
+AsgiApp = Callable[
+    [
+        MutableMapping[str, Any],
+        Callable[[], Awaitable[Message]],
+        Callable[[Message], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
+
+MAX_RECV = 65536
+#: h11's default limit for an incomplete head; a longer head goes to hypercorn (431).
+MAX_HEAD = 16 * 1024
+#: Larger bodies go to hypercorn, which streams them into the app in chunks.
+MAX_BODY = 1 << 20
+#: Bytes of a pipelined next request the lane reads while a long poll waits for EOF.
+MAX_PENDING = 64 * 1024
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_TARGET = re.compile(rb"/[!-$&-~]*")  # printable ASCII, no '%', no space
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # controls other than HTAB
+_REFUSED = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
+
+_STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
+
+Head = tuple[str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
+
+
+def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
+    """``(path, raw_path, query, headers, content_length, close)`` of a request head
+    (without its closing blank line) when the lane serves it by rule 2, else None."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or parts[0] != b"POST" or parts[2] != b"HTTP/1.1":
+        return None
+    target = parts[1]
+    if _TARGET.fullmatch(target) is None:
+        return None
+    raw_path, _, query = target.partition(b"?")
+    headers: list[tuple[bytes, bytes]] = []
+    length = -1
+    hosts = 0
+    close = False
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or _TOKEN.fullmatch(name) is None:
+            return None  # also obs-fold: a continuation line starts with whitespace
+        value = value.strip(b" \t")
+        if _BAD_VALUE.search(value) is not None:
+            return None
+        name = name.lower()
+        if name == b"content-length":
+            if length >= 0 or not value.isdigit() or len(value) > 8:
+                return None
+            length = int(value)
+        elif name == b"host":
+            hosts += 1
+        elif name in _REFUSED:
+            return None
+        elif name == b"connection":
+            tokens = {token.strip().lower() for token in value.split(b",")}
+            if b"upgrade" in tokens:
+                return None
+            close = close or b"close" in tokens
+        headers.append((name, value))
+    if hosts != 1 or length > max_body:
+        return None
+    return raw_path.decode("ascii"), raw_path, query, headers, max(length, 0), close
+
+
+class Lane:
+    """What every lane connection of one server shares (rules 4 and 5).
+
+    Args:
+        app: the ASGI app (called directly, without hypercorn's wrapper).
+        accepts: ``path -> bool``: does the app serve ``POST path`` on its fast path.
+        keep_alive_timeout, read_timeout, max_requests: hypercorn's settings of the same
+            names (``keep_alive_max_requests`` for the last).
+        root_path: the ASGI ``root_path``.
+        lifespan_state: the lifespan state; each request gets a copy (as with hypercorn).
+    """
+
+    def __init__(
+        self,
+        app: AsgiApp,
+        accepts: Callable[[str], bool],
+        *,
+        keep_alive_timeout: float,
+        read_timeout: float | None,
+        max_requests: int,
+        max_body: int = MAX_BODY,
+        root_path: str = "",
+        lifespan_state: dict[str, Any] | None = None,
+    ) -> None:
+        self.app = app
+        self.accepts = accepts
+        self.keep_alive_timeout = keep_alive_timeout
+        self.read_timeout = read_timeout or inf
+        self.max_requests = max_requests
+        self.max_body = min(max_body, MAX_BODY)
+        self.root_path = root_path
+        self.lifespan_state = lifespan_state if lifespan_state is not None else {}
+        self.terminated = False
+        self._idle: set[trio.CancelScope] = set()
+        self._date = (0, b"")
+
+    def terminate(self) -> None:
+        """Rule 5: close idle connections now, the busy ones after their response."""
+        self.terminated = True
+        for scope in self._idle:
+            scope.cancel()
+
+    def date(self) -> bytes:
+        now = int(time.time())
+        if now != self._date[0]:
+            self._date = (now, format_date_time(now).encode("ascii"))
+        return self._date[1]
+
+
+class LaneConnection:
+    """One connection while it stays in the lane; ``run`` says how it left."""
+
+    __slots__ = (
+        "_body",
+        "_chunked",
+        "_done",
+        "_head_sent",
+        "_headers",
+        "_status",
+        "buf",
+        "client",
+        "closing",
+        "dead",
+        "eof",
+        "lane",
+        "server",
+        "stream",
+    )
+
+    def __init__(self, lane: Lane, stream: trio.SocketStream) -> None:
+        self.lane = lane
+        self.stream = stream
+        sock = stream.socket
+        self.client = _address(sock.getpeername())
+        self.server = _address(sock.getsockname())
+        self.buf = b""
+        self.eof = False
+        self.dead = False
+        self.closing = False
+
+    async def run(self) -> bytes | None:
+        """Serve requests until the connection is over (None) or one is hypercorn's
+        (returns the bytes read so far, from the start of that request; rule 3)."""
+        lane = self.lane
+        served = 0
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            while end < 0:
+                if len(self.buf) > MAX_HEAD:
+                    return self.buf
+                if not self.buf and lane.terminated:
+                    return None
+                if not await self._fill(idle=not self.buf):
+                    return None
+                end = self.buf.find(b"\r\n\r\n")
+            head = parse_head(self.buf[:end], lane.max_body)
+            if head is None or not lane.accepts(head[0]):
+                return self.buf
+            path, raw_path, query, headers, length, close = head
+            stop = end + 4 + length
+            while len(self.buf) < stop:
+                if not await self._fill(idle=False):
+                    return None
+            body = self.buf[end + 4 : stop]
+            self.buf = self.buf[stop:]
+            served += 1
+            self.closing = close or served >= lane.max_requests
+            await self._serve(path, raw_path, query, headers, body)
+            if self.closing or self.dead or lane.terminated:
+                return None
+
+    async def _fill(self, *, idle: bool) -> bool:
+        """Read more bytes into ``buf``; False at EOF, a broken socket or a timeout."""
+        lane = self.lane
+        with trio.move_on_after(lane.keep_alive_timeout if idle else lane.read_timeout) as scope:
+            if idle:
+                lane._idle.add(scope)
+            try:
+                data = await self.stream.receive_some(MAX_RECV)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            finally:
+                if idle:
+                    lane._idle.discard(scope)
+        if scope.cancelled_caught or not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    async def _serve(
+        self,
+        path: str,
+        raw_path: bytes,
+        query: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> None:
+        lane = self.lane
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.1"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": raw_path,
+            "query_string": query,
+            "root_path": lane.root_path,
+            "headers": headers,
+            "client": self.client,
+            "server": self.server,
+            "state": lane.lifespan_state.copy(),
+            "extensions": {},
+        }
+        self._body: bytes | None = body
+        self._status: int | None = None
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._chunked = False
+        self._done = False
+        self._head_sent = False
+        try:
+            await lane.app(scope, self._receive, self._send)
+        except Exception:
+            log.exception("the app failed on POST %s", path)
+            self.closing = True
+            if self._status is None:
+                await self._write(self._head(500, [], 0))
+            self._done = True
+        if self._status is None:  # the app returned without answering
+            self.closing = True
+            await self._write(self._head(500, [], 0))
+        elif not self._done:  # a streamed body the app never finished: cut it off
+            self.closing = True
+
+    async def _receive(self) -> Message:
+        body = self._body
+        if body is not None:
+            self._body = None
+            return {"type": "http.request", "body": body, "more_body": False}
+        # Only a handler that waits for the client to go away asks again (rule 6).
+        while not self.eof:
+            if len(self.buf) > MAX_PENDING:
+                await trio.sleep_forever()
+            await self._fill(idle=False)
+        return {"type": "http.disconnect"}
+
+    async def _send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            if self._status is not None:
+                raise RuntimeError("http.response.start sent twice")
+            self._status = int(message["status"])
+            self._headers = list(message.get("headers") or ())
+            return
+        if kind != "http.response.body":
+            raise RuntimeError(f"unexpected ASGI message {kind!r}")
+        if self._status is None or self._done:
+            raise RuntimeError("http.response.body outside a response")
+        body = bytes(message.get("body") or b"")
+        more = bool(message.get("more_body", False))
+        data = b""
+        if not self._head_sent:  # the first body message carries the head
+            self._head_sent = True
+            data = self._head(self._status, self._headers, None if more else len(body))
+        if self._chunked:
+            if body:
+                data += b"%x\r\n%b\r\n" % (len(body), body)
+            if not more:
+                data += b"0\r\n\r\n"
+        else:
+            data += body
+        if not more:
+            self._done = True
+        await self._write(data)
+
+    def _head(self, status: int, headers: list[tuple[bytes, bytes]], length: int | None) -> bytes:
+        """The response head; ``length`` None means a streamed body of unknown size."""
+        parts = [_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status]
+        has_length = False
+        for name, value in headers:
+            if name.lower() == b"content-length":
+                has_length = True
+            parts.append(b"%b: %b\r\n" % (name, value))
+        if not has_length:
+            if length is None:
+                self._chunked = True
+                parts.append(b"transfer-encoding: chunked\r\n")
+            else:
+                parts.append(b"content-length: %d\r\n" % length)
+        parts.append(b"date: %b\r\n" % self.lane.date())
+        if self.closing or self.lane.terminated:
+            self.closing = True
+            parts.append(b"connection: close\r\n")
+        parts.append(b"\r\n")
+        return b"".join(parts)
+
+    async def _write(self, data: bytes) -> None:
+        if self.dead or not data:
+            return
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.dead = True
+
+
+def _address(addr: Any) -> tuple[str, int] | None:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return str(addr[0]), int(addr[1])
+    return None

@@ -1,0 +1,399 @@
+"""The fast lane (frontends/http/lane.py) over a socketpair, with toy ASGI apps.
+
+What the lane serves and how: rule 2's refusals, keep-alive limits, pipelining, bodies
+split across reads, streamed bodies, a failing app, the long-poll disconnect, shutdown and
+the bytes it hands over to hypercorn. The real server with hypercorn behind the lane is
+tests/integration/test_http_lane.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from topics.frontends.http.lane import MAX_BODY, MAX_HEAD, Lane, LaneConnection, parse_head
+
+Message = dict[str, Any]
+
+GOOD = b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: 2"
+
+
+def request(body: bytes = b"{}", extra: bytes = b"", path: bytes = b"/v0/topics/t") -> bytes:
+    return (
+        b"POST %b HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%b"
+        b"Content-Length: %d\r\n\r\n%b" % (path, extra, len(body), body)
+    )
+
+
+class Echo:
+    """Answers every request with its body (and records the scopes it saw)."""
+
+    def __init__(self) -> None:
+        self.scopes: list[dict[str, Any]] = []
+
+    async def __call__(
+        self,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        self.scopes.append(scope)
+        message = await receive()
+        body = message["body"]
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"x-a", b"1")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def make_lane(app: Any, **kwargs: Any) -> Lane:
+    settings: dict[str, Any] = {
+        "keep_alive_timeout": 5.0,
+        "read_timeout": None,
+        "max_requests": 1000,
+    }
+    settings.update(kwargs)
+    return Lane(app, lambda path: path.startswith("/v0/topics/"), **settings)
+
+
+class Peer:
+    """The client end of the socketpair, reading whole responses."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.stream = trio.SocketStream(sock)
+        self.buf = b""
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def response(self) -> tuple[bytes, dict[bytes, bytes], bytes]:
+        """One response with a Content-Length or chunked body: (status line, headers, body)."""
+        while b"\r\n\r\n" not in self.buf:
+            await self._more()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b": ")
+            headers[name] = value
+        if b"content-length" in headers:
+            size = int(headers[b"content-length"])
+            while len(self.buf) < size:
+                await self._more()
+            body, self.buf = self.buf[:size], self.buf[size:]
+            return lines[0], headers, body
+        assert headers[b"transfer-encoding"] == b"chunked"
+        body = b""
+        while True:
+            while b"\r\n" not in self.buf:
+                await self._more()
+            size_line, _, rest = self.buf.partition(b"\r\n")
+            size = int(size_line, 16)
+            while len(rest) < size + 2:
+                await self._more()
+                size_line, _, rest = self.buf.partition(b"\r\n")
+            body += rest[:size]
+            self.buf = rest[size + 2 :]
+            if size == 0:
+                return lines[0], headers, body
+
+    async def closed(self) -> bool:
+        """True when the server closed its end (after any unread bytes)."""
+        with trio.fail_after(5):
+            while True:
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    return True
+                self.buf += data
+
+    async def _more(self) -> None:
+        with trio.fail_after(5):
+            data = await self.stream.receive_some(65536)
+        assert data, "the lane closed the connection mid-response"
+        self.buf += data
+
+
+async def serve_pair(lane: Lane) -> tuple[LaneConnection, Peer]:
+    a, b = trio.socket.socketpair()
+    return LaneConnection(lane, trio.SocketStream(a)), Peer(b)
+
+
+async def serve(conn: LaneConnection) -> None:
+    """What serve.py does with a connection the lane is done with (and keeps none of)."""
+    if await conn.run() is None:
+        await conn.stream.aclose()
+
+
+# -- parse_head (rule 2) ---------------------------------------------------------------------
+
+
+def test_a_plain_post_is_accepted_with_lowercased_headers() -> None:
+    parsed = parse_head(GOOD + b"\r\nX-Request-ID: abc\r\nConnection: keep-alive")
+    assert parsed is not None
+    path, raw_path, query, headers, length, close = parsed
+    assert (path, raw_path, query, length, close) == (
+        "/v0/topics/t",
+        b"/v0/topics/t",
+        b"",
+        2,
+        False,
+    )
+    assert (b"x-request-id", b"abc") in headers
+    assert (b"host", b"x") in headers
+
+
+def test_the_query_string_is_split_off() -> None:
+    parsed = parse_head(b"POST /v0/topics/t?return_seqs=false HTTP/1.1\r\nHost: x")
+    assert parsed is not None
+    assert parsed[0] == "/v0/topics/t"
+    assert parsed[2] == b"return_seqs=false"
+    assert parsed[4] == 0
+
+
+def test_connection_close_is_seen_among_tokens() -> None:
+    parsed = parse_head(GOOD + b"\r\nConnection: TE, Close")
+    assert parsed is not None
+    assert parsed[5] is True
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /v0/topics/t HTTP/1.1\r\nHost: x",  # not a POST
+        b"POST /v0/topics/t HTTP/1.0\r\nHost: x\r\nContent-Length: 2",  # HTTP/1.0
+        b"POST /v0/topics/t HTTP/1.1 extra\r\nHost: x",  # a malformed request line
+        b"POST /v0/topics/%74 HTTP/1.1\r\nHost: x",  # percent-encoding
+        b"POST http://x/v0/topics/t HTTP/1.1\r\nHost: x",  # absolute form
+        b"POST /v0/topics/t\x80 HTTP/1.1\r\nHost: x",  # a non-ASCII target
+        b"POST /v0/topics/t HTTP/1.1\r\nContent-Length: 2",  # no Host
+        GOOD + b"\r\nHost: y",  # two Hosts
+        GOOD + b"\r\nContent-Length: 2",  # two lengths
+        b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: +2",
+        b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: 0x2",
+        b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: %d" % (MAX_BODY + 1),
+        GOOD + b"\r\nTransfer-Encoding: chunked",
+        GOOD + b"\r\nExpect: 100-continue",
+        GOOD + b"\r\nUpgrade: websocket",
+        GOOD + b"\r\nConnection: Upgrade",
+        GOOD + b"\r\nBad Name: x",  # not a token
+        GOOD + b"\r\n folded",  # obs-fold
+        GOOD + b"\r\nX-A: a\x00b",  # a control byte
+        GOOD + b"\r\nX-A: a\rb",  # a bare CR
+        GOOD + b"\r\nX-A: a\nb",  # a bare LF
+        GOOD + b"\r\nno-colon",
+    ],
+)
+def test_anything_unusual_goes_to_hypercorn(head: bytes) -> None:
+    assert parse_head(head) is None
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+async def test_keep_alive_requests_are_answered_in_order_with_one_write_each() -> None:
+    app = Echo()
+    conn, peer = await serve_pair(make_lane(app))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        for i in range(3):
+            await peer.send(request(b'{"i":%d}' % i))
+            status, headers, body = await peer.response()
+            assert status == b"HTTP/1.1 200 OK"
+            assert body == b'{"i":%d}' % i
+            assert headers[b"x-a"] == b"1"
+            assert headers[b"content-length"] == b"7"
+            assert b"date" in headers
+            assert b"connection" not in headers
+        await peer.stream.aclose()
+    scope = app.scopes[0]
+    assert scope["type"] == "http"
+    assert scope["method"] == "POST"
+    assert scope["http_version"] == "1.1"
+    assert scope["path"] == "/v0/topics/t"
+    assert scope["query_string"] == b""
+    assert (b"content-type", b"application/json") in scope["headers"]
+
+
+async def test_pipelined_and_byte_by_byte_requests_are_both_served() -> None:
+    conn, peer = await serve_pair(make_lane(Echo()))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request(b"[1]") + request(b"[2]"))
+        assert (await peer.response())[2] == b"[1]"
+        assert (await peer.response())[2] == b"[2]"
+        for byte in request(b'{"slow":true}'):
+            await peer.send(bytes([byte]))
+        assert (await peer.response())[2] == b'{"slow":true}'
+        await peer.stream.aclose()
+
+
+async def test_connection_close_is_answered_then_closed() -> None:
+    conn, peer = await serve_pair(make_lane(Echo()))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request(extra=b"Connection: close\r\n"))
+        _, headers, _ = await peer.response()
+        assert headers[b"connection"] == b"close"
+        assert await peer.closed()
+
+
+async def test_the_last_of_max_requests_says_close() -> None:
+    conn, peer = await serve_pair(make_lane(Echo(), max_requests=2))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request() + request())
+        assert b"connection" not in (await peer.response())[1]
+        assert (await peer.response())[1][b"connection"] == b"close"
+        assert await peer.closed()
+
+
+async def test_the_first_unaccepted_request_is_handed_over_with_what_follows() -> None:
+    conn, peer = await serve_pair(make_lane(Echo()))
+    get = b"GET /v0/topics/t HTTP/1.1\r\nHost: x\r\n\r\n"
+    result: list[bytes | None] = []
+
+    async def run() -> None:
+        result.append(await conn.run())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await peer.send(request(b"[1]") + get + request(b"[2]"))
+        assert (await peer.response())[2] == b"[1]"
+    assert result == [get + request(b"[2]")]
+
+
+async def test_unknown_paths_and_oversized_heads_are_handed_over() -> None:
+    conn, peer = await serve_pair(make_lane(Echo()))
+    other = request(path=b"/v0/watch/abc")
+    await peer.send(other)
+    assert await conn.run() == other
+    conn, peer = await serve_pair(make_lane(Echo()))
+    huge = b"POST /v0/topics/t HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD
+    await peer.send(huge)
+    assert await conn.run() == huge
+
+
+async def test_a_streamed_body_is_sent_chunked() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"ab", "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": True})
+        await send({"type": "http.response.body", "body": b"cd", "more_body": False})
+
+    conn, peer = await serve_pair(make_lane(app))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request())
+        status, _headers, body = await peer.response()
+        assert status == b"HTTP/1.1 201 Created"
+        assert body == b"abcd"
+        await peer.send(request())  # the connection is still usable
+        assert (await peer.response())[2] == b"abcd"
+        await peer.stream.aclose()
+
+
+@pytest.mark.parametrize("failure", ["raises", "silent", "unfinished"])
+async def test_an_app_that_fails_gets_a_500_or_a_cut_and_a_closed_connection(failure: str) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        if failure == "raises":
+            raise RuntimeError("boom")
+        if failure == "unfinished":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"x", "more_body": True})
+
+    conn, peer = await serve_pair(make_lane(app))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request())
+        if failure == "unfinished":
+            assert await peer.closed()
+            assert peer.buf.endswith(b"1\r\nx\r\n")  # no last chunk: the client sees a cut
+        else:
+            status, headers, _ = await peer.response()
+            assert status.startswith(b"HTTP/1.1 500")
+            assert headers[b"connection"] == b"close"
+            assert await peer.closed()
+
+
+async def test_a_second_receive_reports_the_disconnect_and_keeps_pipelined_bytes() -> None:
+    seen: list[Message] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        seen.append(await receive())
+
+    conn, peer = await serve_pair(make_lane(app))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request() + b"POST /v0/topics/t HTTP/1.1\r\n")
+        await peer.stream.send_eof()
+    assert seen == [{"type": "http.disconnect"}]
+    assert conn.buf == b"POST /v0/topics/t HTTP/1.1\r\n"
+
+
+async def test_idle_connections_time_out_and_close_on_terminate() -> None:
+    lane = make_lane(Echo(), keep_alive_timeout=0.05)
+    conn, peer = await serve_pair(lane)
+    with trio.fail_after(5):
+        assert await conn.run() is None  # nothing sent: the keep-alive timeout ended it
+    lane = make_lane(Echo())
+    conn, peer = await serve_pair(lane)
+    async with trio.open_nursery() as nursery:
+        result: list[bytes | None] = []
+
+        async def run() -> None:
+            result.append(await conn.run())
+
+        nursery.start_soon(run)
+        await peer.send(request())
+        await peer.response()
+        await trio.testing.wait_all_tasks_blocked()
+        lane.terminate()
+    assert result == [None]
+
+
+async def test_a_request_in_flight_at_terminate_finishes_with_connection_close() -> None:
+    lane: Lane | None = None
+    release = trio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        assert lane is not None
+        lane.terminate()
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    lane = make_lane(app)
+    conn, peer = await serve_pair(lane)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request())
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+        _, headers, body = await peer.response()
+        assert body == b"done"
+        assert headers[b"connection"] == b"close"
+        assert await peer.closed()
+
+
+async def test_a_vanished_client_does_not_fail_the_app() -> None:
+    finished = trio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await peer.stream.aclose()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 1_000_000})
+        finished.set()
+
+    conn, peer = await serve_pair(make_lane(app))
+    await peer.send(request())
+    with trio.fail_after(5):
+        assert await conn.run() is None
+    assert finished.is_set()
+    assert conn.dead
