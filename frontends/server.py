@@ -67,6 +67,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPICS_THROTTLE_LAG_MS": ("200", "shed load (429) above this trio scheduling lag; 0 = off"),
     "TOPICS_DRAIN_TIMEOUT_MS": ("10000", "how long in-flight requests may finish on shutdown"),
     "TOPICS_LOG_LEVEL": ("INFO", "logging level"),
+    "TOPICS_HTTP_LANE": ("1", "0 = serve every request through hypercorn (no fast lane)"),
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -87,6 +88,7 @@ class ServerConfig:
     drain_timeout_s: float
     log_level: str
     insecure_no_auth: bool
+    http_lane: bool = True
 
 
 def _env_bool(env: Mapping[str, str], name: str) -> bool:
@@ -186,6 +188,7 @@ def load_config(args: argparse.Namespace, env: Mapping[str, str]) -> ServerConfi
         drain_timeout_s=drain / 1000,
         log_level=(args.log_level or env.get("TOPICS_LOG_LEVEL", "") or "INFO").upper(),
         insecure_no_auth=_env_bool(env, "TOPICS_ALLOW_INSECURE_NO_AUTH"),
+        http_lane=_env_bool({"TOPICS_HTTP_LANE": "1", **env}, "TOPICS_HTTP_LANE"),
     )
 
 
@@ -280,7 +283,7 @@ async def serve_forever(cfg: ServerConfig) -> None:
                     await serve(
                         app,
                         _hypercorn_config(cfg),
-                        lane=os.environ.get("TOPICS_HTTP_LANE", "1") != "0",
+                        lane=cfg.http_lane,
                         shutdown_trigger=stop.wait,
                         task_status=task_status,
                     )
