@@ -136,14 +136,16 @@ async def serve(
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             return
-        await _HandedOver(
+        server = _HandedOver(
             wrapped,
             config,
             context,
             ConnectionState(lifespan_state.copy()),
             stream,
             read_ahead=read_ahead,
-        ).run()
+        )
+        del read_ahead  # a long-lived stream keeps this frame: keep it small
+        await server.run()
 
     async with trio.open_nursery() as lifespan_nursery:
         await lifespan_nursery.start(lifespan.handle_lifespan)
