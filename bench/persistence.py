@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -72,11 +73,12 @@ async def bench_append(
                     latencies.append(time.perf_counter() - t0)
                     written += batch
 
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), _cpu_s()
             async with trio.open_nursery() as nursery:
                 for _ in range(writers):
                     nursery.start_soon(writer)
             elapsed = time.perf_counter() - start
+            cpu = _cpu_s() - cpu_start
             stats = engine.wal_statistics()
         return {
             "durability": durability,
@@ -89,10 +91,17 @@ async def bench_append(
             "p50_ms": _pct(latencies, 0.50) * 1e3,
             "p99_ms": _pct(latencies, 0.99) * 1e3,
             "fsyncs": stats.fsyncs_total if stats else 0,
+            # Process CPU (every thread) per write call: steadier than rates on a shared box.
+            "cpu_us_per_write": cpu / max(len(latencies), 1) * 1e6,
             "batches": stats.batches_total if stats else 0,
         }
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def fdatasync_floor(root: str, duration: float) -> dict[str, float]:
@@ -199,7 +208,8 @@ def group_commit(root: str, duration: float, repeats: int) -> list[dict[str, Any
         per_fsync = row["records"] / max(row["fsyncs"], 1)
         print(
             f"  {w:>3} writers: {row['records_per_s']:>9,.0f} records/s, ack p50 "
-            f"{row['p50_ms']:.3f} ms p99 {row['p99_ms']:.3f} ms, ~{per_fsync:.1f} writes per fsync"
+            f"{row['p50_ms']:.3f} ms p99 {row['p99_ms']:.3f} ms, ~{per_fsync:.1f} writes per fsync, "
+            f"{row['cpu_us_per_write']:.1f} us CPU per write"
         )
     one, many = rows[0]["records_per_s"], rows[-1]["records_per_s"]
     print(f"  64 writers / 1 writer: {many / one:.1f}x (target >= 15x)")

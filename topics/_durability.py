@@ -13,7 +13,6 @@ failure then surfaces as the contract's ``internal`` error, never as a storage e
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -88,11 +87,27 @@ class DurabilityOps:
             ) from exc
 
     def _init_durability(self) -> None:
-        # One watermark reservation in flight per topic, shared by every writer that needs
-        # it; weak keys, so a deleted topic's reservation goes with it.
-        self._reservations: weakref.WeakKeyDictionary[TopicLog, tuple[int, WalTicket]] = (
-            weakref.WeakKeyDictionary()
-        )
+        """Nothing to set up: a topic's reservation in flight lives on its TopicLog."""
+
+    def _reserved(self, log: TopicLog, records: object) -> bool:
+        """The synchronous part of :meth:`_reserve`: True when the durable watermark
+        already covers this batch (no await needed), after applying a reservation that
+        was synced meanwhile and starting the next one once half of the current is used.
+        """
+        n = len(records) if isinstance(records, list | tuple) else 0
+        pending = log.reservation
+        if pending is not None and pending[1].done and not pending[1].failed:
+            # (A failed one is left alone: the WAL is read-only, so _check_serving refuses
+            # every write before this point.)
+            self._settle(log, pending)
+        if log.head + n > log.watermark:
+            return False
+        if log.watermark - (log.head + n) < WATERMARK_RESERVE // 2 and log.reservation is None:
+            store = self._store
+            assert store is not None
+            target = log.head + n + WATERMARK_RESERVE
+            log.reservation = (target, store.log_watermark(log, target))
+        return True
 
     async def _reserve(
         self,
@@ -112,37 +127,25 @@ class DurabilityOps:
         n = len(records) if isinstance(records, list | tuple) else 0
         store = self._store
         assert store is not None
-        pending = self._reservations.get(log)
-        if pending is not None and pending[1].done and not pending[1].failed:
-            # (A failed one is left alone: the WAL is read-only, so _check_serving refuses
-            # every write before this point.)
-            self._settle(log, pending)
         created = False
-        while not created and log.head + n > log.watermark:
+        while not created and not self._reserved(log, records):
             # Looked up again on every turn: while this writer waited, others may have
             # used up what it waited for and started the next reservation already.
-            pending = self._reservations.get(log)
+            pending = log.reservation
             if pending is None or pending[0] < log.head + n:
                 target = log.head + n + max(WATERMARK_RESERVE, n)
                 pending = (target, store.log_watermark(log, target))
-                self._reservations[log] = pending
+                log.reservation = pending
             await self._wait(pending[1])
             self._settle(log, pending)
             log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
-        if (
-            not created
-            and log.watermark - (log.head + n) < WATERMARK_RESERVE // 2
-            and log not in self._reservations
-        ):
-            target = log.head + n + WATERMARK_RESERVE
-            self._reservations[log] = (target, store.log_watermark(log, target))
         return log, created
 
     def _settle(self, log: TopicLog, reservation: tuple[int, WalTicket]) -> None:
         """Apply a reservation whose ticket was committed (synced)."""
         log.watermark = max(log.watermark, reservation[0])
-        if self._reservations.get(log) is reservation:
-            del self._reservations[log]
+        if log.reservation is reservation:
+            log.reservation = None
 
     async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
         """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""

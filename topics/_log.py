@@ -31,12 +31,16 @@ import bisect
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 
 from ._core import SegmentBuffer, TagTrie
 from .config import TopicConfig
 from .types import TombstoneReason
+
+if TYPE_CHECKING:
+    from ._storage.wal import WalTicket
 
 __all__ = ["DedupeEntry", "GapMarker", "ReadWindow", "TopicLog"]
 
@@ -50,8 +54,9 @@ SEGMENT_TARGET_BYTES = 1 << 20
 MAX_GAP_MARKERS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class DedupeEntry:
+class DedupeEntry(NamedTuple):
+    """A batch's seq range and write time (made for every write: a tuple is the cheapest)."""
+
     written_at_ms: int
     first_seq: int
     last_seq: int
@@ -109,6 +114,9 @@ class TopicLog:
         # Seqs up to here may have been handed out; a synced WATERMARK/TOPIC_PUT entry says
         # so on disk (0 for a memory-only engine, which never reserves).
         self.watermark = 0
+        # The WATERMARK entry in flight that will raise ``watermark`` (target, ticket):
+        # one per topic, shared by every writer that needs it (``_durability``).
+        self.reservation: tuple[int, WalTicket] | None = None
         # Waiters (long-poll diff, watchers, routers) park here; a publish unparks all.
         self.waiters = trio.lowlevel.ParkingLot()
         # Gap markers (rule 6), ascending by seq.

@@ -87,6 +87,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
     def __init__(self, *, clock: Clock | None = None, limits: Limits | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.limits = limits if limits is not None else Limits()
+        self._encode_limits = self.limits.encode_limits  # Limits is frozen
         self._registry = TopicRegistry()
         self._total_bytes = 0
         self._closed = False
@@ -246,10 +247,12 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         key = self._idempotency_key(idempotency_key)
         return_seqs = _args.bool_arg("return_seqs", return_seqs)
         self._check_serving()
-        log, created = self._topic_for_write(name, create, config)
-        if self._store is not None and not created:
-            log, created = await self._reserve(name, log, records, create, config)
+        # One clock reading serves retention and the batch's ts, unless a wait comes between.
         now = self.clock.now_ms()
+        log, created = self._topic_for_write(name, create, config, now)
+        if self._store is not None and not created and not self._reserved(log, records):
+            log, created = await self._reserve(name, log, records, create, config)
+            now = self.clock.now_ms()
         if key is not None and not created:
             hit = self._dedupe_hit(log, key, now)
             if hit is not None:
@@ -294,14 +297,18 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
 
     def _topic_for_write(
-        self, name: str, create: object, config: Mapping[str, Any] | None
+        self,
+        name: str,
+        create: object,
+        config: Mapping[str, Any] | None,
+        now: int | None = None,
     ) -> tuple[TopicLog, bool]:
         if create is not None:
             create = _args.bool_arg("create", create)
         inline = parse_config(config, None, name) if config is not None else None
         log = self._registry.get(name)
         if log is not None:
-            self._apply_retention(log)
+            self._apply_retention(log, now)
             return log, False
         cfg = inline if inline is not None else TopicConfig()
         if not (create if create is not None else cfg.auto_create):
@@ -349,7 +356,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
     ) -> tuple[bytes, list[bytes | None] | None]:
         try:
             return encode_batch(
-                records, first_seq, ts, node, salt, self.limits.encode_limits, ujson.dumps
+                records, first_seq, ts, node, salt, self._encode_limits, ujson.dumps
             )
         except FrameError as exc:
             raise _record_error(exc, self.limits) from None

@@ -26,6 +26,7 @@ Record frame (little-endian), format version 1::
                            can record a deletion without re-encoding the frame)
 """
 
+import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -109,6 +110,22 @@ def iter_frames(buf: Buffer, salt: int, verify: bool = True) -> list[tuple[int, 
     Stops at the end of ``buf``. A frame that does not fit or (with verify) fails its CRC,
     or has a bad kind/length, raises FrameError(reason="truncated"|"crc"|"kind", index=i)
     whose message names the offset; callers decide whether that is a torn tail or corruption.
+    """
+
+def frame_offsets(buf: Buffer, salt: int, verify: bool = True, start: int = 0) -> array.array[int]:
+    """Walk frames exactly as iter_frames does (same FrameError); return the offset of
+    each frame plus ``start`` as ``array("I")``, with no Python object per frame.
+
+    Raises ValueError for a negative ``start``, OverflowError when ``start + len(buf)``
+    passes a u32 (a segment's frames stay under 4 GiB).
+    """
+
+def encode_wal_frames(frames: Sequence[tuple[int, int, bytes]], salt: int) -> bytearray:
+    """Encode ``(lsn, entry_type, payload)`` triples as consecutive WAL frames under the
+    file ``salt`` (layout and CRC in docs/STORAGE_FORMATS.md, "WAL", Frame).
+
+    Raises ValueError for an lsn that is not a u64, an entry_type that is not a u8 or a
+    payload over a u32, TypeError for a payload that is not bytes; nothing is encoded then.
     """
 
 def frame_seq(buf: Buffer, offset: int = 0) -> int:

@@ -16,7 +16,8 @@ carry a comment saying why they hold.
 
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_Check
+from cpython cimport array
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_GetItemWithError
 from cpython.object cimport PyObject
@@ -27,7 +28,10 @@ from libc.stdint cimport UINT64_MAX, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove
 
+import array as _array
 from collections.abc import Mapping
+
+cdef array.array _U32_ARRAY = _array.array("I")
 
 cdef extern from "Python.h":
     bint PyMemoryView_Check(object obj)
@@ -829,6 +833,105 @@ def iter_frames(buf, uint32_t salt, bint verify=True):
         return spans
     finally:
         PyBuffer_Release(&view)
+
+
+def frame_offsets(buf, uint32_t salt, bint verify=True, Py_ssize_t start=0):
+    """Walk concatenated frames like iter_frames; return array('I') of start + offset."""
+    cdef Py_buffer view
+    cdef _Walk w
+    cdef Py_ssize_t count, i
+    cdef size_t off = 0
+    cdef const unsigned char* p
+    cdef array.array out
+    if start < 0:
+        raise ValueError("negative start offset")
+    w.check_seq = False
+    _get_buffer(buf, &view)
+    try:
+        p = <const unsigned char*>view.buf
+        count = _walk_maybe_nogil(p, view.len, salt, verify, &w)
+        if count < 0:
+            raise _walk_error(&w)
+        if <uint64_t>start + <uint64_t>view.len > 0xFFFFFFFF:
+            raise OverflowError("frame offsets pass 4 GiB (u32)")
+        out = array.clone(_U32_ARRAY, count, False)
+        for i in range(count):  # every frame was walked above, so every read is in bounds
+            out.data.as_uints[i] = <uint32_t>(<size_t>start + off)
+            off += _ld32(p + off)
+        return out
+    finally:
+        PyBuffer_Release(&view)
+
+
+def encode_wal_frames(frames, uint32_t salt):
+    """Encode (lsn, entry_type, payload) triples as consecutive WAL frames; see _ext.pyi."""
+    cdef list items = list(frames)  # a snapshot, and it keeps every payload alive
+    cdef Py_ssize_t n = len(items), i
+    cdef size_t total = 0, pos = 0, size
+    cdef const unsigned char** src = NULL
+    cdef unsigned char* out
+    cdef unsigned char* q
+    for item in items:
+        if type(item) is not tuple or len(<tuple>item) != 3:
+            raise TypeError("each frame must be a (lsn, entry_type, payload) tuple")
+        lsn, kind, payload = <tuple>item
+        _wal_frame_fields(lsn, kind, payload)
+        total += _WAL_HEADER + <size_t>PyBytes_GET_SIZE(payload)
+    buf = PyByteArray_FromStringAndSize(NULL, <Py_ssize_t>total)  # total: sum of buffer sizes
+    if n == 0:
+        return buf
+    out = <unsigned char*>PyByteArray_AS_STRING(buf)
+    src = <const unsigned char**>malloc(n * sizeof(unsigned char*))
+    if src == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):  # i < n == len(items)
+            lsn, kind, payload = items[i]
+            size = <size_t>PyBytes_GET_SIZE(payload)
+            q = out + pos
+            _st32(q, <uint32_t>size)  # checked <= u32 above
+            _st64(q + 8, <uint64_t>lsn)
+            q[16], q[17], q[18], q[19] = <unsigned char>kind, 0, 0, 0
+            src[i] = <const unsigned char*>PyBytes_AS_STRING(payload)
+            pos += _WAL_HEADER + size
+        if total < _NOGIL_BYTES:
+            _fill_wal_frames(out, src, n, salt)
+        else:
+            with nogil:
+                _fill_wal_frames(out, src, n, salt)
+    finally:
+        free(src)
+    return buf
+
+
+cdef enum:
+    _WAL_HEADER = 20
+
+
+cdef int _wal_frame_fields(object lsn, object kind, object payload) except -1:
+    if not isinstance(lsn, int) or not 0 <= lsn <= UINT64_MAX:
+        raise ValueError(f"lsn {lsn!r} is not a u64")
+    if not isinstance(kind, int) or not 0 <= kind <= 0xFF:
+        raise ValueError(f"entry_type {kind!r} is not a u8")
+    if not PyBytes_Check(payload):
+        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+    if PyBytes_GET_SIZE(payload) > 0xFFFFFFFF:
+        raise ValueError(f"payload of {PyBytes_GET_SIZE(payload)} bytes is over u32")
+    return 0
+
+
+cdef void _fill_wal_frames(unsigned char* out, const unsigned char** src, Py_ssize_t n,
+                           uint32_t salt) noexcept nogil:
+    """Copy each payload behind its header (already written) and set the frame CRC."""
+    cdef Py_ssize_t i
+    cdef size_t size
+    cdef uint32_t crc
+    for i in range(n):
+        size = _ld32(out)
+        memcpy(out + _WAL_HEADER, src[i], size)
+        crc = topics_crc32c(topics_crc32c(salt, out, 4), out + 8, _WAL_HEADER - 8 + size)
+        _st32(out + 4, crc)
+        out += _WAL_HEADER + size
 
 
 def frame_seq(buf, Py_ssize_t offset=0):

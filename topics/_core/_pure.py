@@ -16,6 +16,7 @@ Choices the stub leaves open, shared by both implementations:
 
 from __future__ import annotations
 
+import array
 import re
 import struct
 from bisect import bisect_left
@@ -548,6 +549,43 @@ def iter_frames(buf: Buffer, salt: int, verify: bool = True) -> list[tuple[int, 
         spans.append((off, size))
         off += size
     return spans
+
+
+def frame_offsets(buf: Buffer, salt: int, verify: bool = True, start: int = 0) -> array.array[int]:
+    spans = iter_frames(buf, salt, verify)
+    if not isinstance(start, int):
+        raise TypeError("start must be an int")
+    if start < 0:
+        raise ValueError("negative start offset")
+    if start + len(buf) > _U32:
+        raise OverflowError("frame offsets pass 4 GiB (u32)")
+    return array.array("I", [start + off for off, _ in spans])
+
+
+_WAL_FRAME = struct.Struct("<IIQB3x")
+
+
+def encode_wal_frames(frames: Sequence[tuple[int, int, bytes]], salt: int) -> bytearray:
+    _int_in(salt, 0, _U32, "salt")
+    items = list(frames)
+    for item in items:
+        if type(item) is not tuple or len(item) != 3:
+            raise TypeError("each frame must be a (lsn, entry_type, payload) tuple")
+        lsn, kind, payload = item
+        if not isinstance(lsn, int) or not 0 <= lsn <= _U64:
+            raise ValueError(f"lsn {lsn!r} is not a u64")
+        if not isinstance(kind, int) or not 0 <= kind <= 0xFF:
+            raise ValueError(f"entry_type {kind!r} is not a u8")
+        if not isinstance(payload, bytes):
+            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+        if len(payload) > _U32:
+            raise ValueError(f"payload of {len(payload)} bytes is over u32")
+    out = bytearray()
+    for lsn, kind, payload in items:
+        head = _WAL_FRAME.pack(len(payload), 0, lsn, kind)
+        crc = crc32c(head[8:] + payload, crc32c(head[:4], salt))
+        out += head[:4] + _U32S.pack(crc) + head[8:] + payload
+    return out
 
 
 def frame_seq(buf: Buffer, offset: int = 0) -> int:

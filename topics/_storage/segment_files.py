@@ -33,7 +33,7 @@ import struct
 import sys
 from typing import NamedTuple
 
-from topics._core import FrameError, crc32c, frame_seq, iter_frames
+from topics._core import FrameError, crc32c, frame_offsets, frame_seq, iter_frames
 
 from .fs import Buffer, FileHandle, Fs, StorageCorruptionError
 
@@ -121,14 +121,11 @@ def _le_u32(values: array.array[int]) -> bytes:
     return values.tobytes()
 
 
-def _check_seqs(frames: Buffer, spans: list[tuple[int, int]], first_seq: int) -> bool:
-    """Cheap continuity check: first and last frame carry the expected seqs."""
-    if not spans:
-        return True
-    last_off = spans[-1][0]
-    return (
-        frame_seq(frames, 0) == first_seq
-        and frame_seq(frames, last_off) == first_seq + len(spans) - 1
+def _check_seqs(frames: Buffer, count: int, last_off: int, first_seq: int) -> bool:
+    """Cheap continuity check: the first and the last (at ``last_off``) of ``count``
+    frames carry the expected seqs."""
+    return count == 0 or (
+        frame_seq(frames, 0) == first_seq and frame_seq(frames, last_off) == first_seq + count - 1
     )
 
 
@@ -213,8 +210,11 @@ class SegmentWriter:
         try:
             topic_id, base_seq, salt = _read_header(handle, path)
             frames = _read_exact(handle, path, durable_length)
-            spans = _spans(frames, salt, verify, path)
-            if not _check_seqs(frames, spans, base_seq):
+            try:
+                offsets = frame_offsets(frames, salt, verify)
+            except FrameError as exc:
+                raise SegmentCorruptionError(f"bad frame: {exc}", path=path) from None
+            if not _check_seqs(frames, len(offsets), offsets[-1] if offsets else 0, base_seq):
                 raise SegmentCorruptionError("frame seqs do not follow base_seq", path=path)
             if handle.size() > HEADER_SIZE + durable_length:
                 handle.truncate(HEADER_SIZE + durable_length)
@@ -231,7 +231,7 @@ class SegmentWriter:
             topic_id=topic_id,
             base_seq=base_seq,
             salt=salt,
-            offsets=array.array("I", (off for off, _ in spans)),
+            offsets=offsets,
             length=durable_length,
             entry_durable=True,
         )
@@ -272,17 +272,20 @@ class SegmentWriter:
             OSError: the write failed (the writer is then unusable).
         """
         self._check_usable()
-        spans = iter_frames(frames, self.salt, False)
-        if not _check_seqs(frames, spans, self.base_seq + len(self._offsets)):
-            raise ValueError("frames do not continue this segment's seqs")
         if self._length + len(frames) > _U32_MAX:
             raise ValueError("a segment holds at most 4 GiB of frames")
+        # One pass in the core, no Python object per frame: a checkpoint appends every
+        # frame written since the last one.
+        offsets = frame_offsets(frames, self.salt, False, self._length)
+        last_off = offsets[-1] - self._length if offsets else 0
+        if not _check_seqs(frames, len(offsets), last_off, self.base_seq + len(self._offsets)):
+            raise ValueError("frames do not continue this segment's seqs")
         try:
             self._handle.write_at(HEADER_SIZE + self._length, frames)
         except OSError as exc:
             self._failure = exc
             raise
-        self._offsets.extend(self._length + off for off, _ in spans)
+        self._offsets.extend(offsets)
         self._length += len(frames)
 
     def sync(self) -> int:
@@ -421,7 +424,7 @@ def read_segment(
     spans = _spans(frames, salt, verify, path)
     if sealed:
         _check_index(fs, path, (topic_id, base_seq, salt), frames, spans)
-    if not _check_seqs(frames, spans, base_seq):
+    if not _check_seqs(frames, len(spans), spans[-1][0] if spans else 0, base_seq):
         raise SegmentCorruptionError("frame seqs do not follow base_seq", path=path)
     if sealed and max_length is not None and max_length != len(frames):
         if max_length > len(frames) or max_length not in {off for off, _ in spans}:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import pickle
+import re
 import struct
 import threading
 from collections.abc import Iterator, Mapping
@@ -872,6 +873,75 @@ def test_iter_frames_structure_checks(core: ModuleType) -> None:
         )
     tiny = struct.pack("<I", 20) + bytes(40)
     assert frame_error(core, core.iter_frames, tiny, SALT) == (0, "frame", "kind")
+
+
+def test_frame_offsets_walk_like_iter_frames(core: ModuleType) -> None:
+    frames = sample_frames(core, 5)
+    spans = core.iter_frames(frames, SALT)
+    offsets = core.frame_offsets(frames, SALT)
+    assert offsets.typecode == "I"
+    assert offsets.tolist() == [off for off, _ in spans]
+    assert core.frame_offsets(memoryview(frames), SALT, False, 1000).tolist() == [
+        1000 + off for off, _ in spans
+    ]
+    assert core.frame_offsets(b"", SALT).tolist() == []
+    cut = frames[: spans[3][0] + 5]
+    assert frame_error(core, core.frame_offsets, cut, SALT) == frame_error(
+        core, core.iter_frames, cut, SALT
+    )
+    assert frame_error(core, core.frame_offsets, frames, SALT + 1) == (0, "frame", "crc")
+    assert len(core.frame_offsets(frames, SALT + 1, False)) == 5
+    with pytest.raises(ValueError, match="negative start"):
+        core.frame_offsets(frames, SALT, True, -1)
+    with pytest.raises(OverflowError, match="4 GiB"):
+        core.frame_offsets(frames, SALT, True, (1 << 32) - len(frames))
+    assert len(core.frame_offsets(frames, SALT, True, (1 << 32) - 1 - len(frames))) == 5
+
+
+def _wal_frames_reference(frames: list[tuple[int, int, bytes]], salt: int) -> bytes:
+    """The WAL frame layout of docs/STORAGE_FORMATS.md, spelled out."""
+    out = b""
+    for lsn, kind, payload in frames:
+        body = struct.pack("<QB3x", lsn, kind) + payload
+        length = struct.pack("<I", len(payload))
+        crc = PURE.crc32c(body, PURE.crc32c(length, salt))
+        out += length + struct.pack("<I", crc) + body
+    return out
+
+
+def test_encode_wal_frames_layout_and_errors(core: ModuleType) -> None:
+    frames = [(1, 3, b"abc"), (2, 7, b""), ((1 << 64) - 1, 255, bytes(range(256)) * 20)]
+    encoded = core.encode_wal_frames(frames, SALT)
+    assert type(encoded) is bytearray
+    assert encoded == _wal_frames_reference(frames, SALT)
+    assert core.encode_wal_frames(iter(frames[:1]), 0) == _wal_frames_reference(frames[:1], 0)
+    assert core.encode_wal_frames([], SALT) == bytearray()
+    bad: list[tuple[Any, type[Exception], str]] = [
+        ((-1, 1, b""), ValueError, "lsn -1 is not a u64"),
+        ((1 << 64, 1, b""), ValueError, "is not a u64"),
+        ((1, 256, b""), ValueError, "entry_type 256 is not a u8"),
+        ((1, -1, b""), ValueError, "entry_type -1 is not a u8"),
+        ((1, 1, bytearray(b"x")), TypeError, "payload must be bytes, not bytearray"),
+        ((1, 1), TypeError, "(lsn, entry_type, payload) tuple"),
+        ([1, 1, b""], TypeError, "(lsn, entry_type, payload) tuple"),
+    ]
+    for item, exc, message in bad:
+        with pytest.raises(exc, match=re.escape(message)):
+            core.encode_wal_frames([(1, 1, b"ok"), item], SALT)
+
+
+@needs_ext
+def test_encode_wal_frames_ext_matches_pure() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(50):
+        frames = [
+            (rng.randrange(1, 1 << 64), rng.randrange(256), rng.randbytes(rng.randrange(600)))
+            for _ in range(rng.randrange(8))
+        ]
+        salt = rng.randrange(1 << 32)
+        assert EXT.encode_wal_frames(frames, salt) == PURE.encode_wal_frames(frames, salt)
 
 
 # --- SegmentBuffer ------------------------------------------------------------------
