@@ -56,7 +56,7 @@ import secrets
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 
@@ -115,9 +115,12 @@ def new_wid() -> str:
     return WID_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
 
 
-@dataclass(frozen=True, slots=True)
-class FeedOptions:
-    """How a feed topic reads: window, byte budget, projection, node filter, consistency."""
+class FeedOptions(NamedTuple):
+    """How a feed topic reads: window, byte budget, projection, node filter, consistency.
+
+    A named tuple, not a dataclass: it is part of every read-cache key, looked up once per
+    watcher per change, and a tuple hashes and compares in C (equal options of different
+    sessions share cache entries)."""
 
     limit: int
     budget: int
@@ -232,6 +235,8 @@ class WatchFeed:
     ``await wait()`` returns once a topic is dirty again. Close it when done.
     """
 
+    __slots__ = ("_dirty", "_event", "_hub", "closed", "deliver", "topics")
+
     def __init__(self, hub: WatchHub) -> None:
         self._hub = hub
         self.topics: dict[str, FeedTopic] = {}
@@ -300,9 +305,12 @@ class WatchFeed:
 
     async def wait(self) -> None:
         """Return once some topic may have something to deliver."""
-        while not self._dirty:
-            event = self._event = trio.Event()
-            await event.wait()
+        try:
+            while not self._dirty:
+                event = self._event = trio.Event()
+                await event.wait()
+        finally:
+            self._event = None  # ``_mark`` sets only an event someone waits on
 
     # -- internals --------------------------------------------------------------------
 
@@ -413,8 +421,10 @@ class WatchSession:
         self.last_access_ms = now_ms
         self.stream: WatchStream | None = None
         self.frames = 0  # frame numbers handed out (checkpoint ids)
-        # (frame_no, topic, cursor before, done before) of committed checkpoint frames.
-        self.ring: deque[tuple[int, str, int, bool]] = deque(maxlen=CHECKPOINT_RING)
+        # (frame_no, topic, cursor before, done before) of committed checkpoint frames;
+        # created by the first one (a deque allocates ~600 B at once, and only sessions
+        # of more than 64 topics use checkpoints).
+        self.ring: deque[tuple[int, str, int, bool]] | None = None
 
     def cursors(self) -> dict[str, int]:
         return {st.name: st.cursor for st in self.topics.values()}
@@ -426,7 +436,7 @@ class WatchSession:
             return
         if isinstance(target, int):
             ring = self.ring
-            while ring and ring[-1][0] > target:
+            while ring is not None and ring and ring[-1][0] > target:
                 _, name, cursor, done = ring.pop()
                 st = self.topics.get(name)
                 if st is not None:
@@ -475,7 +485,10 @@ class WatchStream:
         if st is None:
             return
         if frame_no is not None:
-            self.session.ring.append((frame_no, topic, st.cursor, st.done))
+            ring = self.session.ring
+            if ring is None:
+                ring = self.session.ring = deque(maxlen=CHECKPOINT_RING)
+            ring.append((frame_no, topic, st.cursor, st.done))
         st.cursor = cursor
         if deleted:
             st.done = True
@@ -718,9 +731,11 @@ class WatchHub:
             self._visible_head(tw)  # note (lsn, head) as early as possible (rule 5)
         if not tw.listeners:
             return
-        # Retention once for every delivery of this synchronous pass, not per watcher.
+        # Retention (and the cache's version check) once for every delivery of this
+        # synchronous pass, not per watcher: nothing can change the topic meanwhile.
         if not tw.log.deleted:
             self.retention(tw.log)
+            self._check_version(tw)
             self._retained = tw.log
         try:
             # A copy: a synchronous delivery may see the topic deleted and drop its listener.
@@ -738,17 +753,8 @@ class WatchHub:
         tw = ft.tw
         assert tw is not None
         log = tw.log
-        version = (
-            log.head,
-            log.count,
-            log.earliest,
-            log.cap_floor,
-            log.ttl_floor,
-            id(log.config),
-        )
-        if version != tw.version:
-            tw.cache.clear()
-            tw.version = version
+        if log is not self._retained:
+            self._check_version(tw)
         key = (ft.cursor, upto, ft.opts)
         hit = tw.cache.get(key)
         if hit is not None:
@@ -768,6 +774,22 @@ class WatchHub:
             tw.cache.clear()
         tw.cache[key] = outcome
         return outcome
+
+    @staticmethod
+    def _check_version(tw: _TopicWatch) -> None:
+        """Start the read cache over if the topic changed since it was filled (rule 3)."""
+        log = tw.log
+        version = (
+            log.head,
+            log.count,
+            log.earliest,
+            log.cap_floor,
+            log.ttl_floor,
+            id(log.config),
+        )
+        if version != tw.version:
+            tw.cache.clear()
+            tw.version = version
 
     def _visible_head(self, tw: _TopicWatch) -> int:
         """The highest seq of ``tw``'s topic whose WAL frame is committed (rule 5)."""

@@ -41,7 +41,8 @@ Rules:
    shared by every watcher of it) and writes with one non-blocking ``os.write``,
    committing the cursors once the kernel took the bytes (rule 3). Anything that does
    not fit this (a partial write, a backlog, CPU pressure, a final frame) starts the
-   queue, the writer and the pump of rule 1, which from then on run as before. The
+   queue, the writer and the pump of rule 1; once the queue has drained and the stream
+   is caught up (and no CPU pressure paces it) they end and the stream is idle again. The
    heartbeat of an idle stream is sent by the request task between its disconnect
    checks. Elsewhere (HTTP/2, HTTP/1.0 framing, the in-process ASGI transport of the
    tests, another hypercorn layout) every frame goes through ASGI as in rules 1-2;
@@ -95,6 +96,7 @@ Receive = Callable[[], Awaitable[Message]]
 P = TypeVar("P")
 
 EVENT_STREAM = b"text/event-stream; charset=utf-8"
+#: Shared by every stream's reply (``finish`` copies, never changes it).
 STREAM_HEADERS = [
     (b"cache-control", b"no-store"),
     (b"connection", b"keep-alive"),
@@ -171,6 +173,7 @@ class Outbound(Generic[P]):
         self.final_sent = False
         self._queued = 0  # frames in the queue (not the stop wake-up)
         self._writing = False
+        self._on_idle: trio.CancelScope | None = None  # see ``when_idle``
         #: When bytes last left on this connection, by the writer or past it (``sent``).
         self.last_sent = trio.current_time()
 
@@ -179,6 +182,15 @@ class Outbound(Generic[P]):
         """Nothing queued and nothing being written: a frame may go out past the queue."""
         # (<= 0: a sender blocked on a full queue counts its frame only once it resumes.)
         return self._queued <= 0 and not self._writing and self._final is None
+
+    def when_idle(self, scope: trio.CancelScope | None) -> None:
+        """Cancel ``scope`` once nothing is queued or being written (or the queue ends)."""
+        self._on_idle = scope
+
+    def _check_drained(self) -> None:
+        if self._on_idle is not None and (self._queued <= 0 or self._final is not None):
+            self._on_idle.cancel()
+            self._on_idle = None
 
     def sent(self) -> None:
         """Bytes left past the queue (a direct send): they count as traffic for the
@@ -204,6 +216,7 @@ class Outbound(Generic[P]):
             return
         self._final = final
         self._discard()
+        self._check_drained()
         with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError):
             self._send.send_nowait(_WAKE)  # an idle writer wakes up and sees _final
 
@@ -308,12 +321,19 @@ class Outbound(Generic[P]):
                         for i in items:
                             if i[1] is not None:
                                 on_sent(i[1])
+                    self._check_drained()
             if timer.cancelled_caught and self._final is None:
                 if trio.current_time() < self.last_sent + hb_s:
                     continue  # frames went out past the queue meanwhile: not silent
                 assert self._heartbeat is not None
-                await write(self._heartbeat)
+                # Marked as writing too: a stream must not retire its writer mid-heartbeat.
+                self._writing = True
+                try:
+                    await write(self._heartbeat)
+                finally:
+                    self._writing = False
                 self.last_sent = trio.current_time()
+                self._check_drained()
 
     def _discard(self) -> None:
         """Drop queued frames (never sent, so their cursors were never committed)."""
@@ -412,7 +432,7 @@ async def open_stream(ctx: RequestContext) -> Reply:
     rewind = parse_last_event_id(ctx.headers.get(b"last-event-id"))
     stream = ctx.engine.open_watch(ctx.name, owner=owner, rewind=rewind)
     conn = _SseConnection(ctx, stream)
-    return StreamReply(200, b"", EVENT_STREAM, list(STREAM_HEADERS), run=conn.run)
+    return StreamReply(200, b"", EVENT_STREAM, STREAM_HEADERS, run=conn.run)
 
 
 class _Chunk(bytes):
@@ -423,6 +443,12 @@ class _Chunk(bytes):
 
 def _chunk(frame: bytes) -> _Chunk:
     return _Chunk(b"%x\r\n%b\r\n" % (len(frame), frame))
+
+
+def _join_chunks(frames: list[bytes]) -> _Chunk:
+    # Frames queue chunk-framed (records, remainders) or not (advisory, heartbeat); a plain
+    # join would come out as bytes and be framed once more as a whole by the writer.
+    return _Chunk(b"".join(f if type(f) is _Chunk else _chunk(f) for f in frames))
 
 
 def _solo_frame(batch: RecordBatch) -> bytes:
@@ -494,7 +520,9 @@ class _SseConnection:
     no task of its own: the hub's relay calls :meth:`_deliver`, the request task also
     sends the heartbeats, and the pump, the writer and the queue only start once a write
     does not fit in the socket, the engine has more than one read to give, CPU pressure
-    paces reads, or the stream has to end with a final frame. Once started they stay.
+    paces reads, or the stream has to end with a final frame; they end again once the
+    queue drained with nothing left to read (every stream opens with a backlog read, so
+    staying would cost every stream their ~8 KiB for its whole life).
     """
 
     __slots__ = (
@@ -520,7 +548,7 @@ class _SseConnection:
         self.out: Outbound[bytes] | None = None
         self._wake: trio.CancelScope | None = None
         self.parked = True  # the pump (if any) waits on the feed with nothing in hand
-        self.ids: dict[str, int] = {}
+        self.ids: dict[str, int] | None = None
         self.checkpoints = False
         self.solo = False
         self.last_sent = 0.0  # before the writer exists (then: ``out.last_sent``)
@@ -543,26 +571,33 @@ class _SseConnection:
                     self._writer()
             if stream.end is not None:  # superseded before it started
                 self._on_stop()
-            if not await self._idle(receive):
-                return  # the client went away while idle
-            out = self._writer()
-            async with trio.open_nursery() as nursery:
-                out.bind(nursery.cancel_scope)
-                nursery.start_soon(out.run_writer)
-                nursery.start_soon(self._pump, out)
-                await self._watch_disconnect(receive, nursery.cancel_scope)
-            if out.final_sent and not self.disconnected:
-                with trio.move_on_after(1.0):
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+            while await self._idle(receive) and await self._busy(send, receive):
+                pass
         finally:
             stream.feed.deliver = None
             stream.on_stop = None
             stream.close()
 
+    async def _busy(self, send: Send, receive: Receive) -> bool:
+        """Run the writer and the pump until the stream ends (False) or, on the socket,
+        is idle again (True). Its own frame, so nothing of them outlives it."""
+        out = self._writer()
+        async with trio.open_nursery() as nursery:
+            out.bind(nursery.cancel_scope)
+            nursery.start_soon(out.run_writer)
+            nursery.start_soon(self._pump, out, nursery.cancel_scope)
+            await self._watch_disconnect(receive, nursery.cancel_scope)
+        if self.out is not out or self.disconnected:
+            return not self.disconnected  # retired, or the client went away
+        if out.final_sent:
+            with trio.move_on_after(1.0):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return False
+
     async def _open(self, send: Send) -> None:
         """The response head and the opening frames (rule 3); nothing of them is kept."""
         ctx, stream = self.ctx, self.stream
-        status, headers, _ = finish(ctx, StreamReply(200, b"", EVENT_STREAM, list(STREAM_HEADERS)))
+        status, headers, _ = finish(ctx, StreamReply(200, b"", EVENT_STREAM, STREAM_HEADERS))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         marks = {name: w.to_dict() for name, w in stream.watermarks().items()}
         opening = sse.encode_retry() + sse.connection_established_frame(
@@ -572,14 +607,18 @@ class _SseConnection:
         self.last_sent = trio.current_time()
         if DIRECT:
             self.raw = _RawSocket.find(send)
-        self.ids = stream.session.cursors()
-        self.checkpoints = len(self.ids) > cursor.MAX_INLINE_TOPICS
-        self.solo = len(self.ids) == 1
+        ids = stream.session.cursors()
+        self.checkpoints = len(ids) > cursor.MAX_INLINE_TOPICS
+        self.solo = len(ids) == 1
+        # A one-topic stream's id is {topic: cursor} of the event itself: nothing to keep.
+        self.ids = None if self.solo else ids
 
     async def _idle(self, receive: Receive) -> bool:
         """An idle raw stream: no task but this one, which sends the heartbeats and waits
         for the client to go away. Returns False on a disconnect, True once the stream
         needs its writer and pump (``_writer`` was called) or the server drains."""
+        if self.disconnected:
+            return False
         state = self.ctx.state
         hb_s = self.stream.session.heartbeat_ms / 1000
         while self.out is None:
@@ -668,7 +707,7 @@ class _SseConnection:
             on_abandon=stream.close,
             # Through ASGI each frame stays its own body message (flushed on its own);
             # on the socket, frames that queued up meanwhile leave in one write.
-            join=b"".join if raw is not None else None,
+            join=_join_chunks if raw is not None else None,
         )
 
     def _end_frame(self, end: TopicsError | str | None) -> bytes:
@@ -676,11 +715,18 @@ class _SseConnection:
             return sse.error_frame(end, request_id=self.ctx.request_id)
         return sse.connection_closing_frame(end or "superseded", self.ctx.request_id, sse.RETRY_MS)
 
-    async def _pump(self, out: Outbound[bytes]) -> None:
+    async def _pump(self, out: Outbound[bytes], scope: trio.CancelScope) -> None:
         with self.ctx.state.long_poll() as shutdown:  # cancelled when the server drains
-            await self._pump_frames(out)
+            retire = await self._pump_frames(out)
         if shutdown.cancelled_caught:
             out.shutdown()
+        elif retire:
+            # Drained and caught up: back to the idle stream of rule 7, whose helpers
+            # would otherwise stay for the stream's life (~8 KiB: tasks, queue, scopes).
+            self.last_sent = out.last_sent
+            self.out = None
+            self.parked = True
+            scope.cancel()  # the writer waits on its empty queue: nothing is cut
 
     def _frames(
         self, events: list[WatchEvent]
@@ -691,7 +737,10 @@ class _SseConnection:
         frames: list[bytes] = []
         commits = []
         for ev in events:
-            ids[ev.topic] = ev.cursor
+            if ids is None:
+                ids = {ev.topic: ev.cursor}
+            else:
+                ids[ev.topic] = ev.cursor
             frame_no = stream.next_frame_no() if self.checkpoints else None
             frame: bytes
             if self.solo and type(ev) is RecordBatch:
@@ -731,16 +780,24 @@ class _SseConnection:
             ):
                 self._writer()
                 return False
-            feed = self.stream.feed
+            stream = self.stream
+            feed = stream.feed
             events = feed.poll()
             if events:
-                frames, commits = self._frames(events)
-                data = frames[0] if len(frames) == 1 else b"".join(frames)
+                ev = events[0]
+                commits: list[tuple[str, int, int | None, bool]]
+                if self.solo and len(events) == 1 and type(ev) is RecordBatch:
+                    # The common case, kept lean: one shared frame, one commit.
+                    data: bytes = ev.encoded("sse-solo-chunk", _solo_chunk)
+                    commits = [(ev.topic, ev.to_seq, None, False)]
+                else:
+                    frames, commits = self._frames(events)
+                    data = frames[0] if len(frames) == 1 else b"".join(frames)
                 n = raw.try_send(data)
                 if n == len(data):
                     self._sent()
                     for item in commits:
-                        self.stream.commit(*item)
+                        stream.commit(*item)
                 elif n >= 0:
                     # The rest goes first, through the queue; its commits wait for it.
                     self._writer().put_nowait(_Chunk(data[n:]), commits)
@@ -760,7 +817,9 @@ class _SseConnection:
         else:
             self.last_sent = trio.current_time()
 
-    async def _pump_frames(self, out: Outbound[bytes]) -> None:
+    async def _pump_frames(self, out: Outbound[bytes]) -> bool:
+        """Read and queue until the stream ends (False) or, on the socket, until the
+        queue drained with nothing left to read (True: the stream can be idle again)."""
         stream = self.stream
         feed = stream.feed
         pressure = self.ctx.state.pressure
@@ -768,11 +827,24 @@ class _SseConnection:
         while not out.ending:
             events = feed.poll()
             if not events:
+                raw = self.raw
+                # On the socket, once caught up and drained, the stream can be idle again.
+                retire = (
+                    raw is not None and not raw.broken and not advised and not pressure.throttled()
+                )
+                if retire and out.idle:
+                    return True
                 self.parked = True
                 try:
-                    await feed.wait()
+                    with trio.CancelScope() as drained:
+                        if retire:
+                            out.when_idle(drained)
+                        await feed.wait()
                 finally:
                     self.parked = False
+                    out.when_idle(None)
+                if drained.cancelled_caught:
+                    continue
                 if pressure.throttled():
                     advised = await self._pace(out, advised)
                 else:
@@ -781,6 +853,7 @@ class _SseConnection:
             frames, commits = self._frames(events)
             for frame, item in zip(frames, commits, strict=True):
                 await out.put(frame, [item])
+        return False
 
     async def _pace(self, out: Outbound[bytes], advised: bool) -> bool:
         """Rule 5: one advisory 429, then read at most once per pacing interval."""
