@@ -134,7 +134,7 @@ def serve_bare(port_file: str, lane: bool = False) -> None:
                 from topics.frontends.http.serve import serve
 
                 binds = await nursery.start(
-                    partial(serve, app, config, accepts=lambda path: True,
+                    partial(serve, app, config, accepts=lambda method, path: True,
                             shutdown_trigger=trio.sleep_forever)
                 )  # fmt: skip
             else:

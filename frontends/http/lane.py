@@ -1,5 +1,6 @@
-"""The fast lane: plain HTTP/1.1 POSTs to the hot routes, served without hypercorn's
-per-request machinery, in front of hypercorn on the same listening socket.
+"""The fast lane: plain HTTP/1.1 requests to the hot routes (POSTs and the SSE stream
+GETs), served without hypercorn's per-request machinery, in front of hypercorn on the
+same listening socket.
 
 Why: hypercorn's HTTP/1.1 path costs ~450 us of CPU per request on the project machine
 before the app runs a line (h11 parsing and serialising, a task spawned per request, an
@@ -14,9 +15,10 @@ docs/ARCHITECTURE.md ("Where the HTTP frontend goes around its stack") has the n
 Rules:
 1. The lane parses strictly and never answers a malformed request itself: anything it
    does not accept goes to hypercorn (rule 3), whose h11 parser gives the 4xx.
-2. It accepts only: ``POST`` + ``HTTP/1.1``; a target of printable ASCII without ``%``
-   (no percent-decoding to get wrong) naming a route the app serves on its fast,
-   body-taking path (``accepts``; write, diff, watch create, claim/ack/nack/extend);
+2. It accepts only: ``POST`` or ``GET`` + ``HTTP/1.1``; a target of printable ASCII
+   without ``%`` (no percent-decoding to get wrong) naming a route the app serves on its
+   fast path (``accepts``: write, diff, watch create, claim/ack/nack/extend, and the
+   GET streams of a watch and of a queue's ``/work``; a GET carries no body);
    token header names, no obs-fold, no control bytes in values, exactly one ``Host``; at
    most one ``Content-Length`` of at most ``max_body`` bytes (the app's own limit, at most
    :data:`MAX_BODY`; none means 0); no
@@ -31,9 +33,12 @@ Rules:
 5. Shutdown: idle lane connections close at once, a request in progress finishes and its
    connection then closes (``connection: close``), within hypercorn's graceful timeout.
 6. The app sees a normal ASGI HTTP scope. Its first ``receive`` returns the whole body; a
-   later one (the long-poll diff's disconnect watch) reads the socket and reports
-   ``http.disconnect`` at EOF, keeping any bytes of a pipelined next request. A send to a
-   vanished client is dropped (as hypercorn does); the connection then closes.
+   later one (a stream's or a long-poll diff's disconnect watch) reads the socket and
+   reports ``http.disconnect`` at EOF, keeping any bytes of a pipelined next request. A
+   send to a vanished client is dropped (as hypercorn does); the connection then closes.
+   A streamed body is chunked; once its head is out, :meth:`LaneConnection.stream_lock`
+   lets a stream write whole chunks to the socket itself (watch rule 7), and every write
+   of the lane's own then takes the same lock, so the two never interleave.
 7. ``TOPICS_HTTP_LANE=0`` serves everything through hypercorn (to measure, or to rule the
    lane out).
 """
@@ -80,15 +85,18 @@ _REFUSED = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
 
 _STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 
-Head = tuple[str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
+Head = tuple[str, str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
+
+_METHODS = {b"POST": "POST", b"GET": "GET"}
 
 
 def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
-    """``(path, raw_path, query, headers, content_length, close)`` of a request head
-    (without its closing blank line) when the lane serves it by rule 2, else None."""
+    """``(method, path, raw_path, query, headers, content_length, close)`` of a request
+    head (without its closing blank line) when the lane serves it by rule 2, else None."""
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
-    if len(parts) != 3 or parts[0] != b"POST" or parts[2] != b"HTTP/1.1":
+    method = _METHODS.get(parts[0])
+    if len(parts) != 3 or method is None or parts[2] != b"HTTP/1.1":
         return None
     target = parts[1]
     if _TARGET.fullmatch(target) is None:
@@ -120,9 +128,9 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
                 return None
             close = close or b"close" in tokens
         headers.append((name, value))
-    if hosts != 1 or length > max_body:
+    if hosts != 1 or length > (max_body if method == "POST" else 0):
         return None
-    return raw_path.decode("ascii"), raw_path, query, headers, max(length, 0), close
+    return method, raw_path.decode("ascii"), raw_path, query, headers, max(length, 0), close
 
 
 class Lane:
@@ -130,7 +138,7 @@ class Lane:
 
     Args:
         app: the ASGI app (called directly, without hypercorn's wrapper).
-        accepts: ``path -> bool``: does the app serve ``POST path`` on its fast path.
+        accepts: ``(method, path) -> bool``: does the app serve it on its fast path.
         keep_alive_timeout, read_timeout, max_requests: hypercorn's settings of the same
             names (``keep_alive_max_requests`` for the last).
         root_path: the ASGI ``root_path``.
@@ -140,7 +148,7 @@ class Lane:
     def __init__(
         self,
         app: AsgiApp,
-        accepts: Callable[[str], bool],
+        accepts: Callable[[str, str], bool],
         *,
         keep_alive_timeout: float,
         read_timeout: float | None,
@@ -184,6 +192,7 @@ class LaneConnection:
         "_head_sent",
         "_headers",
         "_status",
+        "_stream_lock",
         "buf",
         "client",
         "closing",
@@ -221,9 +230,9 @@ class LaneConnection:
                     return None
                 end = self.buf.find(b"\r\n\r\n")
             head = parse_head(self.buf[:end], lane.max_body)
-            if head is None or not lane.accepts(head[0]):
+            if head is None or not lane.accepts(head[0], head[1]):
                 return self.buf
-            path, raw_path, query, headers, length, close = head
+            method, path, raw_path, query, headers, length, close = head
             stop = end + 4 + length
             while len(self.buf) < stop:
                 if not await self._fill(idle=False):
@@ -232,7 +241,7 @@ class LaneConnection:
             self.buf = self.buf[stop:]
             served += 1
             self.closing = close or served >= lane.max_requests
-            await self._serve(path, raw_path, query, headers, body)
+            await self._serve(method, path, raw_path, query, headers, body)
             if self.closing or self.dead or lane.terminated:
                 return None
 
@@ -257,6 +266,7 @@ class LaneConnection:
 
     async def _serve(
         self,
+        method: str,
         path: str,
         raw_path: bytes,
         query: bytes,
@@ -268,7 +278,7 @@ class LaneConnection:
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.1"},
             "http_version": "1.1",
-            "method": "POST",
+            "method": method,
             "scheme": "http",
             "path": path,
             "raw_path": raw_path,
@@ -286,10 +296,11 @@ class LaneConnection:
         self._chunked = False
         self._done = False
         self._head_sent = False
+        self._stream_lock: trio.Lock | None = None
         try:
             await lane.app(scope, self._receive, self._send)
         except Exception:
-            log.exception("the app failed on POST %s", path)
+            log.exception("the app failed on %s %s", method, path)
             self.closing = True
             if self._status is None:
                 await self._write(self._head(500, [], 0))
@@ -362,11 +373,25 @@ class LaneConnection:
         parts.append(b"\r\n")
         return b"".join(parts)
 
+    def stream_lock(self) -> trio.Lock | None:
+        """Rule 6: the lock a stream takes to write whole chunks to ``stream`` itself, once
+        this response's chunked head is out (None before, or for any other response)."""
+        if not (self._head_sent and self._chunked) or self._done or self.dead:
+            return None
+        if self._stream_lock is None:
+            self._stream_lock = trio.Lock()
+        return self._stream_lock
+
     async def _write(self, data: bytes) -> None:
         if self.dead or not data:
             return
         try:
-            await self.stream.send_all(data)
+            lock = self._stream_lock
+            if lock is None:
+                await self.stream.send_all(data)
+            else:
+                async with lock:
+                    await self.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.dead = True
 

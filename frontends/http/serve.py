@@ -59,22 +59,25 @@ class _HandedOver(TCPServer):
         await super()._read_data()
 
 
-def lane_routes(app: TopicsHttpApp) -> Callable[[str], bool]:
-    """``path -> bool``: the app serves ``POST path`` itself, taking a body (rule 2)."""
-    cache: dict[str, bool] = {}
+def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], bool]:
+    """``(method, path) -> bool`` (lane rule 2): a POST the dispatcher serves itself with a
+    body, or a GET it serves itself (the watch and ``/work`` streams; a WebSocket GET
+    carries ``Upgrade``, which the lane leaves to hypercorn)."""
+    cache: dict[tuple[str, str], bool] = {}
 
-    def accepts(path: str) -> bool:
-        known = cache.get(path)
+    def accepts(method: str, path: str) -> bool:
+        key = (method, path)
+        known = cache.get(key)
         if known is not None:
             return known
         try:
-            route, _ = app.table.match("POST", path)
-            verdict = route.fast and route.body and route.handler is not None
+            route, _ = app.table.match(method, path)
+            verdict = route.fast and route.handler is not None and route.body == (method == "POST")
         except Exception:  # 404/405: hypercorn carries it to the app's error reply
             verdict = False
         if len(cache) >= 4096:  # topic names are unbounded; the cache is not
             cache.clear()
-        cache[path] = verdict
+        cache[key] = verdict
         return verdict
 
     return accepts
@@ -85,14 +88,14 @@ async def serve(
     config: Config,
     *,
     lane: bool = True,
-    accepts: Callable[[str], bool] | None = None,
+    accepts: Callable[[str, str], bool] | None = None,
     max_body: int = MAX_BODY,
     shutdown_trigger: Callable[[], Awaitable[None]],
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` until ``shutdown_trigger`` returns, then drain (module docstring).
 
-    ``accepts`` (``path -> bool``) and ``max_body`` say which POSTs the lane takes; for a
+    ``accepts`` (``(method, path) -> bool``) and ``max_body`` say what the lane takes; for a
     :class:`TopicsHttpApp` they default to its fast routes and its body limit.
     """
     if isinstance(app, TopicsHttpApp):

@@ -32,8 +32,9 @@ Rules:
    ``error`` 429 and paces its reads (batches coalesce) until the pressure passes.
 6. Last-Event-ID may only rewind the session's cursors; a malformed one is ignored (a 400
    would stop a browser's EventSource for good).
-7. Direct delivery. Under hypercorn's HTTP/1.1 (the real server) the stream writes its
-   body chunks to the socket itself, under hypercorn's send lock, instead of one ASGI
+7. Direct delivery. On the real server (its fast lane, or hypercorn's HTTP/1.1) the
+   stream writes its body chunks to the socket itself, under the connection's send lock
+   (the lane's or hypercorn's), instead of one ASGI
    message -> h11 -> lock -> shielded send chain (several task switches) per frame. An
    idle stream then has no task of its own: the hub's relay calls it synchronously on
    every change of a watched topic; it reads (the hub's shared read), renders (a
@@ -78,6 +79,7 @@ from topics.watch_types import (
 )
 from topics.wire import cursor, sse
 
+from .lane import LaneConnection
 from .requests import decode_json_object
 from .respond import finish
 from .routing import Route
@@ -461,9 +463,10 @@ def _solo_chunk(batch: RecordBatch) -> _Chunk:
 
 
 class _RawSocket:
-    """The connection's socket under hypercorn's HTTP/1.1 protocol (rule 7).
+    """The connection's socket under the fast lane or hypercorn's HTTP/1.1 (rule 7).
 
-    Found by walking the ``send`` callable hypercorn gave us (HTTPStream -> H11Protocol ->
+    The lane hands it over (``LaneConnection.stream_lock``); under hypercorn it is found by
+    walking the ``send`` callable hypercorn gave us (HTTPStream -> H11Protocol ->
     TCPServer); None for anything else (HTTP/2, HTTP/1.0 framing, another server, another
     hypercorn layout), and the stream then sends through ASGI. Writes take hypercorn's own
     send lock, so they never interleave with a write of hypercorn's.
@@ -480,6 +483,9 @@ class _RawSocket:
     @classmethod
     def find(cls, send: Send) -> _RawSocket | None:
         http_stream = getattr(send, "__self__", None)
+        if isinstance(http_stream, LaneConnection):  # served by the fast lane (its rule 6)
+            lane_lock = http_stream.stream_lock()
+            return None if lane_lock is None else cls(http_stream.stream, lane_lock)
         proto = getattr(getattr(http_stream, "send", None), "__self__", None)
         server = getattr(getattr(proto, "send", None), "__self__", None)
         conn = getattr(proto, "connection", None)

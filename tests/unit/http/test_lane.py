@@ -55,7 +55,13 @@ def make_lane(app: Any, **kwargs: Any) -> Lane:
         "max_requests": 1000,
     }
     settings.update(kwargs)
-    return Lane(app, lambda path: path.startswith("/v0/topics/"), **settings)
+    return Lane(
+        app,
+        lambda method, path: (
+            path.startswith("/v0/topics/") and (method == "POST" or path.endswith("/s"))
+        ),
+        **settings,
+    )
 
 
 class Peer:
@@ -132,8 +138,9 @@ async def serve(conn: LaneConnection) -> None:
 def test_a_plain_post_is_accepted_with_lowercased_headers() -> None:
     parsed = parse_head(GOOD + b"\r\nX-Request-ID: abc\r\nConnection: keep-alive")
     assert parsed is not None
-    path, raw_path, query, headers, length, close = parsed
-    assert (path, raw_path, query, length, close) == (
+    method, path, raw_path, query, headers, length, close = parsed
+    assert (method, path, raw_path, query, length, close) == (
+        "POST",
         "/v0/topics/t",
         b"/v0/topics/t",
         b"",
@@ -147,21 +154,29 @@ def test_a_plain_post_is_accepted_with_lowercased_headers() -> None:
 def test_the_query_string_is_split_off() -> None:
     parsed = parse_head(b"POST /v0/topics/t?return_seqs=false HTTP/1.1\r\nHost: x")
     assert parsed is not None
-    assert parsed[0] == "/v0/topics/t"
-    assert parsed[2] == b"return_seqs=false"
-    assert parsed[4] == 0
+    assert parsed[1] == "/v0/topics/t"
+    assert parsed[3] == b"return_seqs=false"
+    assert parsed[5] == 0
 
 
 def test_connection_close_is_seen_among_tokens() -> None:
     parsed = parse_head(GOOD + b"\r\nConnection: TE, Close")
     assert parsed is not None
-    assert parsed[5] is True
+    assert parsed[6] is True
+
+
+def test_a_get_without_a_body_is_accepted() -> None:
+    parsed = parse_head(b"GET /v0/watch/w1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0")
+    assert parsed is not None
+    assert parsed[:2] == ("GET", "/v0/watch/w1")
 
 
 @pytest.mark.parametrize(
     "head",
     [
-        b"GET /v0/topics/t HTTP/1.1\r\nHost: x",  # not a POST
+        b"PUT /v0/topics/t HTTP/1.1\r\nHost: x",  # neither POST nor GET
+        b"HEAD /v0/topics/t HTTP/1.1\r\nHost: x",
+        b"GET /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: 1",  # a GET with a body
         b"POST /v0/topics/t HTTP/1.0\r\nHost: x\r\nContent-Length: 2",  # HTTP/1.0
         b"POST /v0/topics/t HTTP/1.1 extra\r\nHost: x",  # a malformed request line
         b"POST /v0/topics/%74 HTTP/1.1\r\nHost: x",  # percent-encoding
@@ -397,3 +412,34 @@ async def test_a_vanished_client_does_not_fail_the_app() -> None:
         assert await conn.run() is None
     assert finished.is_set()
     assert conn.dead
+
+
+async def test_a_stream_writes_whole_chunks_itself_under_the_lanes_lock() -> None:
+    got: list[trio.Lock | None] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert scope["method"] == "GET"
+        conn_ = send.__self__
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        got.append(conn_.stream_lock())  # None: the head is not out yet
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        lock = conn_.stream_lock()
+        got.append(lock)
+        async with lock:  # what watch rule 7 does: a whole chunk, straight to the socket
+            await conn_.stream.send_all(b"1\r\nb\r\n")
+        assert (await receive())["type"] == "http.request"
+        await send({"type": "http.response.body", "body": b"c", "more_body": False})
+        got.append(conn_.stream_lock())  # None again: the response is complete
+
+    conn, peer = await serve_pair(make_lane(app))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(b"GET /v0/topics/s HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, body = await peer.response()
+        assert status == b"HTTP/1.1 200 OK"
+        assert headers[b"transfer-encoding"] == b"chunked"
+        assert body == b"abc"
+        await peer.stream.aclose()
+    assert got[0] is None
+    assert isinstance(got[1], trio.Lock)
+    assert got[2] is None
