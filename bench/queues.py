@@ -350,14 +350,21 @@ class WorkStream:
         self.sock.close()
 
 
+#: The source tree this bench belongs to: its server is the one measured (unless --base).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _start_topics_server(base: str | None = None) -> tuple[subprocess.Popen[str], str, int]:
     cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", "--memory"]
     env = {**os.environ, "TOPICS_LOG_LEVEL": "WARNING", "TOPICS_THROTTLE_LAG_MS": "0"}
     env.pop("TOPICS_API_KEYS", None)
-    if base is not None:  # another tree's server (an A/B against, say, the last commit)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (base, env.get("PYTHONPATH"))))
+    # ``-m`` puts the working directory first on sys.path, ahead of PYTHONPATH: the server
+    # has to start in the tree it is to run, or an A/B (``base``: another tree, say the
+    # last commit) measures the bench's own tree twice.
+    tree = base if base is not None else ROOT
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, env.get("PYTHONPATH"))))
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tree
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -575,8 +582,9 @@ def main() -> None:
     parser.add_argument(
         "--base",
         metavar="DIR",
-        help="A/B: also run the HTTP set-ups against the server of this source tree "
-        "(e.g. git archive HEAD topics frontends | tar -x -C DIR, plus the built .so files)",
+        help="A/B: also run the HTTP set-ups against the server of this source tree, started "
+        "in DIR (e.g. git archive HEAD | tar -x -C DIR, plus the built .so files); the other "
+        "rows run the server of the tree this bench file is in, wherever it is started from",
     )
     parser.add_argument("--quick", action="store_true", help="5k jobs (a smoke run)")
     args = parser.parse_args()

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import logging
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,8 @@ RELEASED = 50  # [tid, available_at, [seq, ...]]
 EXTENDED = 51  # [tid, [[seq, lease_id, deadline], ...]]
 DEAD_LETTERED = 52  # [tid, [seq, ...]]
 ENTRY_TYPES = frozenset({CLAIMED, ACKED, RELEASED, EXTENDED, DEAD_LETTERED})
+
+log_ = logging.getLogger("topics.queue")
 
 _RENDER_ALL = RENDER_DATA | RENDER_META | RENDER_TAGS
 _NO_BUDGET = 1 << 62
@@ -141,6 +144,12 @@ class QueueState:
         self.full: dict[str, trio.lowlevel.ParkingLot] = {}
         self.relay_running = False
         self.cohort: Cohort | None = None  # the open coalescing window, if any
+        # Sessions that wait without a task (``WorkSession.poll``): session -> (node, at
+        # its bound, hook). Waking a task per delivered batch (the scheduler round trip,
+        # its cancel scopes) cost a /work stream about as much as leasing and framing the
+        # jobs, so a frontend that can write without blocking is called synchronously
+        # instead, from whatever changed the queue (an ack, an append's relay, expiry).
+        self.hooked: dict[object, tuple[str, bool, Callable[[], object]]] = {}
 
     # -- counters ------------------------------------------------------------------------
 
@@ -160,6 +169,8 @@ class QueueState:
             self.lot.unpark_all()
         for lot in self.full.values():
             lot.unpark_all()
+        if self.hooked:
+            self._call_hooks(None, everyone=True)
 
     def wake_node(self, node: str) -> None:
         """Leases of ``node`` ended (ack, nack, release): wake the claimers and the full
@@ -169,11 +180,31 @@ class QueueState:
         lot = self.full.get(node)
         if lot:
             lot.unpark_all()
+        if self.hooked:
+            self._call_hooks(node)
 
     def wake_claimers(self) -> None:
         """Jobs were appended: only waiters below their bound can use them."""
         if self.lot:
             self.lot.unpark_all()
+        if self.hooked:
+            self._call_hooks(None)
+
+    def _call_hooks(self, node: str | None, everyone: bool = False) -> None:
+        """Call the hooks of the task-less waiters this change concerns (``hooked``). Each
+        is unhooked before it runs (it hooks itself again if it still waits), so a hook
+        that changes the queue never calls itself."""
+        hooked = self.hooked
+        due = [
+            key for key, (owner, full, _) in hooked.items() if everyone or not full or owner == node
+        ]
+        for key in due:
+            entry = hooked.pop(key, None)
+            if entry is not None:
+                try:
+                    entry[2]()
+                except Exception:  # a frontend's bug must not fail the ack that woke it
+                    log_.exception("a queue waiter's hook failed")
 
     def next_change_ms(self) -> int | None:
         """The clock time at which a lease expires or a delay elapses next (or None)."""
@@ -232,6 +263,14 @@ class QueueState:
         self.free.add(seq)
         self._free_order.append(seq)
 
+    def forget_leased(self, seqs: list[int]) -> None:
+        """:meth:`untrack` for jobs known to be LEASED (an ack of held leases): a job is
+        in one state only (rule 1), so the other states need no look."""
+        deliveries, leases = self.deliveries, self.leases
+        for seq in seqs:
+            del deliveries[seq]
+            del leases[seq]
+
     def untrack(self, seq: int) -> None:
         """Forget a job (acked, dead-lettered or deleted): it leaves every state."""
         if self.deliveries.pop(seq, None) is None:
@@ -287,20 +326,27 @@ class QueueState:
             self.cursor = max(self.cursor, out[-1].seq)
         return out
 
-    def lease(self, job: Taken, node: str, lease_id: str, deadline: int) -> tuple[int, bytes]:
-        """Lease a taken job; returns (deliveries, the job's JSON object for the response)."""
-        seq = job.seq
-        deliveries = self.deliveries.get(seq, 0) + 1
-        self.deliveries[seq] = deliveries
-        self.leases[seq] = Lease(node, lease_id, deadline)
-        heapq.heappush(self._deadlines, (deadline, seq, lease_id))
-        frag = job.seg.render(job.idx, 1, _NO_BUDGET, None, _RENDER_ALL)[0]
-        tail = b',"lease_id":"%s","deadline":%d,"deliveries":%d}' % (
-            lease_id.encode(),
-            deadline,
-            deliveries,
-        )
-        return deliveries, frag[:-1] + tail
+    def lease_all(
+        self, jobs: list[Taken], node: str, lease_ids: list[str], deadline: int
+    ) -> tuple[list[bytes], list[int]]:
+        """Lease a claim's taken jobs, one deadline for all; returns each job's JSON object
+        for the response (its stored record with the lease fields) and its deliveries."""
+        deliveries, leases, heap = self.deliveries, self.leases, self._deadlines
+        fragments: list[bytes] = []
+        counts: list[int] = []
+        for job, lease_id in zip(jobs, lease_ids, strict=True):
+            seq = job.seq
+            n = deliveries.get(seq, 0) + 1
+            deliveries[seq] = n
+            leases[seq] = Lease(node, lease_id, deadline)
+            heapq.heappush(heap, (deadline, seq, lease_id))
+            frag = job.seg.render(job.idx, 1, _NO_BUDGET, None, _RENDER_ALL)[0]
+            fragments.append(
+                b'%b,"lease_id":"%s","deadline":%d,"deliveries":%d}'
+                % (frag[:-1], lease_id.encode(), deadline, n)
+            )
+            counts.append(n)
+        return fragments, counts
 
     def give_back(self, seqs: Iterable[int]) -> None:
         """Return jobs that could not be dead-lettered to the freelist (deliveries kept)."""
@@ -563,8 +609,16 @@ def split_held(
     held: list[int] = []
     skipped: list[int] = []
     seen: set[int] = set()
+    leases = q.leases
     for seq, lease_id in refs:
-        if seq not in seen and q.held(seq, node, lease_id) is not None:
+        # (q.held inlined: once per job of every ack, nack and extend.)
+        lease = leases.get(seq)
+        if (
+            lease is not None
+            and lease.node == node
+            and (lease_id is None or lease.lease_id == lease_id)
+            and seq not in seen
+        ):
             held.append(seq)
             seen.add(seq)
         else:

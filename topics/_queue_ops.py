@@ -25,14 +25,16 @@ Rules:
    the write fails (e.g. the dead-letter topic is full) the jobs go back to the freelist.
 6. Nothing here polls: waiters park on the queue's ParkingLot, which queue changes unpark
    and a relay task unparks on appends; a waiter also wakes when the next lease deadline
-   or nack delay is due, the only clock-driven change.
+   or nack delay is due, the only clock-driven change. A /work session served without a
+   task (``WorkSession.poll``) leaves a hook instead, called synchronously by the same
+   changes; ack and nack call it after computing their answer's counts.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,7 @@ from ._queue import (
     QueueState,
     deal,
     encode_event,
+    leases_durable,
     new_lease_ids,
     seq_of,
     split_held,
@@ -248,19 +251,25 @@ class QueueOps:
         dl_after = cfg.max_deliveries if cfg.dead_letter is not None else 0
         taken, dead = q.pick(sum(c.want for c in claims), dl_after)
         shares = [taken] if len(claims) == 1 else deal(taken, [c.want for c in claims])
+        logged = self._store is not None and leases_durable(log)
         for claim, jobs in zip(claims, shares, strict=True):
             if not jobs:
                 continue
-            jobs.sort(key=seq_of)
+            if len(jobs) > 1:
+                jobs.sort(key=seq_of)
             deadline = now + claim.lease_ms
-            events = []
-            for job, lease_id in zip(jobs, new_lease_ids(len(jobs)), strict=True):
-                deliveries, fragment = q.lease(job, claim.node, lease_id, deadline)
-                claim.fragments.append(fragment)
-                claim.seqs.append(job.seq)
-                claim.lease_ids.append(lease_id)
-                events.append([job.seq, deliveries, deadline, lease_id])
-            claim.ticket = self._log_lease(log, CLAIMED, claim.node, events)
+            lease_ids = new_lease_ids(len(jobs))
+            fragments, deliveries = q.lease_all(jobs, claim.node, lease_ids, deadline)
+            seqs = [job.seq for job in jobs]
+            claim.fragments.extend(fragments)
+            claim.seqs.extend(seqs)
+            claim.lease_ids.extend(lease_ids)
+            if logged:
+                events = [
+                    [seq, n, deadline, lease_id]
+                    for seq, n, lease_id in zip(seqs, deliveries, lease_ids, strict=True)
+                ]
+                claim.ticket = self._log_lease(log, CLAIMED, claim.node, events)
         return dead
 
     # -- ack / nack / extend (§10.4-§10.6) ----------------------------------------------------
@@ -291,18 +300,23 @@ class QueueOps:
         acked, skipped = split_held(q, who, refs)
         ticket: WalTicket | None = None
         if acked:
-            for seq in acked:
-                q.untrack(seq)
+            q.forget_leased(acked)
             _, ticket = self._delete_seqs(log, acked)
             lease_ticket = self._log_lease(log, ACKED, acked)
             if lease_ticket is not None:  # the later entry: syncing it syncs the delete too
                 ticket = lease_ticket
             q.mark()
-            q.wake_node(who)  # a /work session at its in-flight bound may take more now
-        fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
+            q.wake_node(who)  # a /work session at its in-flight bound may take more now
             fsync_ms = (await self._wait(ticket))[1]
-        return AckResult(name, len(acked), skipped, q.ready, q.in_flight, fsync_ms)
+            return AckResult(name, len(acked), skipped, q.ready, q.in_flight, fsync_ms)
+        result = AckResult(name, len(acked), skipped, q.ready, q.in_flight, 0.0)
+        if acked:
+            # After the counts: a task-less /work session (``WorkSession.poll``) refills
+            # right here, and the answer reports the queue as the ack left it, as when
+            # the session's task refilled after this returned.
+            q.wake_node(who)
+        return result
 
     async def nack(
         self,
@@ -331,12 +345,14 @@ class QueueOps:
         for seq in held:
             q.release(seq, now + delay, now)
         ticket = self._log_lease(log, RELEASED, now + delay, held) if held else None
-        if held:
-            q.wake_node(who)
-        fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
+            q.wake_node(who)
             fsync_ms = (await self._wait(ticket))[1]
-        return NackResult(name, len(held), skipped, q.ready, q.in_flight, fsync_ms)
+            return NackResult(name, len(held), skipped, q.ready, q.in_flight, fsync_ms)
+        result = NackResult(name, len(held), skipped, q.ready, q.in_flight, 0.0)
+        if held:
+            q.wake_node(who)  # after the counts, as in ack
+        return result
 
     async def extend(
         self,
@@ -612,6 +628,7 @@ class WorkSession:
         self.lease_ms = lease_ms
         self.held: dict[int, str] = {}
         self._closed = False
+        self._hooked: QueueState | None = None  # where poll left its hook
 
     async def next_jobs(self) -> ClaimResult:
         """Wait until at least one job can be delivered within ``max`` in flight; lease
@@ -645,6 +662,69 @@ class WorkSession:
             retried = False
             await engine._park_queue(log, q, math.inf, self.node if want <= 0 else None)
 
+    def poll(self, hook: Callable[[], object]) -> ClaimResult | None:
+        """:meth:`next_jobs` for a caller without a task of its own: lease what can be
+        delivered now (the result may be empty) and leave ``hook`` to be called,
+        synchronously and once, when the queue changes in a way that may let this session
+        take more (as :meth:`next_jobs` would wake), then call ``poll`` again.
+
+        Returns None, leaving no hook, when that takes waiting (a coalescing window, a
+        dead-letter write, durable leases to sync) or the topic was deleted or replaced:
+        the caller then goes back to :meth:`next_jobs`, which raises or waits. Expiry is
+        clock-driven: the caller also polls again at :meth:`next_change_ms`.
+        """
+        engine = self._engine
+        self.unhook()
+        if self._closed:
+            return None
+        log = engine._registry.get(self.topic)
+        if log is not self._log:
+            return None
+        cfg = log.config
+        if cfg.type != "queue":
+            return None
+        q = engine._queue_state(log)
+        if (
+            cfg.claim_jitter_ms
+            or (cfg.dead_letter is not None and q.free)  # a freed job may be due to go
+            or (cfg.durability == "fsync" and leases_durable(log))
+        ):
+            return None
+        self._prune(q)
+        want = self.max - len(self.held)
+        if want > 0 and q.ready > 0:
+            lease_ms = self.lease_ms if self.lease_ms is not None else cfg.lease_ms
+            claim = Claim(self.node, want, lease_ms)
+            engine._serve(log, q, [claim])  # never dead-letters: checked above
+            q.refresh(engine.clock.now_ms())
+            seqs = tuple(claim.seqs)
+            result = ClaimResult(
+                log.name, tuple(claim.fragments), seqs, tuple(claim.lease_ids), q.ready
+            )
+            self.held.update(zip(seqs, claim.lease_ids, strict=True))
+            want -= len(seqs)
+        else:
+            result = ClaimResult(log.name, (), (), (), q.ready)
+        if engine._queues.states.get(log.topic_id) is q:
+            q.hooked[self] = (self.node, want <= 0, hook)
+            self._hooked = q
+            if not q.relay_running and engine._nursery is not None:
+                q.relay_running = True
+                engine._nursery.start_soon(_relay_appends, log, q)
+        return result
+
+    def unhook(self) -> None:
+        """Withdraw the hook :meth:`poll` left (if it was not called yet)."""
+        q = self._hooked
+        if q is not None:
+            self._hooked = None
+            q.hooked.pop(self, None)
+
+    def next_change_ms(self) -> int | None:
+        """The clock time (ms) of the queue's next lease expiry or nack delay, if any."""
+        q = self._engine._queues.states.get(self._log.topic_id)
+        return q.next_change_ms() if q is not None else None
+
     @property
     def in_flight(self) -> int:
         """Jobs delivered on this session and still leased."""
@@ -654,13 +734,20 @@ class WorkSession:
         return len(self.held)
 
     def _prune(self, q: QueueState) -> None:
-        gone = [seq for seq, lid in self.held.items() if q.held(seq, self.node, lid) is None]
+        # (q.held inlined: this runs on every delivery, once per job in flight.)
+        leases, node = q.leases, self.node
+        gone = []
+        for seq, lid in self.held.items():
+            lease = leases.get(seq)
+            if lease is None or lease.lease_id != lid or lease.node != node:
+                gone.append(seq)
         for seq in gone:
             del self.held[seq]
 
     def _close(self) -> None:
         """Release every lease still held from this session (release-on-disconnect)."""
         self._closed = True
+        self.unhook()
         engine = self._engine
         q = engine._queues.states.get(self._log.topic_id)
         if q is not None and self.held:
@@ -675,7 +762,7 @@ async def _relay_appends(log: TopicLog, q: QueueState) -> None:
     """Wake the queue's waiters on every append while any wait (rule 6)."""
     try:
         q.wake_claimers()  # an append between the waiter's read and this task's start
-        while q.waiting and not log.deleted:
+        while (q.waiting or q.hooked) and not log.deleted:
             await log.waiters.park()
             q.wake_claimers()
     finally:

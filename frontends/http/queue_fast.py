@@ -19,10 +19,23 @@ Rules:
    with ``connection-closing`` when the server drains, and silently when the client goes.
 4. The work session is a context manager around the pump: however the stream ends, its
    leases are released at once (release-on-disconnect).
+5. Direct delivery (as watch streams do it, ``watch_routes`` rule 7). Where
+   ``_RawSocket.find`` gives the socket (the fast lane, hypercorn's HTTP/1.1) the stream
+   writes its chunks to it itself, and a stream with nothing to write has no task at
+   work: the session leaves a hook with the engine
+   (``WorkSession.poll``), which calls it synchronously when a lease of the stream's node
+   ends (so an ack refills the stream before the ack's own answer is written) or jobs
+   arrive; the hook leases, frames and writes them with one non-blocking ``os.write``.
+   The request task only waits for the disconnect, sends heartbeats, and polls again when
+   a lease expiry or nack delay is due. Anything else (a partial write, a coalescing
+   window, dead-lettering, durable leases to sync, the topic gone, shutdown) hands over
+   to the pump of rule 4 for good. Elsewhere (the in-process transport of the tests,
+   HTTP/2, ``TOPICS_SSE_DIRECT=0``) every frame goes through ASGI ``send``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +53,7 @@ from topics.wire.sse import (
 
 from .respond import finish
 from .state import Reply, RequestContext
-from .watch_routes import StreamReply
+from .watch_routes import DIRECT, StreamReply, _chunk, _RawSocket
 
 if TYPE_CHECKING:
     from topics._queue_ops import WorkSession
@@ -48,9 +61,12 @@ if TYPE_CHECKING:
 
 __all__ = ["HEARTBEAT_S", "open_work"]
 
+log = logging.getLogger("topics.queue")
+
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 Receive = Callable[[], Awaitable[Message]]
+Write = Callable[[bytes], Awaitable[None]]  # one body chunk of the stream
 
 #: Heartbeat cadence of a /work stream without jobs (§7.6: 15 s).
 HEARTBEAT_S = 15.0
@@ -81,7 +97,12 @@ async def open_work(ctx: RequestContext) -> Reply:
 
 
 class _WorkStream:
-    """One open /work connection: the pump and the disconnect watcher in one nursery."""
+    """One open /work connection (rules 2-5).
+
+    Through ASGI: the pump and the disconnect watcher in one nursery. On the raw socket:
+    the engine's hook (:meth:`_deliver`) while it can, then the same pump, writing to the
+    socket, once a delivery needs a task (``need_task``).
+    """
 
     def __init__(
         self,
@@ -97,24 +118,145 @@ class _WorkStream:
         self.lease_ms = lease_ms
         self.release_slot = release_slot
         self.gone = False
+        self.raw: _RawSocket | None = None
+        self.session: WorkSession | None = None
+        self.need_task = False
+        self.pending = b""  # chunk bytes a direct write left for the pump to finish
+        self.last_sent = 0.0
+        self._wake: trio.CancelScope | None = None
 
     async def run(self, send: Send, receive: Receive) -> None:
         try:
             ctx = self.ctx
             status, headers, _ = finish(ctx, Reply(200, b"", _CONTENT_TYPE, list(_HEADERS)))
             await send({"type": "http.response.start", "status": status, "headers": headers})
-            await _write(send, encode_retry() + HEARTBEAT)
-            # The pump is the child task and the request task watches for the disconnect
-            # (Quart's arrangement). The other way round measured 10-25% fewer jobs/s with
-            # 16 streams at the same CPU per job; the cause was not found (BENCHMARKS_QUEUES).
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._pump_then_stop, send, nursery.cancel_scope)
-                await self._watch_disconnect(receive, nursery.cancel_scope)
+            await _send_body(send, encode_retry() + HEARTBEAT)
+            self.last_sent = trio.current_time()
+            if DIRECT:
+                self.raw = _RawSocket.find(send)
+            write = self._raw_write if self.raw is not None else _asgi_writer(send)
+            try:
+                async with ctx.engine.open_work_session(
+                    ctx.name, node=self.node, max=self.want, lease_ms=self.lease_ms
+                ) as session:
+                    self.session = session
+                    if self.raw is not None and not await self._idle(receive):
+                        return  # the client went away
+                    # The pump is the child task and the request task watches for the
+                    # disconnect (Quart's arrangement). The other way round measured 10-25%
+                    # fewer jobs/s with 16 streams at the same CPU per job; the cause was not
+                    # found (BENCHMARKS_QUEUES).
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._pump_then_stop, write, nursery.cancel_scope)
+                        await self._watch_disconnect(receive, nursery.cancel_scope)
+            except TopicsError as exc:  # the topic went away between the checks and here
+                if not self.gone:
+                    with trio.move_on_after(1.0):
+                        await write(error_frame(exc, request_id=ctx.request_id))
             if not self.gone:
                 with trio.move_on_after(1.0):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            if self.session is not None:
+                self.session.unhook()
             self.release_slot()
+
+    # -- direct delivery (rule 5) --------------------------------------------------------------
+
+    async def _idle(self, receive: Receive) -> bool:
+        """Wait for the disconnect while the engine's hook delivers. False: the client went
+        away; True: the pump takes over (``need_task``), or the server is draining."""
+        state = self.ctx.state
+        self._deliver()
+        while not self.need_task:
+            # One cancel scope for shutdown, the next due time and the hook's hand-over.
+            with state.long_poll() as scope:
+                self._wake = scope
+                scope.deadline = self._deadline()
+                while True:
+                    if (await receive())["type"] == "http.disconnect":
+                        self.gone = True
+                        return False
+            self._wake = None
+            if self.need_task or state.shutting_down:
+                break  # the pump writes what is pending, or the closing frame
+            if trio.current_time() >= self.last_sent + HEARTBEAT_S:
+                self._try_write(_chunk(HEARTBEAT))
+            if not self.need_task:
+                self._deliver()  # a lease expiry or nack delay may have come due
+        assert self.session is not None
+        self.session.unhook()
+        return True
+
+    def _deadline(self) -> float:
+        """When the idle request task has to look again: the next heartbeat, or the next
+        lease expiry / nack delay (the only changes that call no hook)."""
+        assert self.session is not None
+        deadline = self.last_sent + HEARTBEAT_S
+        due = self.session.next_change_ms()
+        if due is not None:
+            wait_s = max(due - self.ctx.engine.clock.now_ms(), 0) / 1000
+            deadline = min(deadline, trio.current_time() + wait_s)
+        return deadline
+
+    def _deliver(self) -> None:
+        """The engine's hook (and the idle task's own poll): lease what this stream may take
+        now and write it without blocking; hand over to the pump when that cannot be done.
+        Never raises: it runs inside whatever engine call changed the queue."""
+        session, raw = self.session, self.raw
+        if session is None or raw is None or self.need_task or self.gone:
+            return
+        try:
+            if raw.broken:
+                return  # the disconnect ends the stream; closing the session releases
+            res = session.poll(self._deliver)
+            if res is None:
+                self._hand_over()
+                return
+            if res.count:
+                self._try_write(_chunk(_job_frames(res)))
+            wake = self._wake
+            if wake is not None and not self.need_task:
+                # Only ever brought forward (a nack delay shorter than every lease): a
+                # deadline left too early just costs the idle task one look, while moving
+                # it on every delivery cost a deadline-heap entry per batch.
+                deadline = self._deadline()
+                if deadline < wake.deadline:
+                    wake.deadline = deadline
+        except Exception:  # never let one stream break an ack or the append relay
+            log.exception("direct /work delivery failed; the pump takes over")
+            self._hand_over()
+
+    def _try_write(self, data: bytes) -> None:
+        assert self.raw is not None
+        n = self.raw.try_send(data)
+        if n == len(data):
+            self.last_sent = trio.current_time()
+        elif n >= 0:
+            # Leased jobs must reach the socket: the rest goes first, from the pump.
+            self.pending = data[n:]
+            self._hand_over()
+        else:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        self.need_task = True
+        if self.session is not None:
+            self.session.unhook()
+        if self._wake is not None:
+            self._wake.cancel()
+
+    async def _raw_write(self, frame: bytes) -> None:
+        raw = self.raw
+        assert raw is not None
+        try:
+            await raw.send_all(_chunk(frame))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raw.broken = True
+            await trio.sleep_forever()  # the disconnect ends the connection
+        self.last_sent = trio.current_time()
+
+    # -- the pump (rule 4) ---------------------------------------------------------------------
 
     async def _watch_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -122,26 +264,30 @@ class _WorkStream:
         self.gone = True
         scope.cancel()
 
-    async def _pump_then_stop(self, send: Send, scope: trio.CancelScope) -> None:
-        await self._pump(send)
+    async def _pump_then_stop(self, write: Write, scope: trio.CancelScope) -> None:
+        await self._pump(write)
         scope.cancel()
 
-    async def _pump(self, send: Send) -> None:
-        ctx = self.ctx
+    async def _pump(self, write: Write) -> None:
+        ctx, session = self.ctx, self.session
+        assert session is not None
         try:
-            async with ctx.engine.open_work_session(
-                ctx.name, node=self.node, max=self.want, lease_ms=self.lease_ms
-            ) as session:
-                while True:
-                    frame, last = await _next_frame(ctx, session)
-                    # Written outside any cancel scope: jobs already leased to this session
-                    # must reach the socket, or sit unseen until the client disconnects.
-                    await _write(send, frame)
-                    if last:
-                        return
+            if self.pending:
+                assert self.raw is not None
+                pending, self.pending = self.pending, b""
+                await self.raw.send_all(pending)
+            while True:
+                frame, last = await _next_frame(ctx, session)
+                # Written outside any cancel scope: jobs already leased to this session
+                # must reach the socket, or sit unseen until the client disconnects.
+                await write(frame)
+                if last:
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await trio.sleep_forever()  # the disconnect ends the connection
         except TopicsError as exc:
             with trio.move_on_after(1.0):
-                await _write(send, error_frame(exc, request_id=ctx.request_id))
+                await write(error_frame(exc, request_id=ctx.request_id))
 
 
 async def _next_frame(ctx: RequestContext, session: WorkSession) -> tuple[bytes, bool]:
@@ -158,16 +304,29 @@ def _job_frames(res: ClaimResult) -> bytes:
     JSON (a line break inside a string is escaped), so it is one ``data:`` line; the
     general encoder is kept for anything else. Each frame's payload is the claim object
     with ``"topic"`` first, spliced without re-encoding."""
-    head = b'{"topic":"' + res.topic.encode() + b'",'
-    frames = []
-    for seq, frag in zip(res.seqs, res.fragments, strict=True):
-        payload = head + frag[1:]
-        if b"\n" in payload or b"\r" in payload:
-            frames.append(encode_event(str(seq), "job", payload))
-        else:
-            frames.append(b"id: %d\nevent: job\ndata: %b\n\n" % (seq, payload))
-    return b"".join(frames)
+    topic = res.topic.encode()
+    fragments = res.fragments
+    # One scan of the whole batch for the rare raw line break (the topic name has none).
+    joined = b"".join(fragments)
+    if b"\n" not in joined and b"\r" not in joined:
+        return b"".join(
+            [
+                b'id: %d\nevent: job\ndata: {"topic":"%b",%b\n\n' % (seq, topic, frag[1:])
+                for seq, frag in zip(res.seqs, fragments, strict=True)
+            ]
+        )
+    return b"".join(
+        encode_event(str(seq), "job", b'{"topic":"%b",%b' % (topic, frag[1:]))
+        for seq, frag in zip(res.seqs, fragments, strict=True)
+    )
 
 
-async def _write(send: Send, frame: bytes) -> None:
+async def _send_body(send: Send, frame: bytes) -> None:
     await send({"type": "http.response.body", "body": frame, "more_body": True})
+
+
+def _asgi_writer(send: Send) -> Write:
+    async def write(frame: bytes) -> None:
+        await _send_body(send, frame)
+
+    return write

@@ -8,7 +8,8 @@ Rules:
 1. Unknown body members are ``400 invalid_request`` (a typo such as ``leaseIds`` must not
    silently turn off fencing); types and ranges are checked by the engine.
 2. A claim answer splices ``ClaimResult.claimed_json`` (each job's stored record with its
-   lease fields, rendered once by the engine) between a hand-built head and tail.
+   lease fields, rendered once by the engine) between a hand-built head and tail; an ack
+   answer is built by hand too (both are once per batch of every worker).
 3. Claims are shed under CPU pressure (429, like any request); acks, nacks and extends are
    not: refusing them would only turn finished work into redeliveries.
 4. ``GET /v0/topics/:q/work`` (§10.8) is served by the dispatcher too, as a stream
@@ -62,7 +63,23 @@ async def ack(ctx: RequestContext) -> Reply:
         seqs=args.get("seqs"),  # type: ignore[arg-type]
         lease_ids=args.get("lease_ids"),
     )
-    return ctx.json(result.to_dict(), fsync_ms=result.fsync_ms)
+    # Built by hand like the claim answer (rule 2): the same object as
+    # ``ctx.json(result.to_dict(), fsync_ms=...)`` without a dict and an encoder pass.
+    skipped = b",".join(b"%d" % seq for seq in result.skipped)
+    return Reply(
+        200,
+        b'{"topic":"%b","acked":%d,"skipped":[%b],"ready":%d,"in_flight":%d,'
+        b'"performance":{"server_total_ms":%.3f,"fsync_ms":%.3f}}'
+        % (
+            result.topic.encode(),
+            result.acked,
+            skipped,
+            result.ready,
+            result.in_flight,
+            ctx.elapsed_ms(),
+            result.fsync_ms,
+        ),
+    )
 
 
 async def nack(ctx: RequestContext) -> Reply:

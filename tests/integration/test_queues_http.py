@@ -432,3 +432,45 @@ def test_work_stream_ends_with_an_error_frame_when_the_queue_is_deleted(
     assert [e.event for e in events] == ["error"]
     payload = json.loads(events[0].data)
     assert (payload["code"], payload["error_code"]) == (404, "topic_not_found")
+
+
+# The real server writes /work frames to the socket itself and has no task at work while a
+# stream waits (queue_fast rule 5): every way a stream can get more jobs has to reach it.
+
+
+def test_work_stream_below_its_bound_gets_appends(http: httpx.Client) -> None:
+    _queue(http, "hq-wapp", n=1)
+    with http.stream("GET", "/v0/topics/hq-wapp/work?node=w&max=8", headers=SSE) as r:
+        stream = _Stream(r)
+        assert [j["$seq"] for j in stream.jobs(1)] == [1]
+        http.post("/v0/topics/hq-wapp", json={"records": [{"data": 2}, {"data": 3}]})
+        assert [j["$seq"] for j in stream.jobs(2)] == [2, 3]
+
+
+def test_work_stream_redelivers_a_delayed_nack_and_an_expired_lease(http: httpx.Client) -> None:
+    _queue(http, "hq-wtime", n=2, lease_ms=300)
+    with http.stream("GET", "/v0/topics/hq-wtime/work?node=w&max=1", headers=SSE) as r:
+        stream = _Stream(r)
+        first = stream.jobs(1)[0]
+        assert first["$seq"] == 1
+        nack = {"node": "w", "seqs": [1], "lease_ids": [first["lease_id"]], "delay_ms": 200}
+        assert http.post("/v0/topics/hq-wtime/nack", json=nack).json()["nacked"] == 1
+        # job 2 at once; job 1 again only after its delay, and again after job 2's lease
+        # (never acked) and then its own run out: nothing but the clock wakes the stream
+        got = [(j["$seq"], j["deliveries"]) for j in stream.jobs(3)]
+        assert got == [(2, 1), (1, 2), (2, 2)]
+
+
+def test_work_stream_delivers_a_batch_larger_than_the_socket_takes(http: httpx.Client) -> None:
+    _queue(http, "hq-wbig")
+    pad = "x" * 200_000
+    records = [{"data": {"i": i, "pad": pad}} for i in range(1, 17)]
+    assert http.post("/v0/topics/hq-wbig", json={"records": records}).status_code == 200
+    with http.stream("GET", "/v0/topics/hq-wbig/work?node=w&max=16", headers=SSE) as r:
+        time.sleep(0.3)  # let the server's write fill the socket before reading anything
+        stream = _Stream(r)
+        jobs = stream.jobs(16)
+        assert [j["data"]["i"] for j in jobs] == list(range(1, 17))
+        assert all(j["data"]["pad"] == pad for j in jobs)
+        ack = {"node": "w", "seqs": [1], "lease_ids": [jobs[0]["lease_id"]]}
+        assert http.post("/v0/topics/hq-wbig/ack", json=ack).json()["acked"] == 1

@@ -90,3 +90,87 @@ async def test_a_full_session_wakes_when_its_lease_expires(engine: Engine, clock
         await trio.testing.wait_all_tasks_blocked()
         assert got == [(1, 1), (1, 2)]  # the reclaimed job jumps the queue (§10.3)
         nursery.cancel_scope.cancel()
+
+
+# -- task-less sessions (WorkSession.poll, the /work stream's direct delivery) ------------------
+
+
+class Hooked:
+    """A session driven the way the /work stream's direct path drives it: ``poll`` now, and
+    again whenever the engine calls the hook; what each poll leased is recorded."""
+
+    def __init__(self, session: object) -> None:
+        self.session = session
+        self.got: list[tuple[int, ...]] = []
+        self.calls = 0
+        self.gave_up = False
+
+    def poll(self) -> None:
+        res = self.session.poll(self.hook)  # type: ignore[attr-defined]
+        if res is None:
+            self.gave_up = True
+        elif res.count:
+            self.got.append(res.seqs)
+
+    def hook(self) -> None:
+        self.calls += 1
+        self.poll()
+
+
+async def test_a_hooked_session_refills_inside_its_own_nodes_ack(engine: Engine) -> None:
+    await _queue(engine, 7)
+    async with (
+        engine.open_work_session("q", node="a", max=2) as sa,
+        engine.open_work_session("q", node="b", max=2) as sb,
+    ):
+        a, b = Hooked(sa), Hooked(sb)
+        a.poll()
+        b.poll()
+        assert (a.got, b.got) == ([(1, 2)], [(3, 4)])
+        res = await engine.ack("q", node="a", seqs=[1, 2])
+        # refilled synchronously, after the ack's counts were taken
+        assert (res.ready, res.in_flight) == (3, 2)
+        assert (a.got, b.got, b.calls) == ([(1, 2), (5, 6)], [(3, 4)], 0)
+        await engine.nack("q", node="b", seqs=[3], delay_ms=0)
+        assert b.got == [(3, 4), (3,)]
+        assert sb.in_flight == 2
+
+
+async def test_a_hooked_session_below_its_bound_gets_appends(engine: Engine) -> None:
+    await _queue(engine, 1)
+    async with engine.open_work_session("q", node="w", max=4) as session:
+        w = Hooked(session)
+        w.poll()
+        assert w.got == [(1,)]
+        await engine.write("q", [{"data": 2}, {"data": 3}])
+        await trio.testing.wait_all_tasks_blocked()  # the append relay calls the hook
+        assert w.got == [(1,), (2, 3)]
+
+
+async def test_a_hooked_session_hands_over_when_the_topic_goes(engine: Engine) -> None:
+    await _queue(engine, 1)
+    async with engine.open_work_session("q", node="w", max=1) as session:
+        w = Hooked(session)
+        w.poll()
+        await engine.delete_topic("q")
+        assert w.gave_up  # the hook was called and the session needs next_jobs now
+        q_states = engine._queues.states
+        assert all(not q.hooked for q in q_states.values())
+
+
+async def test_a_closed_session_leaves_no_hook_and_releases(engine: Engine) -> None:
+    await _queue(engine, 2)
+    async with engine.open_work_session("q", node="w", max=1) as session:
+        w = Hooked(session)
+        w.poll()
+        q = engine._queues.states[engine._registry.get("q").topic_id]  # type: ignore[union-attr]
+        assert session in q.hooked
+    assert not q.hooked
+    assert (await engine.get_topic("q")).to_dict()["queue"]["in_flight"] == 0
+
+
+async def test_a_coalescing_queue_is_left_to_next_jobs(engine: Engine) -> None:
+    await engine.put_topic("q", {"type": "queue", "claim_jitter_ms": 2})
+    await engine.write("q", [{"data": 1}])
+    async with engine.open_work_session("q", node="w", max=1) as session:
+        assert session.poll(lambda: None) is None
