@@ -36,8 +36,9 @@ pytestmark = pytest.mark.slow
 
 PAGE = """<!doctype html>
 <html><body><pre id="log"></pre><script>
-const state = {seen: [], opens: [], closings: [], ids: [], errors: 0};
+const state = {n: 0, seen: [], opens: [], closings: [], ids: [], errors: 0};
 function report() {
+  state.n += 1;  // reports may arrive out of order: the page server keeps the newest
   fetch("/result", {method: "POST", body: JSON.stringify(state)});
 }
 const es = new EventSource(STREAM_URL);
@@ -89,9 +90,13 @@ def page_server() -> Iterator[tuple[str, _Results, dict[str, str]]]:
 
         def do_POST(self) -> None:
             data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            report = json.loads(data)
             with results.cond:
-                results.latest = json.loads(data)
-                results.cond.notify_all()
+                # Each report is a fetch of its own, handled on a thread of its own: an
+                # older one can land after a newer one, and must not replace it.
+                if report["n"] > results.latest.get("n", 0):
+                    results.latest = report
+                    results.cond.notify_all()
             self.send_response(204)
             self.end_headers()
 
