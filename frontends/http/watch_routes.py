@@ -571,9 +571,8 @@ class _SseConnection:
             else:
                 stream.feed.deliver = self._deliver
                 if stream.feed.has_dirty:
-                    # The backlog at open goes through the writer: hypercorn may still hold
-                    # its send lock for the opening frames (a direct write would then only
-                    # queue), and the browser test saw a stream open and never deliver it.
+                    # The backlog at open goes through the writer, which retires once it
+                    # has drained: one path for a backlog, whenever it comes.
                     self._writer()
             if stream.end is not None:  # superseded before it started
                 self._on_stop()
