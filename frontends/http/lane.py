@@ -207,12 +207,16 @@ class LaneConnection:
         self.lane = lane
         self.stream = stream
         sock = stream.socket
-        self.client = _address(sock.getpeername())
-        self.server = _address(sock.getsockname())
+        try:
+            self.client = _address(sock.getpeername())
+            self.server = _address(sock.getsockname())
+        except OSError:  # reset before we looked: the first read ends the connection
+            self.client = self.server = None
         self.buf = b""
         self.eof = False
         self.dead = False
         self.closing = False
+        self._reset(None)
 
     async def run(self) -> bytes | None:
         """Serve requests until the connection is over (None) or one is hypercorn's
@@ -290,13 +294,7 @@ class LaneConnection:
             "state": lane.lifespan_state.copy(),
             "extensions": {},
         }
-        self._body: bytes | None = body
-        self._status: int | None = None
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._chunked = False
-        self._done = False
-        self._head_sent = False
-        self._stream_lock: trio.Lock | None = None
+        self._reset(body)
         try:
             await lane.app(scope, self._receive, self._send)
         except Exception:
@@ -310,6 +308,16 @@ class LaneConnection:
             await self._write(self._head(500, [], 0))
         elif not self._done:  # a streamed body the app never finished: cut it off
             self.closing = True
+
+    def _reset(self, body: bytes | None) -> None:
+        """The per-response state, for a request with ``body``."""
+        self._body: bytes | None = body
+        self._status: int | None = None
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._chunked = False
+        self._done = False
+        self._head_sent = False
+        self._stream_lock: trio.Lock | None = None
 
     async def _receive(self) -> Message:
         body = self._body

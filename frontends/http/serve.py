@@ -130,14 +130,16 @@ async def serve(
     )
 
     async def connection(stream: trio.SocketStream) -> None:
+        read_ahead: bytes | None = None
         try:
             read_ahead = await LaneConnection(fast, stream).run()
         except Exception:  # a lane bug must cost one connection, not the server
             log.exception("fast lane connection failed")
-            read_ahead = None
+        finally:  # also when cancelled (the drain deadline): the socket closes now
+            if read_ahead is None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
         if read_ahead is None:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
             return
         server = _HandedOver(
             wrapped,
