@@ -166,13 +166,13 @@ class Lane:
         self.root_path = root_path
         self.lifespan_state = lifespan_state if lifespan_state is not None else {}
         self.terminated = False
-        self._idle: set[trio.CancelScope] = set()
+        self.idle_scopes: set[trio.CancelScope] = set()
         self._date = (0, b"")
 
     def terminate(self) -> None:
         """Rule 5: close idle connections now, the busy ones after their response."""
         self.terminated = True
-        for scope in self._idle:
+        for scope in self.idle_scopes:
             scope.cancel()
 
     def date(self) -> bytes:
@@ -254,14 +254,14 @@ class LaneConnection:
         lane = self.lane
         with trio.move_on_after(lane.keep_alive_timeout if idle else lane.read_timeout) as scope:
             if idle:
-                lane._idle.add(scope)
+                lane.idle_scopes.add(scope)
             try:
                 data = await self.stream.receive_some(MAX_RECV)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             finally:
                 if idle:
-                    lane._idle.discard(scope)
+                    lane.idle_scopes.discard(scope)
         if scope.cancelled_caught or not data:
             self.eof = True
             return False

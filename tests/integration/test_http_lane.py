@@ -12,6 +12,8 @@ from collections.abc import Callable
 import pytest
 import ujson
 
+from tests.support.http1 import take_response
+
 from .conftest import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -35,34 +37,10 @@ class Raw:
         self.buf += chunk
 
     def response(self) -> tuple[int, dict[bytes, bytes], bytes]:
-        while b"\r\n\r\n" not in self.buf:
+        while (response := take_response(self.buf)) is None:
             self._fill()
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        status = int(lines[0].split(b" ")[1])
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip()
-        if b"content-length" in headers:
-            size = int(headers[b"content-length"])
-            while len(self.buf) < size:
-                self._fill()
-            body, self.buf = self.buf[:size], self.buf[size:]
-            return status, headers, body
-        body = b""
-        while True:
-            while b"\r\n" not in self.buf:
-                self._fill()
-            size_line, _, rest = self.buf.partition(b"\r\n")
-            size = int(size_line, 16)
-            while len(rest) < size + 2:
-                self._fill()
-                size_line, _, rest = self.buf.partition(b"\r\n")
-            body += rest[:size]
-            self.buf = rest[size + 2 :]
-            if size == 0:
-                return status, headers, body
+        status, headers, body, self.buf = response
+        return int(status.split(b" ")[1]), headers, body
 
     def at_eof(self) -> bool:
         self.sock.settimeout(10)

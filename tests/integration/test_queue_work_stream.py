@@ -15,21 +15,15 @@ import ujson
 from topics.wire.sse import Comment, Event, Retry
 
 from .conftest import InProc, settings_with
-from .test_watch_sse import SseClient, is_event, post_watch, sse
+from .test_watch_sse import SseClient, is_event, post_watch, running, sse
 
 SSE = [("accept", "text/event-stream")]
 
 
 @asynccontextmanager
 async def work(inproc: InProc, query: str) -> AsyncIterator[SseClient]:
-    client = SseClient(inproc.app, f"/v0/topics/jobs/work?{query}", SSE)
-    async with trio.open_nursery() as nursery:
-        await client.start(nursery)
-        try:
-            yield client
-        finally:
-            client.disconnect()
-            nursery.cancel_scope.cancel()
+    async with running(SseClient(inproc.app, f"/v0/topics/jobs/work?{query}", SSE)) as client:
+        yield client
 
 
 async def _queue(http: httpx.AsyncClient, n: int) -> None:

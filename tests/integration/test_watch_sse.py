@@ -151,7 +151,13 @@ async def sse(
     if key:
         hdrs.append(("authorization", f"Bearer {key}"))
     hdrs.extend((k.replace("_", "-"), v) for k, v in headers.items())
-    client = SseClient(inproc.app, f"/v0/watch/{wid}", hdrs)
+    async with running(SseClient(inproc.app, f"/v0/watch/{wid}", hdrs)) as client:
+        yield client
+
+
+@asynccontextmanager
+async def running(client: SseClient) -> AsyncIterator[SseClient]:
+    """``client``'s request running for the block; the client disconnects at its end."""
     async with trio.open_nursery() as nursery:
         await client.start(nursery)
         try:

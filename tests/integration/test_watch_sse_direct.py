@@ -13,12 +13,19 @@ import contextlib
 import re
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
+import trio
 import ujson
+from hypercorn.config import Config
+from hypercorn.trio import serve
 
+from tests.support.http1 import take_chunk, take_head
+from topics.engine import Engine, open_engine
+from topics.frontends.http import HttpSettings, create_app
 from topics.wire import cursor
 from topics.wire.sse import Comment, Event, Item, SSEDecoder
 
@@ -39,7 +46,7 @@ class RawSse:
             f"{extra}\r\n".encode()
         )
         self.buf = b""
-        self.head = self._read_head()
+        self._read_head()
         self.decoder = SSEDecoder()
         self.items: list[Item] = []
         self.ended = False  # the terminating zero-length chunk arrived
@@ -50,25 +57,18 @@ class RawSse:
             raise ConnectionError("the server closed the connection")
         self.buf += chunk
 
-    def _read_head(self) -> bytes:
-        while b"\r\n\r\n" not in self.buf:
+    def _read_head(self) -> None:
+        while (head := take_head(self.buf)) is None:
             self._fill()
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200"), head
-        assert b"transfer-encoding: chunked" in head.lower()
-        return head
+        status, headers, self.buf = head
+        assert status.startswith(b"HTTP/1.1 200"), status
+        assert headers.get(b"transfer-encoding") == b"chunked"
 
     def _next_chunk(self) -> bytes:
-        while b"\r\n" not in self.buf:
+        while (chunk := take_chunk(self.buf)) is None:
             self._fill()
-        size_line, _, rest = self.buf.partition(b"\r\n")
-        size = int(size_line, 16)
-        while len(rest) < size + 2:
-            self._fill()
-            size_line, _, rest = self.buf.partition(b"\r\n")
-        assert rest[size : size + 2] == b"\r\n", "a chunk must end in CRLF"
-        self.buf = rest[size + 2 :]
-        return rest[:size]
+        payload, self.buf = chunk
+        return payload
 
     def read_until(self, pred: Callable[[Item], bool]) -> list[Item]:
         start = len(self.items)
@@ -92,6 +92,32 @@ class RawSse:
 
     def close(self) -> None:
         self.sock.close()
+
+
+@contextlib.asynccontextmanager
+async def hypercorn_server(
+    engine: Engine, settings: HttpSettings
+) -> AsyncIterator[tuple[str, str, str]]:
+    """The app around ``engine`` on plain hypercorn (no fast lane: its branch of
+    ``_RawSocket.find`` is the one under test), in this trio run: (base url, host, port)."""
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            lambda task_status: serve(
+                create_app(engine, settings),  # type: ignore[arg-type]
+                config,
+                shutdown_trigger=stop.wait,
+                task_status=task_status,
+            )
+        )
+        host, port = binds[0].removeprefix("http://").split(":")
+        try:
+            yield binds[0], host, port
+        finally:
+            stop.set()
 
 
 def is_event(name: str) -> Callable[[Item], bool]:
@@ -235,10 +261,6 @@ def test_idle_stream_ends_with_server_shutdown(
 async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
     """The direct path finds hypercorn's socket through its private layout; an upgrade that
     moves it silently falls back to ASGI (correct, but slow), so say so here."""
-    import trio
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
     from topics.frontends.http.watch_routes import _RawSocket
 
     found: list[bool] = []
@@ -290,13 +312,6 @@ async def test_slow_consumer_on_the_raw_socket_frees_its_slot_and_loses_nothing(
     """A client that stops reading: direct writes fill the socket, the rest queues, the
     queue's slow-consumer rules end the stream (the raw write, unlike hypercorn's, can be
     cancelled), and a resume from the session replays what never left."""
-    import httpx
-    import trio
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
-    from topics.engine import open_engine
-    from topics.frontends.http import HttpSettings, create_app
     from topics.watch_types import WatchSettings
 
     payload = "x" * 40_000
@@ -307,59 +322,46 @@ async def test_slow_consumer_on_the_raw_socket_frees_its_slot_and_loses_nothing(
             slow_consumer_timeout_ms=800,
             final_frame_timeout_ms=200,
         )
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = None
-        stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                lambda task_status: serve(
-                    # No CPU-pressure 429s on a busy machine: the writes must all land.
-                    create_app(engine, HttpSettings(throttle_lag_ms=0)),  # type: ignore[arg-type]
-                    config,
-                    shutdown_trigger=stop.wait,
-                    task_status=task_status,
-                )
+        # No CPU-pressure 429s on a busy machine: the writes must all land.
+        async with (
+            hypercorn_server(engine, HttpSettings(throttle_lag_ms=0)) as (base, host, port),
+            httpx.AsyncClient(base_url=base, timeout=30) as http,
+        ):
+            await http.put("/v0/topics/slow", json={})
+            r = await http.post("/v0/watch", json={"topics": {"slow": {"tail": True}}})
+            wid = r.json()["wid"]
+            sock = trio.socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await sock.connect((host, int(port)))
+            await sock.send(
+                f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: t\r\n"
+                "Accept: text/event-stream\r\n\r\n".encode()
             )
-            base = binds[0]
-            host, port = base.removeprefix("http://").split(":")
-            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-                await http.put("/v0/topics/slow", json={})
-                r = await http.post("/v0/watch", json={"topics": {"slow": {"tail": True}}})
-                wid = r.json()["wid"]
-                sock = trio.socket.socket()
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                await sock.connect((host, int(port)))
-                await sock.send(
-                    f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: t\r\n"
-                    "Accept: text/event-stream\r\n\r\n".encode()
-                )
-                buf = b""
-                while b"caught-up" not in buf:
-                    buf += await sock.recv(65536)
-                written = 0
-                with trio.fail_after(60):
-                    # Write (and read nothing) until the stream gives up on this client.
-                    while engine.watch_statistics().connections:
-                        body = {"records": [{"data": [written, payload]}]}
-                        (await http.post("/v0/topics/slow", json=body)).raise_for_status()
-                        written += 1
-                        await trio.sleep(0.01)
-                session = engine.watch_hub.session(wid)
-                assert session is not None
-                assert session.stream is None  # the session stays, resumable
-                with trio.fail_after(30):
-                    while True:
-                        chunk = await sock.recv(1 << 20)
-                        if not chunk:
-                            break
-                        buf += chunk
-                sock.close()
-                seen = {int(m) for m in re.findall(rb'"data":\[(\d+),', buf)}
-                # Everything the session did not commit is still to come on resume.
-                assert session.cursors()["slow"] <= len(seen)
-                assert set(range(session.cursors()["slow"])) <= seen
-            stop.set()
+            buf = b""
+            while b"caught-up" not in buf:
+                buf += await sock.recv(65536)
+            written = 0
+            with trio.fail_after(60):
+                # Write (and read nothing) until the stream gives up on this client.
+                while engine.watch_statistics().connections:
+                    body = {"records": [{"data": [written, payload]}]}
+                    (await http.post("/v0/topics/slow", json=body)).raise_for_status()
+                    written += 1
+                    await trio.sleep(0.01)
+            session = engine.watch_hub.session(wid)
+            assert session is not None
+            assert session.stream is None  # the session stays, resumable
+            with trio.fail_after(30):
+                while True:
+                    chunk = await sock.recv(1 << 20)
+                    if not chunk:
+                        break
+                    buf += chunk
+            sock.close()
+            seen = {int(m) for m in re.findall(rb'"data":\[(\d+),', buf)}
+            # Everything the session did not commit is still to come on resume.
+            assert session.cursors()["slow"] <= len(seen)
+            assert set(range(session.cursors()["slow"])) <= seen
 
 
 def test_strong_stream_gets_records_once_the_wal_commits_them(
@@ -389,13 +391,6 @@ async def test_stream_is_idle_again_after_its_backlog() -> None:
     """The backlog at open goes through the writer and the pump; once it is drained they
     end (an idle stream keeps no task but the request's), and live records still arrive
     directly, with their ids."""
-    import httpx
-    import trio
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
-    from topics.engine import open_engine
-    from topics.frontends.http import HttpSettings, create_app
 
     def helpers() -> list[str]:
         root = trio.lowlevel.current_root_task()
@@ -408,50 +403,32 @@ async def test_stream_is_idle_again_after_its_backlog() -> None:
             todo.extend(t for n in task.child_nurseries for t in n.child_tasks)
         return [n for n in names if n.endswith(("run_writer", "_pump"))]
 
-    async with open_engine(None) as engine:
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = None
-        stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                lambda task_status: serve(
-                    create_app(engine, HttpSettings()),  # type: ignore[arg-type]
-                    config,
-                    shutdown_trigger=stop.wait,
-                    task_status=task_status,
-                )
-            )
-            base = binds[0]
-            host, port = base.removeprefix("http://").split(":")
-            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-                await http.post(
-                    "/v0/topics/idle", json={"records": [{"data": i} for i in range(5)]}
-                )
-                r = await http.post(
-                    "/v0/watch", json={"topics": {"idle": {"from_seq": 0}}, "limit": 2}
-                )
-                wid = r.json()["wid"]
-                stream = await trio.open_tcp_stream(host, int(port))
-                await stream.send_all(
-                    f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: t\r\n"
-                    "Accept: text/event-stream\r\n\r\n".encode()
-                )
-                buf = b""
-                with trio.fail_after(10):
-                    while b"caught-up" not in buf:
-                        buf += await stream.receive_some(65536)
-                    # The writer and the pump retire once drained (polling trio's task tree).
-                    while helpers():  # noqa: ASYNC110
-                        await trio.sleep(0.01)
-                await http.post("/v0/topics/idle", json={"records": [{"data": "live"}]})
-                with trio.fail_after(10):
-                    while b'"live"' not in buf:
-                        buf += await stream.receive_some(65536)
-                assert not helpers()  # delivered directly, without them
-                # Frames queued together leave in one chunk, not as chunks inside a chunk.
-                assert not re.search(rb"\r\n[0-9a-f]+\r\n[0-9a-f]+\r\n", buf)
-                ids = re.findall(rb"id: (\S+)", buf)
-                assert cursor.decode(ids[-1].decode()) == {"idle": 6}
-                await stream.aclose()
-            stop.set()
+    async with (
+        open_engine(None) as engine,
+        hypercorn_server(engine, HttpSettings()) as (base, host, port),
+        httpx.AsyncClient(base_url=base, timeout=30) as http,
+    ):
+        await http.post("/v0/topics/idle", json={"records": [{"data": i} for i in range(5)]})
+        r = await http.post("/v0/watch", json={"topics": {"idle": {"from_seq": 0}}, "limit": 2})
+        wid = r.json()["wid"]
+        stream = await trio.open_tcp_stream(host, int(port))
+        await stream.send_all(
+            f"GET /v0/watch/{wid} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n".encode()
+        )
+        buf = b""
+        with trio.fail_after(10):
+            while b"caught-up" not in buf:
+                buf += await stream.receive_some(65536)
+            # The writer and the pump retire once drained (polling trio's task tree).
+            while helpers():  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        await http.post("/v0/topics/idle", json={"records": [{"data": "live"}]})
+        with trio.fail_after(10):
+            while b'"live"' not in buf:
+                buf += await stream.receive_some(65536)
+        assert not helpers()  # delivered directly, without them
+        # Frames queued together leave in one chunk, not as chunks inside a chunk.
+        assert not re.search(rb"\r\n[0-9a-f]+\r\n[0-9a-f]+\r\n", buf)
+        ids = re.findall(rb"id: (\S+)", buf)
+        assert cursor.decode(ids[-1].decode()) == {"idle": 6}
+        await stream.aclose()

@@ -15,6 +15,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.support.http1 import take_response
 from topics.frontends.http.lane import MAX_BODY, MAX_HEAD, Lane, LaneConnection, parse_head
 
 Message = dict[str, Any]
@@ -76,34 +77,10 @@ class Peer:
 
     async def response(self) -> tuple[bytes, dict[bytes, bytes], bytes]:
         """One response with a Content-Length or chunked body: (status line, headers, body)."""
-        while b"\r\n\r\n" not in self.buf:
+        while (response := take_response(self.buf)) is None:
             await self._more()
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(b": ")
-            headers[name] = value
-        if b"content-length" in headers:
-            size = int(headers[b"content-length"])
-            while len(self.buf) < size:
-                await self._more()
-            body, self.buf = self.buf[:size], self.buf[size:]
-            return lines[0], headers, body
-        assert headers[b"transfer-encoding"] == b"chunked"
-        body = b""
-        while True:
-            while b"\r\n" not in self.buf:
-                await self._more()
-            size_line, _, rest = self.buf.partition(b"\r\n")
-            size = int(size_line, 16)
-            while len(rest) < size + 2:
-                await self._more()
-                size_line, _, rest = self.buf.partition(b"\r\n")
-            body += rest[:size]
-            self.buf = rest[size + 2 :]
-            if size == 0:
-                return lines[0], headers, body
+        status, headers, body, self.buf = response
+        return status, headers, body
 
     async def closed(self) -> bool:
         """True when the server closed its end (after any unread bytes)."""
