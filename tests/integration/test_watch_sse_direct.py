@@ -24,7 +24,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from tests.support.http1 import take_chunk, take_head
-from topics.engine import Engine, open_engine
+from topics.engine import open_engine
 from topics.frontends.http import HttpSettings, create_app
 from topics.wire import cursor
 from topics.wire.sse import Comment, Event, Item, SSEDecoder
@@ -95,11 +95,9 @@ class RawSse:
 
 
 @contextlib.asynccontextmanager
-async def hypercorn_server(
-    engine: Engine, settings: HttpSettings
-) -> AsyncIterator[tuple[str, str, str]]:
-    """The app around ``engine`` on plain hypercorn (no fast lane: its branch of
-    ``_RawSocket.find`` is the one under test), in this trio run: (base url, host, port)."""
+async def hypercorn_server(app: object) -> AsyncIterator[tuple[str, str, str]]:
+    """``app`` on plain hypercorn (no fast lane: its branch of ``_RawSocket.find`` is the
+    one under test), in this trio run: (base url, host, port)."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
@@ -107,7 +105,7 @@ async def hypercorn_server(
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(
             lambda task_status: serve(
-                create_app(engine, settings),  # type: ignore[arg-type]
+                app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
                 config,
                 shutdown_trigger=stop.wait,
                 task_status=task_status,
@@ -280,20 +278,7 @@ async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         done.set()
 
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve(
-                app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
-                config,
-                shutdown_trigger=stop.wait,
-                task_status=task_status,
-            )
-        )
-        host, port = binds[0].removeprefix("http://").split(":")
+    async with hypercorn_server(app) as (_, host, port):
         stream = await trio.open_tcp_stream(host, int(port))
         await stream.send_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         await done.wait()
@@ -304,7 +289,6 @@ async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
                 break
             body += chunk
         await stream.aclose()
-        stop.set()
     assert found == [True]
 
 
@@ -324,7 +308,11 @@ async def test_slow_consumer_on_the_raw_socket_frees_its_slot_and_loses_nothing(
         )
         # No CPU-pressure 429s on a busy machine: the writes must all land.
         async with (
-            hypercorn_server(engine, HttpSettings(throttle_lag_ms=0)) as (base, host, port),
+            hypercorn_server(create_app(engine, HttpSettings(throttle_lag_ms=0))) as (
+                base,
+                host,
+                port,
+            ),
             httpx.AsyncClient(base_url=base, timeout=30) as http,
         ):
             await http.put("/v0/topics/slow", json={})
@@ -405,7 +393,7 @@ async def test_stream_is_idle_again_after_its_backlog() -> None:
 
     async with (
         open_engine(None) as engine,
-        hypercorn_server(engine, HttpSettings()) as (base, host, port),
+        hypercorn_server(create_app(engine, HttpSettings())) as (base, host, port),
         httpx.AsyncClient(base_url=base, timeout=30) as http,
     ):
         await http.post("/v0/topics/idle", json={"records": [{"data": i} for i in range(5)]})
