@@ -20,7 +20,7 @@ Rules:
 4. The work session is a context manager around the pump: however the stream ends, its
    leases are released at once (release-on-disconnect).
 5. Direct delivery (as watch streams do it, ``watch_routes`` rule 7). Where
-   ``_RawSocket.find`` gives the socket (the fast lane, hypercorn's HTTP/1.1) the stream
+   ``RawSocket.find`` gives the socket (the fast lane, hypercorn's HTTP/1.1) the stream
    writes its chunks to it itself, and a stream with nothing to write has no task at
    work: the session leaves a hook with the engine
    (``WorkSession.poll``), which calls it synchronously when a lease of the stream's node
@@ -51,9 +51,10 @@ from topics.wire.sse import (
     error_frame,
 )
 
+from .direct import RawSocket, chunk
 from .respond import finish
 from .state import Reply, RequestContext
-from .watch_routes import DIRECT, StreamReply, _chunk, _RawSocket
+from .watch_routes import DIRECT, StreamReply
 
 if TYPE_CHECKING:
     from topics._queue_ops import WorkSession
@@ -118,7 +119,7 @@ class _WorkStream:
         self.lease_ms = lease_ms
         self.release_slot = release_slot
         self.gone = False
-        self.raw: _RawSocket | None = None
+        self.raw: RawSocket | None = None
         self.session: WorkSession | None = None
         self.need_task = False
         self.pending = b""  # chunk bytes a direct write left for the pump to finish
@@ -133,7 +134,7 @@ class _WorkStream:
             await _send_body(send, encode_retry() + HEARTBEAT)
             self.last_sent = trio.current_time()
             if DIRECT:
-                self.raw = _RawSocket.find(send)
+                self.raw = RawSocket.find(send)
             write = self._raw_write if self.raw is not None else _asgi_writer(send)
             try:
                 async with ctx.engine.open_work_session(
@@ -181,7 +182,7 @@ class _WorkStream:
             if self.need_task or state.shutting_down:
                 break  # the pump writes what is pending, or the closing frame
             if trio.current_time() >= self.last_sent + HEARTBEAT_S:
-                self._try_write(_chunk(HEARTBEAT))
+                self._try_write(chunk(HEARTBEAT))
             if not self.need_task:
                 self._deliver()  # a lease expiry or nack delay may have come due
         assert self.session is not None
@@ -214,7 +215,7 @@ class _WorkStream:
                 self._hand_over()
                 return
             if res.count:
-                self._try_write(_chunk(_job_frames(res)))
+                self._try_write(chunk(_job_frames(res)))
             wake = self._wake
             if wake is not None and not self.need_task:
                 # Only ever brought forward (a nack delay shorter than every lease): a
@@ -250,7 +251,7 @@ class _WorkStream:
         raw = self.raw
         assert raw is not None
         try:
-            await raw.send_all(_chunk(frame))
+            await raw.send_all(chunk(frame))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raw.broken = True
             await trio.sleep_forever()  # the disconnect ends the connection

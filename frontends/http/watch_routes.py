@@ -33,11 +33,12 @@ Rules:
 6. Last-Event-ID may only rewind the session's cursors; a malformed one is ignored (a 400
    would stop a browser's EventSource for good).
 7. Direct delivery. On the real server (its fast lane, or hypercorn's HTTP/1.1) the
-   stream writes its body chunks to the socket itself, under the connection's send lock
-   (the lane's or hypercorn's), instead of one ASGI
+   stream writes its body chunks to the socket itself (``direct.RawSocket``), under the
+   connection's send lock (the lane's or hypercorn's), instead of one ASGI
    message -> h11 -> lock -> shielded send chain (several task switches) per frame. An
-   idle stream then has no task of its own: the hub's relay calls it synchronously on
-   every change of a watched topic; it reads (the hub's shared read), renders (a
+   idle stream then has no task of its own: the hub's fan-out pass (inside the write for
+   a quiet topic, else the topic's relay) calls it synchronously on every change of a
+   watched topic; it reads (the hub's shared read), renders (a
    one-topic record frame with its id and chunk framing is built once per batch and
    shared by every watcher of it) and writes with one non-blocking ``os.write``,
    committing the cursors once the kernel took the bytes (rule 3). Anything that does
@@ -60,7 +61,6 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import h11
 import trio
 
 from topics.errors import (
@@ -79,7 +79,7 @@ from topics.watch_types import (
 )
 from topics.wire import cursor, sse
 
-from .lane import LaneConnection
+from .direct import Chunk, RawSocket, chunk, join_chunks
 from .requests import decode_json_object
 from .respond import finish
 from .routing import Route
@@ -437,85 +437,13 @@ async def open_stream(ctx: RequestContext) -> Reply:
     return StreamReply(200, b"", EVENT_STREAM, STREAM_HEADERS, run=conn.run)
 
 
-class _Chunk(bytes):
-    """A frame already in HTTP/1.1 chunked framing (written to the socket as is)."""
-
-    __slots__ = ()
-
-
-def _chunk(frame: bytes) -> _Chunk:
-    return _Chunk(b"%x\r\n%b\r\n" % (len(frame), frame))
-
-
-def _join_chunks(frames: list[bytes]) -> _Chunk:
-    # Frames queue chunk-framed (records, remainders) or not (advisory, heartbeat); a plain
-    # join would come out as bytes and be framed once more as a whole by the writer.
-    return _Chunk(b"".join(f if type(f) is _Chunk else _chunk(f) for f in frames))
-
-
 def _solo_frame(batch: RecordBatch) -> bytes:
     # A one-topic session's id is {topic: cursor}: the same for every watcher of the batch.
     return sse.frame_for_event(cursor.encode({batch.topic: batch.cursor}), batch)
 
 
-def _solo_chunk(batch: RecordBatch) -> _Chunk:
-    return _chunk(batch.encoded("sse-solo", _solo_frame))
-
-
-class _RawSocket:
-    """The connection's socket under the fast lane or hypercorn's HTTP/1.1 (rule 7).
-
-    The lane hands it over (``LaneConnection.stream_lock``); under hypercorn it is found by
-    walking the ``send`` callable hypercorn gave us (HTTPStream -> H11Protocol ->
-    TCPServer); None for anything else (HTTP/2, HTTP/1.0 framing, another server, another
-    hypercorn layout), and the stream then sends through ASGI. Writes take hypercorn's own
-    send lock, so they never interleave with a write of hypercorn's.
-    """
-
-    __slots__ = ("broken", "fd", "lock", "stream")
-
-    def __init__(self, stream: trio.SocketStream, lock: trio.Lock) -> None:
-        self.stream = stream
-        self.lock = lock
-        self.fd = stream.socket.fileno()
-        self.broken = False
-
-    @classmethod
-    def find(cls, send: Send) -> _RawSocket | None:
-        http_stream = getattr(send, "__self__", None)
-        if isinstance(http_stream, LaneConnection):  # served by the fast lane (its rule 6)
-            lane_lock = http_stream.stream_lock()
-            return None if lane_lock is None else cls(http_stream.stream, lane_lock)
-        proto = getattr(getattr(http_stream, "send", None), "__self__", None)
-        server = getattr(getattr(proto, "send", None), "__self__", None)
-        conn = getattr(proto, "connection", None)
-        stream = getattr(server, "stream", None)
-        lock = getattr(server, "send_lock", None)
-        if (
-            type(http_stream).__name__ != "HTTPStream"
-            or not isinstance(conn, h11.Connection)
-            or type(getattr(conn, "_writer", None)).__name__ != "ChunkedWriter"
-            or not isinstance(stream, trio.SocketStream)
-            or not isinstance(lock, trio.Lock)
-        ):
-            return None
-        return cls(stream, lock)
-
-    def try_send(self, data: bytes) -> int:
-        """Write what the kernel takes now without blocking: bytes written, -1 if dead."""
-        if self.broken or self.lock.locked():
-            return 0
-        try:
-            return os.write(self.fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError:
-            self.broken = True
-            return -1
-
-    async def send_all(self, data: bytes) -> None:
-        async with self.lock:
-            await self.stream.send_all(data)
+def _solo_chunk(batch: RecordBatch) -> Chunk:
+    return chunk(batch.encoded("sse-solo", _solo_frame))
 
 
 class _SseConnection:
@@ -550,7 +478,7 @@ class _SseConnection:
         self.ctx = ctx
         self.stream = stream
         self.disconnected = False
-        self.raw: _RawSocket | None = None
+        self.raw: RawSocket | None = None
         self.out: Outbound[bytes] | None = None
         self._wake: trio.CancelScope | None = None
         self.parked = True  # the pump (if any) waits on the feed with nothing in hand
@@ -611,7 +539,7 @@ class _SseConnection:
         await send({"type": "http.response.body", "body": opening, "more_body": True})
         self.last_sent = trio.current_time()
         if DIRECT:
-            self.raw = _RawSocket.find(send)
+            self.raw = RawSocket.find(send)
         ids = stream.session.cursors()
         self.checkpoints = len(ids) > cursor.MAX_INLINE_TOPICS
         self.solo = len(ids) == 1
@@ -655,12 +583,12 @@ class _SseConnection:
         now = trio.current_time()
         if raw is None or now < self.last_sent + hb_s:
             return
-        data = _chunk(sse.HEARTBEAT)
+        data = chunk(sse.HEARTBEAT)
         n = raw.try_send(data)
         if n == len(data):
             self.last_sent = now
         elif n >= 0:
-            self._writer().put_nowait(_Chunk(data[n:]))
+            self._writer().put_nowait(Chunk(data[n:]))
 
     def _on_stop(self) -> None:
         self._writer().stop(self._end_frame(self.stream.end))
@@ -688,7 +616,7 @@ class _SseConnection:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
                 return
             try:
-                await raw.send_all(frame if type(frame) is _Chunk else _chunk(frame))
+                await raw.send_all(frame if type(frame) is Chunk else chunk(frame))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raw.broken = True
                 await trio.sleep_forever()  # the disconnect ends the connection
@@ -712,7 +640,7 @@ class _SseConnection:
             on_abandon=stream.close,
             # Through ASGI each frame stays its own body message (flushed on its own);
             # on the socket, frames that queued up meanwhile leave in one write.
-            join=_join_chunks if raw is not None else None,
+            join=join_chunks if raw is not None else None,
         )
 
     def _end_frame(self, end: TopicsError | str | None) -> bytes:
@@ -762,7 +690,7 @@ class _SseConnection:
                 )
                 frame = sse.frame_for_event(cid, ev)
                 if raw:
-                    frame = _chunk(frame)
+                    frame = chunk(frame)
             frames.append(frame)
             commits.append((ev.topic, ev.cursor, frame_no, type(ev) is TopicDeletedEvent))
         return frames, commits
@@ -805,7 +733,7 @@ class _SseConnection:
                         stream.commit(*item)
                 elif n >= 0:
                     # The rest goes first, through the queue; its commits wait for it.
-                    self._writer().put_nowait(_Chunk(data[n:]), commits)
+                    self._writer().put_nowait(Chunk(data[n:]), commits)
                     if n:
                         self._sent()
             if feed.has_dirty:

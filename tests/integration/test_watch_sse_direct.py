@@ -96,7 +96,7 @@ class RawSse:
 
 @contextlib.asynccontextmanager
 async def hypercorn_server(app: object) -> AsyncIterator[tuple[str, str, str]]:
-    """``app`` on plain hypercorn (no fast lane: its branch of ``_RawSocket.find`` is the
+    """``app`` on plain hypercorn (no fast lane: its branch of ``RawSocket.find`` is the
     one under test), in this trio run: (base url, host, port)."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -259,7 +259,7 @@ def test_idle_stream_ends_with_server_shutdown(
 async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
     """The direct path finds hypercorn's socket through its private layout; an upgrade that
     moves it silently falls back to ASGI (correct, but slow), so say so here."""
-    from topics.frontends.http.watch_routes import _RawSocket
+    from topics.frontends.http.direct import RawSocket
 
     found: list[bool] = []
     done = trio.Event()
@@ -274,7 +274,7 @@ async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
                     return
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"x", "more_body": True})
-        found.append(_RawSocket.find(send) is not None)
+        found.append(RawSocket.find(send) is not None)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         done.set()
 
