@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import secrets
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -117,8 +118,12 @@ class TopicLog:
         # The WATERMARK entry in flight that will raise ``watermark`` (target, ticket):
         # one per topic, shared by every writer that needs it (``_durability``).
         self.reservation: tuple[int, WalTicket] | None = None
-        # Waiters (long-poll diff, watchers, routers) park here; a publish unparks all.
+        # Waiters (long-poll diff, queues, routers, the watch relay) park here; a publish
+        # unparks all.
         self.waiters = trio.lowlevel.ParkingLot()
+        # The watch hub's fan-out, called synchronously by every publish before the waiters
+        # wake (None while nobody watches the topic).
+        self.on_publish: Callable[[], None] | None = None
         # Gap markers (rule 6), ascending by seq.
         self.gaps: list[GapMarker] = []
 
@@ -129,6 +134,10 @@ class TopicLog:
         return max(self.cap_floor, self.ttl_floor)
 
     def wake(self) -> None:
+        """The topic changed (records published, removed, the topic deleted)."""
+        hook = self.on_publish
+        if hook is not None:
+            hook()
         if self.waiters:
             self.waiters.unpark_all()
 

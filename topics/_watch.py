@@ -9,14 +9,20 @@ queues and the wire encoding; nothing here knows about HTTP.
 
 Rules:
 1. Register, read, wait. A feed topic joins its topic's listener set *before* its first
-   read. One relay task per watched topic parks on the topic's ``waiters`` ParkingLot
-   (unparked by every write, delete and topic delete) and marks each listener dirty; a
-   feed reads only its dirty topics and waits on its own event when none is dirty. The
-   relay marks every listener once when it starts (before it first parks) and re-parks in
-   the same synchronous step after each wake-up, so no publish can fall between a read and
-   a wait. Nothing polls. A feed whose frontend can deliver without a task (``deliver``:
-   an idle SSE stream on the real server) is read and written right there by the relay
-   (and by the WAL relay, rule 5); its event is only set when that frontend declines.
+   read. Every publish of a watched topic (write, delete, topic delete) calls the hub
+   synchronously (``TopicLog.on_publish``), which marks each listener dirty, either right
+   there or through the topic's relay task: a feed reads only its dirty topics and waits
+   on its own event when none is dirty. The relay marks every listener once when it
+   starts (before it first parks) and re-parks in the same synchronous step after each
+   wake-up, so no publish can fall between a read and a wait. Nothing polls. A feed whose
+   frontend can deliver without a task (``deliver``: an idle SSE stream on the real
+   server) is read and written right there by the pass (the WAL relay's too, rule 5); its
+   event is only set when that frontend declines. The pass runs inside the publishing
+   call when the topic is quiet (no pass in the last ``SYNC_QUIET_S``), has at most
+   ``SYNC_FANOUT`` listeners and no strong one: the frames then leave before the write's
+   answer, with no task switch on the way. A busy topic goes through the relay, which
+   coalesces publishes into one pass; a large fan-out too, so it does not hold the
+   writer's answer back.
 2. Everything here is synchronous except the relays and ``WatchFeed.wait``: a poll, a
    commit, a GC pass is atomic between awaits (no locks).
 3. One read per (topic state, cursor, options, visible head): reads go through a small
@@ -51,6 +57,8 @@ commits into its session); split, every piece would reach into the others.
 from __future__ import annotations
 
 import base64
+import logging
+import math
 import re
 import secrets
 from collections import OrderedDict, deque
@@ -99,6 +107,7 @@ __all__ = [
 
 WID_PREFIX = "wid_"
 _WID_RE = re.compile(r"wid_[A-Za-z0-9_-]{22}")
+_log = logging.getLogger("topics.watch")
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
 #: Reads cached per watched topic before the cache starts over (rule 3).
 CACHE_ENTRIES = 64
@@ -108,6 +117,11 @@ CHECKPOINT_RING = 1024
 #: (lsn, head) pairs remembered per strong-watched topic (rule 5); dropping the oldest
 #: only delays visibility until a later pair is committed.
 MAX_PENDING_HEADS = 1024
+#: A publish fans out synchronously (inside the publishing call) to at most this many
+#: listeners of a topic, and only when the topic's last pass is this old (rule 1). At
+#: ~10-15 us per idle SSE watcher, 128 holds a write's answer back by ~2 ms at most.
+SYNC_FANOUT = 128
+SYNC_QUIET_S = 0.001
 
 
 def new_wid() -> str:
@@ -521,8 +535,10 @@ class _TopicWatch:
     __slots__ = (
         "cache",
         "committed",
+        "last_pass",
         "listeners",
         "log",
+        "lot",
         "noted_head",
         "pending",
         "scope",
@@ -534,6 +550,8 @@ class _TopicWatch:
         self.log = log
         self.listeners: dict[FeedTopic, None] = {}
         self.scope = trio.CancelScope()
+        self.lot = trio.lowlevel.ParkingLot()  # the relay parks here (rule 1)
+        self.last_pass = -math.inf  # trio time of the last fan-out pass
         self.cache: dict[tuple[int, int, FeedOptions], _Outcome] = {}
         self.version: tuple[int, ...] = ()
         self.strong = 0
@@ -579,6 +597,7 @@ class WatchHub:
         self._strong_listeners = 0
         self._wal_scope: trio.CancelScope | None = None
         self._retained: TopicLog | None = None  # retention applied during this ``_wake``
+        self._publishing = False  # a synchronous fan-out is running (``_publish``)
         self.reads = 0  # reads that missed the cache (tests, bench)
 
     # -- sessions ---------------------------------------------------------------------
@@ -694,6 +713,7 @@ class WatchHub:
         tw = self._topics.get(ft.log)
         if tw is None:
             tw = self._topics[ft.log] = _TopicWatch(ft.log)
+            ft.log.on_publish = lambda: self._publish(tw)
             self._spawn(lambda: self._relay(tw))
         tw.listeners[ft] = None
         ft.tw = tw
@@ -716,10 +736,39 @@ class WatchHub:
         if not tw.listeners:
             tw.scope.cancel()
             del self._topics[tw.log]
+            tw.log.on_publish = None
+
+    def _publish(self, tw: _TopicWatch) -> None:
+        """Every publish of ``tw``'s topic calls this synchronously (``TopicLog.wake``).
+
+        A quiet topic with few listeners is fanned out right here, inside the publishing
+        call: the frames leave before the writer's reply and no task has to be scheduled
+        first. Otherwise the relay task does it once the publisher yields, which coalesces
+        the publishes of a busy topic into one pass and keeps a large fan-out off the
+        writer's reply. Strong listeners always go through the relay: the (lsn, head) pair
+        of rule 5 must be noted after the WAL submit, which follows the publish.
+        """
+        now = trio.current_time()
+        if (
+            tw.strong
+            or len(tw.listeners) > SYNC_FANOUT
+            or now - tw.last_pass < SYNC_QUIET_S
+            or self._publishing
+        ):
+            tw.lot.unpark_all()
+            return
+        self._publishing = True
+        try:
+            self._wake(tw)
+        except Exception:  # the publish itself already happened: never fail it
+            _log.exception("synchronous watch fan-out failed; the relay takes over")
+            tw.lot.unpark_all()
+        finally:
+            self._publishing = False
 
     async def _relay(self, tw: _TopicWatch) -> None:
         with tw.scope:
-            lot = tw.log.waiters
+            lot = tw.lot
             while True:
                 # Mark, then park, with no checkpoint between: a publish either happened
                 # before the mark (the listeners will read it) or finds us parked.
@@ -727,6 +776,7 @@ class WatchHub:
                 await lot.park()
 
     def _wake(self, tw: _TopicWatch) -> None:
+        tw.last_pass = trio.current_time()
         if tw.strong:
             self._visible_head(tw)  # note (lsn, head) as early as possible (rule 5)
         if not tw.listeners:

@@ -2,8 +2,8 @@
 
 Engine-level behaviour of live delivery: session validation, the wid and its key binding,
 GC on the engine clock, the caps, feed events (batching, caught-up, tombstones,
-topic-deleted), wake-ups through the topic's ParkingLot, the shared read/encode cache,
-resume order and strong consistency.
+topic-deleted), wake-ups through the topic's ParkingLot, synchronous fan-out inside a
+write, the shared read/encode cache, resume order and strong consistency.
 """
 
 from __future__ import annotations
@@ -399,6 +399,114 @@ async def test_one_read_and_one_encoding_for_many_watchers(engine: Engine) -> No
     assert all(b is batches[0] for b in batches)
     for s in streams:
         s.close()
+
+
+# -- synchronous fan-out (hub rule 1) ----------------------------------------------------------
+
+
+def record_deliveries(stream: WatchStream) -> list[tuple[bool, list[int]]]:
+    """Make ``stream``'s feed deliver through a hook (as an idle SSE stream does) that notes
+    whether it ran in the test's own task (inside the publishing call) and what it read."""
+    calls: list[tuple[bool, list[int]]] = []
+    me = trio.lowlevel.current_task()
+
+    def deliver() -> bool:
+        calls.append((trio.lowlevel.current_task() is me, seqs(stream.feed.poll())))
+        return True
+
+    stream.feed.deliver = deliver
+    return calls
+
+
+async def test_a_quiet_topic_is_delivered_inside_the_write(
+    engine: Engine, mock_clock: trio.testing.MockClock
+) -> None:
+    await engine.put_topic("a")
+    stream = await open_session(engine, {"a": {"tail": True}})
+    await drain(stream.feed)
+    calls = record_deliveries(stream)
+    mock_clock.jump(1)
+    await engine.write("a", recs(1))
+    assert calls == [(True, [1])]
+    # Within the quiet window the topic counts as busy: the relay delivers once the
+    # publisher yields (and would coalesce more publishes into the same pass).
+    await engine.write("a", recs(2))
+    await trio.testing.wait_all_tasks_blocked()
+    assert calls[1:] == [(False, [2])]
+    mock_clock.jump(1)
+    await engine.write("a", recs(3))
+    assert calls[2:] == [(True, [3])]
+    stream.close()
+
+
+async def test_many_listeners_and_strong_ones_go_through_the_relay(
+    engine: Engine, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("topics._watch.SYNC_FANOUT", 2)
+    await engine.put_topic("a")
+    streams = [await open_session(engine, {"a": {"tail": True}}) for _ in range(3)]
+    for s in streams:
+        await drain(s.feed)
+    calls = [record_deliveries(s) for s in streams]
+    mock_clock.jump(1)
+    await engine.write("a", recs(1))
+    await trio.testing.wait_all_tasks_blocked()
+    assert calls == [[(False, [1])]] * 3
+    streams.pop().close()  # two listeners: at the bound, synchronous again
+    calls.pop()
+    mock_clock.jump(1)
+    await engine.write("a", recs(2))
+    assert calls == [[(False, [1]), (True, [2])]] * 2
+    strong = await open_session(engine, {"a": {"tail": True}}, consistency="strong")
+    await drain(strong.feed)
+    streams.pop().close()  # still two listeners, one of them strong (rule 5)
+    strong_calls = record_deliveries(strong)
+    mock_clock.jump(1)
+    await engine.write("a", recs(3))
+    await trio.testing.wait_all_tasks_blocked()
+    assert calls[0][2:] == [(False, [3])]
+    assert strong_calls == [(False, [3])]
+    streams[0].close()
+    strong.close()
+
+
+async def test_a_failing_synchronous_delivery_never_fails_the_write(
+    engine: Engine, mock_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    await engine.put_topic("a")
+    stream = await open_session(engine, {"a": {"tail": True}})
+    await drain(stream.feed)
+    calls: list[list[int]] = []
+
+    def deliver() -> bool:
+        if not calls:
+            calls.append([])
+            raise RuntimeError("boom")
+        calls.append(seqs(stream.feed.poll()))
+        return True
+
+    stream.feed.deliver = deliver
+    mock_clock.jump(1)
+    result = await engine.write("a", recs(1))
+    assert result.seqs == [1]
+    await trio.testing.wait_all_tasks_blocked()
+    assert calls == [[], [1]]  # the relay delivered what the failed call did not
+    assert "synchronous watch fan-out failed" in caplog.text
+    stream.close()
+
+
+async def test_the_publish_hook_lives_while_the_topic_is_watched(engine: Engine) -> None:
+    await engine.put_topic("a")
+    log = engine._registry.get("a")
+    assert log is not None
+    assert log.on_publish is None
+    one = await open_session(engine, {"a": {"tail": True}})
+    two = await open_session(engine, {"a": {"tail": True}})
+    assert log.on_publish is not None
+    one.close()
+    assert log.on_publish is not None
+    two.close()
+    assert log.on_publish is None
 
 
 # -- resume order ------------------------------------------------------------------------------
