@@ -119,8 +119,8 @@ CHECKPOINT_RING = 1024
 MAX_PENDING_HEADS = 1024
 #: A publish fans out synchronously (inside the publishing call) to at most this many
 #: listeners of a topic, and only when the topic's last pass is this old (rule 1). At
-#: ~10-15 us per idle SSE watcher, 128 holds a write's answer back by ~2 ms at most.
-SYNC_FANOUT = 128
+#: ~10-15 us per idle SSE watcher, 32 hold a write's answer back by ~0.5 ms at most.
+SYNC_FANOUT = 32
 SYNC_QUIET_S = 0.001
 
 
