@@ -118,8 +118,7 @@ class TopicLog:
         # The WATERMARK entry in flight that will raise ``watermark`` (target, ticket):
         # one per topic, shared by every writer that needs it (``_durability``).
         self.reservation: tuple[int, WalTicket] | None = None
-        # Waiters (long-poll diff, queues, routers, the watch relay) park here; a publish
-        # unparks all.
+        # Waiters (long-poll diff, queues, routers) park here; a publish unparks all.
         self.waiters = trio.lowlevel.ParkingLot()
         # The watch hub's fan-out, called synchronously by every publish before the waiters
         # wake (None while nobody watches the topic).
