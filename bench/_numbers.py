@@ -174,6 +174,24 @@ def watch_series(results: Results) -> dict[int, dict[str, Latency | None]]:
     }
 
 
+#: The minimal relays of bench/_floor_server.py, as bench/watch.py names their results.
+WATCH_FLOORS = (("trio relay", "floor_trio"), ("epoll relay", "floor_epoll"))
+
+
+def watch_floors(results: Results) -> dict[int, dict[str, Latency | None]]:
+    """watchers -> floor name -> latency, for the counts the floors were measured at."""
+    watch = data(results, "watch")
+    out: dict[int, dict[str, Latency | None]] = {}
+    for name, key in WATCH_FLOORS:
+        tree = dig(watch, key)
+        if not isinstance(tree, dict):
+            continue
+        for k, row in tree.items():
+            if str(k).isdigit():
+                out.setdefault(int(k), {})[name] = _latency(row)
+    return dict(sorted(out.items()))
+
+
 @dataclass(frozen=True)
 class QueueRow:
     system: str

@@ -347,6 +347,28 @@ def watch_section(results: Results, figures: dict[str, str]) -> list[str]:
          "NATS deliveries/s"],
         rows,
     )  # fmt: skip
+    floors = nb.watch_floors(results)
+    if floors:
+        lines += [
+            "The floors: the same writer and reader process against bench/_floor_server.py, a "
+            "relay that only reads the POST, writes its body as one SSE frame to every watcher "
+            "socket and answers (no routing, JSON, storage or auth); once on trio, the loop "
+            "topics is built on, once on a bare `select.epoll` loop. What lies between topics "
+            "and the trio relay is topics' own work.",
+            "",
+        ]
+        frows = []
+        for count, fl in floors.items():
+            cells = [str(count)]
+            for lat in (series.get(count, {}).get(t), *(fl.get(name) for name, _ in nb.WATCH_FLOORS),
+                        series.get(count, {}).get(r)):  # fmt: skip
+                cells.append(f"{_ms(lat.p50_ms)} / {_ms(lat.p99_ms)}" if lat else DASH)
+            frows.append(cells)
+        lines += table(
+            ["watchers", "topics p50 / p99 ms", "trio relay p50 / p99 ms",
+             "epoll relay p50 / p99 ms", "Redis p50 / p99 ms"],
+            frows,
+        )  # fmt: skip
     idle = nb.num(nb.dig(nb.data(results, "watch"), "idle_kib_per_connection"))
     if idle is not None:
         lines += [f"Server memory per idle SSE watcher (with its session): **{idle:.1f} KiB**.", ""]

@@ -24,6 +24,12 @@ path, same process layout, same stamping point for both systems. A watcher's lat
 includes the client time spent on the watchers served before it in the same epoll batch,
 for both systems alike.
 
+The floors (``--floors``, default at 1, 10 and 100 watchers): the same writer and readers
+against bench/_floor_server.py, a relay that does nothing but read a POST, write its body
+as one SSE frame to every watcher socket and answer, once on trio (the loop topics is built
+on) and once on a bare ``select.epoll`` loop. They say how much of a latency is any Python
+server's on this machine, and how much is topics' own.
+
 ``--baseline DIR`` also runs a second topics-server whose ``topics`` package is imported
 from ``DIR`` (a copy of an earlier tree), interleaved with the current one in the same run
 (A/B on a shared, noisy machine); ``--rounds R`` repeats everything and reports medians.
@@ -396,6 +402,26 @@ def sse_fanout(base: str, n: int, messages: int, burst: int, pid: int) -> dict[s
         readers.close()
 
 
+def floor_fanout(loop: str, n: int, messages: int, burst: int) -> dict[str, Any]:
+    """The same fan-out through bench/_floor_server.py (``loop``: "trio" or "epoll"), on a
+    fresh server per measurement (it forgets nothing about closed watchers)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_floor_server.py")
+    proc = subprocess.Popen([sys.executable, script, loop], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        readers = Readers("sse", "127.0.0.1", port, [""] * n)
+        writer = HttpWriter("127.0.0.1", port, "floor")
+        try:
+            return _fanout(readers, writer.write, n, messages, burst, proc.pid)
+        finally:
+            writer.close()
+            readers.close()
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
 def redis_fanout(port: int, n: int, messages: int, burst: int, pid: int) -> dict[str, Any]:
     key = f"bench-{n}"
     writer = RedisWriter(port, key)
@@ -467,6 +493,11 @@ def main() -> None:
     parser.add_argument("--baseline", help="also run a topics-server importing topics from here")
     parser.add_argument("--rounds", type=int, default=1, help="repeat; report medians")
     parser.add_argument("--no-idle", action="store_true", help="skip the idle-memory run")
+    parser.add_argument(
+        "--floors",
+        default="1,10,100",
+        help="watcher counts to also measure the minimal trio and epoll relays at ('' = none)",
+    )
     parser.add_argument("--_readers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._readers:
@@ -477,7 +508,9 @@ def main() -> None:
     counts = [int(x) for x in args.watchers.split(",")]
     messages = 50 if args.quick else 200
     idle_n = 1000 if not args.quick else 200
-    systems = ["sse", "redis"] + (["sse_baseline"] if args.baseline else [])
+    floor_counts = {int(x) for x in args.floors.split(",") if x}
+    floors = ["floor_trio", "floor_epoll"] if floor_counts & set(counts) else []
+    systems = ["sse", "redis"] + (["sse_baseline"] if args.baseline else []) + floors
     results: dict[str, Any] = {s: {} for s in systems}
     results["client"] = "one epoll reader process, raw sockets, for both systems"
     results["loadavg_start"] = _loadavg()
@@ -504,10 +537,16 @@ def main() -> None:
                         sse_fanout(base_base, n, msgs, burst, base_proc.pid)
                     )
                 rows["redis"][n].append(redis_fanout(redis_port, n, msgs, burst, redis_proc.pid))
-                _print_row(n, {s: rows[s][n][-1] for s in systems})
+                if n in floor_counts:
+                    for name in floors:
+                        rows[name][n].append(
+                            floor_fanout(name.removeprefix("floor_"), n, msgs, burst)
+                        )
+                _print_row(n, {s: rows[s][n][-1] for s in systems if rows[s][n]})
         for s in systems:
             for n in counts:
-                results[s][n] = _median_row(rows[s][n])
+                if rows[s][n]:
+                    results[s][n] = _median_row(rows[s][n])
     finally:
         for p in (topics_proc, base_proc, redis_proc):
             if p is not None:
@@ -519,7 +558,7 @@ def main() -> None:
         print(f"\nmedians of {args.rounds} rounds:")
         _print_row.header = False  # type: ignore[attr-defined]
         for n in counts:
-            _print_row(n, {s: results[s][n] for s in systems})
+            _print_row(n, {s: results[s][n] for s in systems if n in results[s]})
     print(f"load average: start {results['loadavg_start']}, end {results['loadavg_end']}")
     if args.json:
         with open(args.json, "w") as f:

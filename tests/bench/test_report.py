@@ -101,6 +101,24 @@ def test_peers_sit_side_by_side_with_ratios_from_the_same_run(results: dict[str,
     assert "60,000 (incomplete)" in page
 
 
+def test_the_floors_sit_beside_topics_and_redis(results: dict[str, Any]) -> None:
+    floors = nb.watch_floors(results)
+    assert list(floors) == [1]
+    trio_floor = floors[1]["trio relay"]
+    assert trio_floor is not None
+    assert trio_floor.p99_ms == 0.6
+    page = _report.render(results, {})
+    # topics, the trio relay, the epoll relay and Redis at 1 watcher
+    assert "| 1 | 0.50 / 1.00 | 0.35 / 0.60 | 0.30 / 0.50 | 0.40 / 0.90 |" in page
+    verdict = _verdicts(results)["p99 <= Redis XREAD BLOCK's p99, 1 watcher"]
+    assert verdict.met is False  # the floor is context, never part of the verdict
+    assert verdict.measured == "1.00 ms vs 0.90 ms (bare trio relay 0.60 ms)"
+    assert (
+        "(bare trio relay"
+        not in _verdicts(results)["p99 <= Redis XREAD BLOCK's p99, 100 watchers"].measured
+    )
+
+
 def test_report_has_every_section_status_and_machine_facts(results: dict[str, Any]) -> None:
     page = _report.render(results, {"writes": "bench/writes.png"})
     for heading in (
