@@ -811,20 +811,29 @@ cdef object _walk_error(const _Walk* w):
     return FrameError(f"frame {w.index} at offset {w.offset}: {reason}", w.index, "frame", reason)
 
 
+cdef Py_ssize_t _walk_buffer(object buf, uint32_t salt, bint verify, Py_buffer* view) except -1:
+    """Take ``buf``'s buffer into ``view`` and walk its frames; the frame count. The caller
+    releases ``view``; on an error it is released here."""
+    cdef _Walk w
+    cdef Py_ssize_t count
+    w.check_seq = False
+    _get_buffer(buf, view)
+    count = _walk_maybe_nogil(<const unsigned char*>view.buf, view.len, salt, verify, &w)
+    if count < 0:
+        PyBuffer_Release(view)
+        raise _walk_error(&w)
+    return count
+
+
 def iter_frames(buf, uint32_t salt, bint verify=True):
     """Walk concatenated frames; return [(offset, frame_len), ...]; see _ext.pyi."""
     cdef Py_buffer view
-    cdef _Walk w
     cdef Py_ssize_t count, i, off = 0
     cdef uint32_t size
     cdef const unsigned char* p
-    w.check_seq = False
-    _get_buffer(buf, &view)
+    count = _walk_buffer(buf, salt, verify, &view)
     try:
         p = <const unsigned char*>view.buf
-        count = _walk_maybe_nogil(p, view.len, salt, verify, &w)
-        if count < 0:
-            raise _walk_error(&w)
         spans = [None] * count
         for i in range(count):
             size = _ld32(p + off)
@@ -838,20 +847,15 @@ def iter_frames(buf, uint32_t salt, bint verify=True):
 def frame_offsets(buf, uint32_t salt, bint verify=True, Py_ssize_t start=0):
     """Walk concatenated frames like iter_frames; return array('I') of start + offset."""
     cdef Py_buffer view
-    cdef _Walk w
     cdef Py_ssize_t count, i
     cdef size_t off = 0
     cdef const unsigned char* p
     cdef array.array out
     if start < 0:
         raise ValueError("negative start offset")
-    w.check_seq = False
-    _get_buffer(buf, &view)
+    count = _walk_buffer(buf, salt, verify, &view)
     try:
         p = <const unsigned char*>view.buf
-        count = _walk_maybe_nogil(p, view.len, salt, verify, &w)
-        if count < 0:
-            raise _walk_error(&w)
         if <uint64_t>start + <uint64_t>view.len > 0xFFFFFFFF:
             raise OverflowError("frame offsets pass 4 GiB (u32)")
         out = array.clone(_U32_ARRAY, count, False)
