@@ -54,6 +54,12 @@ class Raw:
     def close(self) -> None:
         self.sock.close()
 
+    def __enter__(self) -> Raw:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def post(path: str, body: object, extra: str = "", version: str = "1.1") -> bytes:
     data = ujson.dumps(body).encode()
@@ -68,8 +74,7 @@ def get(path: str, extra: str = "") -> bytes:
 
 
 def test_lane_and_hypercorn_take_turns_on_one_connection(server: ServerProcess) -> None:
-    conn = Raw(server)
-    try:
+    with Raw(server) as conn:
         conn.send(post("/v0/topics/lane-a", {"records": [{"data": {"i": 1}}]}))
         status, headers, body = conn.response()
         assert status == 201
@@ -88,13 +93,10 @@ def test_lane_and_hypercorn_take_turns_on_one_connection(server: ServerProcess) 
         assert ujson.loads(body)["head_seq"] == 2
         status, _, body = conn.response()
         assert [r["data"]["i"] for r in ujson.loads(body)["records"]] == [1, 2]
-    finally:
-        conn.close()
 
 
 def test_lane_answers_carry_the_contract_errors(server: ServerProcess) -> None:
-    conn = Raw(server)
-    try:
+    with Raw(server) as conn:
         conn.send(post("/v0/topics/lane-b", {"records": "nope"}))
         status, _, body = conn.response()
         error = ujson.loads(body)["error"]
@@ -111,8 +113,6 @@ def test_lane_answers_carry_the_contract_errors(server: ServerProcess) -> None:
         status, headers, _ = conn.response()
         assert status == 201
         assert headers[b"x-request-id"] == b"mine-1"
-    finally:
-        conn.close()
 
 
 _ONE = b'{"records":[{"data":{"i":1}}]}'
@@ -139,25 +139,19 @@ _JSON = b"Host: t\r\nContent-Type: application/json\r\n"
 def test_what_the_lane_refuses_hypercorn_serves(
     server: ServerProcess, request_bytes: bytes
 ) -> None:
-    conn = Raw(server)
-    try:
+    with Raw(server) as conn:
         conn.send(request_bytes)
         status, _, body = conn.response()
         assert status in (200, 201), body
         assert ujson.loads(body)["topic"] == "lane-c"
-    finally:
-        conn.close()
 
 
 def test_a_malformed_head_gets_hypercorns_400(server: ServerProcess) -> None:
-    conn = Raw(server)
-    try:
+    with Raw(server) as conn:
         conn.send(
             b"POST /v0/topics/x HTTP/1.1\r\nHost: t\r\nBad Header: 1\r\nContent-Length: 0\r\n\r\n"
         )
         assert conn.response()[0] == 400
-    finally:
-        conn.close()
 
 
 def test_bodies_over_the_limit_are_refused_before_they_arrive(
@@ -165,8 +159,7 @@ def test_bodies_over_the_limit_are_refused_before_they_arrive(
 ) -> None:
     small = start_server({"TOPICS_MAX_BODY_BYTES": "65536"})
     for size in (65537, 9 << 20):  # under and over the lane's own cap
-        conn = Raw(small)
-        try:
+        with Raw(small) as conn:
             conn.send(
                 b"POST /v0/topics/lane-d HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                 b"Content-Length: %d\r\n\r\n" % size
@@ -174,13 +167,10 @@ def test_bodies_over_the_limit_are_refused_before_they_arrive(
             status, _, body = conn.response()
             assert status == 413
             assert ujson.loads(body)["error"]["code"] == "payload_too_large"
-        finally:
-            conn.close()
 
 
 def test_a_watch_created_in_the_lane_streams_on_the_same_connection(server: ServerProcess) -> None:
-    conn = Raw(server)
-    try:
+    with Raw(server) as conn:
         conn.send(post("/v0/topics/lane-w", {"records": [{"data": {"i": 1}}]}))
         assert conn.response()[0] in (200, 201)
         conn.send(post("/v0/watch", {"topics": {"lane-w": {"from_seq": 0}}}))
@@ -198,13 +188,10 @@ def test_a_watch_created_in_the_lane_streams_on_the_same_connection(server: Serv
             conn._fill()
         assert b"event: record" in conn.buf
         assert b'"i":1' in conn.buf
-    finally:
-        conn.close()
 
 
 def test_a_long_poll_in_the_lane_is_woken_by_a_write(server: ServerProcess) -> None:
-    waiter, writer = Raw(server), Raw(server)
-    try:
+    with Raw(server) as waiter, Raw(server) as writer:
         writer.send(post("/v0/topics/lane-p", {"records": [{"data": {"i": 0}}]}))
         assert writer.response()[0] in (200, 201)
         waiter.send(post("/v0/topics/lane-p/diff", {"from_seq": 1, "wait_ms": 10_000}))
@@ -220,33 +207,26 @@ def test_a_long_poll_in_the_lane_is_woken_by_a_write(server: ServerProcess) -> N
         waiter.close()
         writer.send(post("/v0/topics/lane-p/diff", {"from_seq": 0}))
         assert writer.response()[0] in (200, 201)
-    finally:
-        waiter.close()
-        writer.close()
 
 
 def test_without_the_lane_the_same_requests_get_the_same_answers(
     start_server: Callable[..., ServerProcess],
 ) -> None:
     plain = start_server({"TOPICS_HTTP_LANE": "0"})
-    conn = Raw(plain)
-    try:
+    with Raw(plain) as conn:
         conn.send(post("/v0/topics/lane-e", {"records": [{"data": {"i": 1}}]}))
         status, _, body = conn.response()
         assert status == 201
         assert ujson.loads(body)["seqs"] == [1]
         conn.send(post("/v0/topics/lane-e", {"records": "nope"}))
         assert conn.response()[0] == 400
-    finally:
-        conn.close()
 
 
 def test_shutdown_closes_idle_lane_connections_and_exits_zero(
     start_server: Callable[..., ServerProcess],
 ) -> None:
     own = start_server()
-    conn = Raw(own)
-    try:
+    with Raw(own) as conn:
         conn.send(post("/v0/topics/lane-f", {"records": [{"data": {"i": 1}}]}))
         assert conn.response()[0] in (200, 201)
         started = time.monotonic()
@@ -254,5 +234,3 @@ def test_shutdown_closes_idle_lane_connections_and_exits_zero(
         assert conn.at_eof()
         assert own.proc.wait(30) == 0
         assert time.monotonic() - started < 20
-    finally:
-        conn.close()
