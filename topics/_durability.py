@@ -27,6 +27,7 @@ from .errors import InternalError
 if TYPE_CHECKING:
     from ._log import TopicLog
     from ._registry import TopicRegistry
+    from .settings import Limits
 
 __all__ = ["WATERMARK_RESERVE", "DurabilityOps", "open_data_dir"]
 
@@ -39,6 +40,7 @@ WATERMARK_RESERVE = 4096
 class DurabilityOps:
     if TYPE_CHECKING:
         _store: Store | None
+        limits: Limits
         _registry: TopicRegistry
         _total_bytes: int
         _recovery_progress: float
@@ -169,7 +171,7 @@ class DurabilityOps:
             lambda: recover(fs, paths, repair=True, progress=progress)
         )
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
-        store = Store(fs, paths, wal, rec.generation)
+        store = Store(fs, paths, wal, rec.generation, max_open_files=self.limits.max_open_files)
         store.after_recovery(rec.covered_lsn, rec.files)
         for ext in self._store_extensions():
             logged = [(k, p) for k, p in rec.extension_entries if k in ext.entry_types]

@@ -51,6 +51,9 @@ class Limits:
     max_sse_connections_per_key: int = 1000
     max_inflight_per_key: int = 1000
     max_total_bytes: int = 0
+    # Not a contract limit: segment file handles the store keeps open (_storage/handles.py),
+    # so descriptors stay bounded however many topics there are.
+    max_open_files: int = 256
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -23,6 +23,10 @@ Rule 4: reading never returns bad bytes silently: a bad header, a sealed segment
   (a reader beside a live writer) stops quietly at a torn tail.
 Rule 5: a segment's first sync also syncs its directory entry, so a segment the
   manifest names is always found after a crash.
+Rule 6: a writer owns no descriptor: it borrows its file's handle from a bounded
+  :class:`~.handles.HandleCache` for each call, and keeps it pinned only while it holds
+  unsynced bytes (handles.py Rule 3). So open descriptors never grow with the number of
+  topics; a failed write or sync closes the handle (the next open is a fresh one).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import NamedTuple
 from topics._core import FrameError, crc32c, frame_offsets, frame_seq, iter_frames
 
 from .fs import Buffer, FileHandle, Fs, StorageCorruptionError
+from .handles import HandleCache
 
 __all__ = [
     "SEGMENT_FORMAT_VERSION",
@@ -129,18 +134,23 @@ def _check_seqs(frames: Buffer, count: int, last_off: int, first_seq: int) -> bo
     )
 
 
+def _cache_for(fs: Fs, handles: HandleCache | None) -> HandleCache:
+    # A writer made without the store's cache gets one of its own, bounded to one handle.
+    return handles if handles is not None else HandleCache(fs, 1)
+
+
 class SegmentWriter:
     """Appends frames to one active segment file; not safe for two concurrent appenders.
 
     ``sync()`` may run in a worker thread while ``append()`` runs on the trio thread: it
-    reports only the bytes appended before it started.
+    reports only the bytes appended before it started. The file handle comes from a
+    :class:`HandleCache` for each call (Rule 6).
     """
 
     def __init__(
         self,
-        fs: Fs,
+        handles: HandleCache,
         path: str,
-        handle: FileHandle,
         *,
         topic_id: int,
         base_seq: int,
@@ -149,9 +159,11 @@ class SegmentWriter:
         length: int,
         entry_durable: bool,
     ) -> None:
-        self._fs = fs
+        self._handles = handles
+        self._fs = handles.fs
         self.path = path
-        self._handle = handle
+        # Pinned in the cache while it holds unsynced bytes (handles.py Rule 3).
+        self._dirty: FileHandle | None = None
         self.topic_id = topic_id
         self.base_seq = base_seq
         self.salt = salt
@@ -163,27 +175,41 @@ class SegmentWriter:
         self._failure: OSError | None = None
 
     @classmethod
-    def create(cls, fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int) -> SegmentWriter:
+    def create(
+        cls,
+        fs: Fs,
+        path: str,
+        *,
+        topic_id: int,
+        base_seq: int,
+        salt: int,
+        handles: HandleCache | None = None,
+    ) -> SegmentWriter:
         """Create a new, empty segment file (header written, not yet synced).
+
+        Args:
+            handles: the cache to borrow handles from (the store's; default: a private
+                one-handle cache over ``fs``).
 
         Raises:
             FileExistsError: ``path`` exists already.
             OSError: the file could not be created or written.
         """
-        if fs.exists(path):
+        cache = _cache_for(fs, handles)
+        if cache.fs.exists(path):
             raise FileExistsError(f"segment {path} already exists")
-        handle = fs.open(path, create=True)
+        cache.discard(path)  # Rule 4 of handles.py: never a handle on an older inode
+        handle = cache.acquire(path, create=True)
         ok = False
         try:
             handle.write_at(0, _encode_header(topic_id, base_seq, salt))
             ok = True
         finally:
             if not ok:
-                handle.close()
-        return cls(
-            fs,
+                cache.discard(path)
+        writer = cls(
+            cache,
             path,
-            handle,
             topic_id=topic_id,
             base_seq=base_seq,
             salt=salt,
@@ -191,21 +217,36 @@ class SegmentWriter:
             length=0,
             entry_durable=False,
         )
+        writer._dirty = handle  # the header is not synced yet: stays pinned until it is
+        return writer
 
     @classmethod
     def open_for_append(
-        cls, fs: Fs, path: str, *, durable_length: int, verify: bool = True
+        cls,
+        fs: Fs,
+        path: str,
+        *,
+        durable_length: int,
+        verify: bool = True,
+        handles: HandleCache | None = None,
     ) -> SegmentWriter:
         """Reopen an active segment after a restart, cutting everything past
         ``durable_length`` (the length the manifest recorded; Rule 2).
 
+        Args:
+            handles: the cache to borrow handles from (see :meth:`create`).
+
         Raises:
             SegmentCorruptionError: bad header, or the durable prefix is missing or bad.
             ValueError: the segment is sealed.
+            OSError: the open, truncate or sync failed.
         """
-        if fs.exists(path + _INDEX_SUFFIX):
+        cache = _cache_for(fs, handles)
+        if cache.fs.exists(path + _INDEX_SUFFIX):
             raise ValueError(f"segment {path} is sealed; it cannot be appended to")
-        handle = fs.open(path, write=True)
+        # A fresh descriptor: whatever a cached one saw (a failed write) is not carried over.
+        cache.discard(path)
+        handle = cache.acquire(path, write=True)
         ok = False
         try:
             topic_id, base_seq, salt = _read_header(handle, path)
@@ -222,12 +263,13 @@ class SegmentWriter:
                 handle.sync_all()
             ok = True
         finally:
-            if not ok:
-                handle.close()
+            if ok:
+                cache.release(path)
+            else:
+                cache.discard(path)
         return cls(
-            fs,
+            cache,
             path,
-            handle,
             topic_id=topic_id,
             base_seq=base_seq,
             salt=salt,
@@ -280,10 +322,14 @@ class SegmentWriter:
         last_off = offsets[-1] - self._length if offsets else 0
         if not _check_seqs(frames, len(offsets), last_off, self.base_seq + len(self._offsets)):
             raise ValueError("frames do not continue this segment's seqs")
+        handle = self._dirty
         try:
-            self._handle.write_at(HEADER_SIZE + self._length, frames)
+            if handle is None:
+                handle = self._dirty = self._handles.acquire(self.path, write=True)
+            handle.write_at(HEADER_SIZE + self._length, frames)
         except OSError as exc:
-            self._failure = exc
+            if handle is not None:  # an open that failed (EMFILE) leaves the writer usable
+                self._fail(exc)
             raise
         self._offsets.extend(offsets)
         self._length += len(frames)
@@ -297,18 +343,31 @@ class SegmentWriter:
         """
         self._check_usable()
         length = self._length
+        if self._dirty is None and self._synced_length == length and self._entry_durable:
+            return self._synced_length  # nothing written since the last sync: no open
+        # Normally the dirty handle; without one (a reopened writer), a fresh borrow.
+        handle = self._dirty or self._handles.acquire(self.path, write=True)
+        self._dirty = handle
         try:
             if self._entry_durable:
-                self._handle.sync_data()
+                handle.sync_data()
             else:
-                self._handle.sync_all()
+                handle.sync_all()
                 self._fs.sync_dir(posixpath.dirname(self.path))  # Rule 5
                 self._entry_durable = True
         except OSError as exc:
-            self._failure = exc
+            self._fail(exc)
             raise
+        self._dirty = None
+        self._handles.release(self.path)
         self._synced_length = max(self._synced_length, length)
         return self._synced_length
+
+    def _fail(self, exc: OSError) -> None:
+        """A write or sync failed: unusable for good, and its handle is closed (Rule 6)."""
+        self._failure = exc
+        self._dirty = None
+        self._handles.discard(self.path)
 
     def seal(self) -> None:
         """Sync the frames, then write the index atomically (Rule 3) and close.
@@ -333,17 +392,26 @@ class SegmentWriter:
             self._fs, self.path + _INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
         )
         self._sealed = True
-        self._handle.close()
+        self._handles.discard(self.path)  # only delete flags touch it again: one-shot opens
 
     def close(self) -> None:
-        self._handle.close()
+        """Close the file's handle (it is dropped from the cache); closing twice is fine."""
+        self._dirty = None
+        self._handles.discard(self.path)
 
 
 def open_for_append(
-    fs: Fs, path: str, *, durable_length: int, verify: bool = True
+    fs: Fs,
+    path: str,
+    *,
+    durable_length: int,
+    verify: bool = True,
+    handles: HandleCache | None = None,
 ) -> SegmentWriter:
     """Module-level alias of :meth:`SegmentWriter.open_for_append`."""
-    return SegmentWriter.open_for_append(fs, path, durable_length=durable_length, verify=verify)
+    return SegmentWriter.open_for_append(
+        fs, path, durable_length=durable_length, verify=verify, handles=handles
+    )
 
 
 def _write_atomically(fs: Fs, path: str, data: bytes) -> None:
@@ -504,12 +572,17 @@ def mark_deleted(fs: Fs, path: str, frame_end_offsets: list[int], *, sync: bool 
         handle.close()
 
 
-def remove_segment(fs: Fs, path: str, *, sync: bool = True) -> None:
+def remove_segment(
+    fs: Fs, path: str, *, sync: bool = True, handles: HandleCache | None = None
+) -> None:
     """Remove a segment's data file, then its index (a missing file is fine).
 
     Data first: an index left alone by a crash describes nothing and is ignored, while a
-    data file left without its index would read as an active segment.
+    data file left without its index would read as an active segment. A handle ``handles``
+    holds for it is closed first (a cached handle never outlives the file's name).
     """
+    if handles is not None:
+        handles.discard(path)
     for p in (path, path + _INDEX_SUFFIX, path + _INDEX_SUFFIX + ".tmp"):
         if fs.exists(p):
             fs.remove(p)

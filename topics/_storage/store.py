@@ -27,10 +27,16 @@ Rules:
    next one and drops the segment writers it used, which reopen at their durable length.
 6. A segment that holds no frame yet gets no file and no manifest entry (an unsynced
    empty file would not survive a crash, and the manifest must only name what does).
+7. Segment files are opened through one bounded handle cache (``handles.py``), so open
+   descriptors do not grow with the topic count. Running out of descriptors
+   (EMFILE/ENFILE) is a passing shortage, not a disk fault: the checkpoint task logs it,
+   backs off and tries again (rule 5 makes a failed checkpoint safe to retry), instead of
+   ending the engine. Every other checkpoint error still stops the engine loudly.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,6 +48,7 @@ from .._log import GapMarker, TopicLog
 from .._registry import TopicRegistry
 from . import entries
 from .fs import Fs
+from .handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
 from .manifest import write_manifest
 from .segment_files import (
     SegmentWriter,
@@ -58,6 +65,12 @@ __all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
 #: CHECKPOINT_WAL_BYTES since the last one (this bounds replay time after a crash).
 CHECKPOINT_INTERVAL_S = 30.0
 CHECKPOINT_WAL_BYTES = 256 << 20
+#: After a checkpoint ran out of file descriptors, retry after this long, doubling up to
+#: the max (rule 7).
+CHECKPOINT_RETRY_MIN_S = 1.0
+CHECKPOINT_RETRY_MAX_S = 30.0
+
+log = logging.getLogger("topics.storage")
 
 
 class StoreExtension(Protocol):
@@ -133,8 +146,17 @@ class _Pending:
 class Store:
     """WAL logging and checkpoints for one data directory (owned by one engine)."""
 
-    def __init__(self, fs: Fs, paths: StorePaths, wal: Wal, generation: int) -> None:
+    def __init__(
+        self,
+        fs: Fs,
+        paths: StorePaths,
+        wal: Wal,
+        generation: int,
+        *,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+    ) -> None:
         self.fs = fs
+        self.handles = HandleCache(fs, max_open_files)  # rule 7
         self.paths = paths
         self.wal = wal
         self.generation = generation
@@ -245,7 +267,26 @@ class Store:
                     if grown >= CHECKPOINT_WAL_BYTES:
                         break
                     await trio.sleep(1.0)
-            await self.checkpoint(registry)
+            await self._checkpoint_retrying(registry)
+
+    async def _checkpoint_retrying(self, registry: TopicRegistry) -> None:
+        """One checkpoint, retried with backoff while descriptors run out (rule 7)."""
+        delay = CHECKPOINT_RETRY_MIN_S
+        while True:
+            try:
+                await self.checkpoint(registry)
+                return
+            except OSError as exc:
+                if not out_of_descriptors(exc):
+                    raise
+                log.warning(
+                    "checkpoint failed: %s; the WAL keeps every change, retrying in %.0f s "
+                    "(raise the open-file limit, or lower TOPICS_MAX_OPEN_FILES)",
+                    exc,
+                    delay,
+                )
+            await trio.sleep(delay)
+            delay = min(delay * 2, CHECKPOINT_RETRY_MAX_S)
 
     async def checkpoint(self, registry: TopicRegistry, *, final: bool = False) -> None:
         """Write a checkpoint (rule 2: snapshot synchronously, then await the disk)."""
@@ -281,9 +322,17 @@ class Store:
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
             self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
             dropped = [
-                self.files.pop(key) for key in list(self.files) if key not in keep | prev_keep
+                (key, self.files.pop(key))
+                for key in list(self.files)
+                if key not in keep | prev_keep
             ]
-            await trio.to_thread.run_sync(self._remove_all, dropped, abandon_on_cancel=False)
+            try:
+                await trio.to_thread.run_sync(self._remove_all, dropped, abandon_on_cancel=False)
+            finally:
+                # What a failure left (a removal that ran out of descriptors) stays listed,
+                # so the next checkpoint removes it instead of leaving it until a restart.
+                for key, state in dropped:
+                    self.files.setdefault(key, state)
 
     def _snapshot(
         self, registry: TopicRegistry, covered: int, final: bool
@@ -365,33 +414,53 @@ class Store:
 
     def _write_segments(self, work: list[_SegmentWork]) -> None:
         """Worker thread: append new bytes, flip flags, sync, seal (rule 3)."""
-        for w in work:
-            state = w.state
-            if state is None:
-                if self.fs.exists(w.path):  # left by a checkpoint that failed (rule 5)
-                    remove_segment(self.fs, w.path)
-                writer = SegmentWriter.create(
-                    self.fs, w.path, topic_id=w.topic_id, base_seq=w.base_seq, salt=w.salt
-                )
-                state = SegmentFileState(w.path, 0, False, writer)
-            if not w.data and not w.flag_offsets and not w.seal:
+        created: list[SegmentFileState] = []
+        done = False
+        try:
+            for w in work:
+                state = w.state
+                if state is None:
+                    if self.fs.exists(w.path):  # left by a checkpoint that failed (rule 5)
+                        remove_segment(self.fs, w.path, handles=self.handles)
+                    writer = SegmentWriter.create(
+                        self.fs,
+                        w.path,
+                        topic_id=w.topic_id,
+                        base_seq=w.base_seq,
+                        salt=w.salt,
+                        handles=self.handles,
+                    )
+                    state = SegmentFileState(w.path, 0, False, writer)
+                    created.append(state)
+                if not w.data and not w.flag_offsets and not w.seal:
+                    w.state = state
+                    continue
+                try:
+                    self._write_segment(w, state)
+                except BaseException:
+                    if state.writer is not None:  # rule 5: reopen at the durable length
+                        state.writer.close()
+                        state.writer = None
+                    raise
                 w.state = state
-                continue
-            try:
-                self._write_segment(w, state)
-            except BaseException:
-                if state.writer is not None:  # rule 5: reopen at the durable length
-                    state.writer.close()
-                    state.writer = None
-                raise
-            w.state = state
+            done = True
+        finally:
+            if not done:
+                # Files this pass created are not adopted: the next checkpoint starts them
+                # over, so their handles must not stay open (or pinned) meanwhile.
+                for state in created:
+                    if state.writer is not None:
+                        state.writer.close()
+                        state.writer = None
 
     def _write_segment(self, w: _SegmentWork, state: SegmentFileState) -> None:
         if state.writer is None and not state.sealed:
             index = w.path + ".idx"
             if self.fs.exists(index):  # a seal that failed before its manifest
                 self.fs.remove(index)
-            state.writer = open_for_append(self.fs, w.path, durable_length=state.written)
+            state.writer = open_for_append(
+                self.fs, w.path, durable_length=state.written, handles=self.handles
+            )
         if w.flag_offsets:
             mark_deleted(self.fs, w.path, [o + 1 for o in w.flag_offsets], sync=True)
         if w.data:
@@ -404,23 +473,38 @@ class Store:
             state.sealed = True
             state.writer = None
 
-    def _remove_all(self, dropped: list[SegmentFileState]) -> None:
-        for state in dropped:
+    def _remove_all(self, dropped: list[tuple[tuple[int, int], SegmentFileState]]) -> None:
+        """Worker thread: remove dropped segments' files; ``dropped`` keeps what is left."""
+        while dropped:
+            state = dropped[-1][1]
             if state.writer is not None:
                 state.writer.close()
                 state.writer = None
-            remove_segment(self.fs, state.path)
+            remove_segment(self.fs, state.path, handles=self.handles)
+            dropped.pop()
 
     async def aclose(self, registry: TopicRegistry) -> None:
         """Final checkpoint (clean shutdown: exact heads, no watermark gaps), close the WAL."""
-        with trio.move_on_after(30, shield=True):
-            try:
-                await self.wal.flush()
-            except WalError:
-                # Every write it failed was told so; a checkpoint now could make those
-                # writes durable behind the callers' backs (rule 5). Recovery replays the
-                # WAL up to its last good frame instead.
-                await self.wal.aclose()
-                return
-            await self.checkpoint(registry, final=True)
+        try:
+            with trio.move_on_after(30, shield=True):
+                await self._final_checkpoint(registry)
+        finally:
+            self.handles.close()
+
+    async def _final_checkpoint(self, registry: TopicRegistry) -> None:
+        try:
+            await self.wal.flush()
+        except WalError:
+            # Every write it failed was told so; a checkpoint now could make those
+            # writes durable behind the callers' backs (rule 5). Recovery replays the
+            # WAL up to its last good frame instead.
             await self.wal.aclose()
+            return
+        try:
+            await self.checkpoint(registry, final=True)
+        except OSError as exc:
+            if not out_of_descriptors(exc):
+                raise
+            # Nothing is lost: the WAL holds every change and recovery replays it (rule 7).
+            log.warning("final checkpoint failed: %s; the next start replays the WAL", exc)
+        await self.wal.aclose()
