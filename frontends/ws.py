@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from quart import Quart, websocket
 
-from topics.auth import DEV_PRINCIPAL, Principal, Scope
+from topics.auth import DEV_PRINCIPAL, BodyKind, Principal, Scope
 from topics.errors import (
     ForbiddenError,
     InternalError,
@@ -168,7 +168,9 @@ class WsConnection:
             return await self._publish(op, t0)
         return wire.pong_frame(op.request_id)
 
-    def _authorize(self, scopes: tuple[Scope, ...], names: Any, what: str) -> None:
+    def _authorize(
+        self, scopes: tuple[Scope, ...], kind: BodyKind, body: dict[str, Any], what: str
+    ) -> None:
         principal = self.principal
         missing = principal.missing(scopes)
         if missing:
@@ -176,15 +178,10 @@ class WsConnection:
                 f"api key lacks {' and '.join(missing)} scope for {what}",
                 detail={"required_scopes": sorted(scopes), "missing_scopes": missing},
             )
-        for name in names:
-            if not principal.may_touch(name):
-                raise ForbiddenError(
-                    f'api key may not touch "{name}": outside its name prefix allowlist',
-                    detail={"topic": name},
-                )
+        principal.check_body(kind, body)  # every topic the command names (§0.2)
 
     def _subscribe(self, op: wire.Subscribe) -> str:
-        self._authorize(("read",), op.topics, "subscribe")
+        self._authorize(("read",), "ws_subscribe", {"topics": op.topics}, "subscribe")
         starts = {name: {"from_seq": s.from_seq, "tail": s.tail} for name, s in op.topics.items()}
         marks = self.engine.watch_subscribe(
             self.feed,
@@ -203,7 +200,8 @@ class WsConnection:
 
     async def _publish(self, op: wire.Publish, t0: float) -> str:
         scopes: tuple[Scope, ...] = ("write", "admin") if op.config is not None else ("write",)
-        self._authorize(scopes, (op.topic,), "publish with config" if op.config else "publish")
+        what = "publish with config" if op.config else "publish"
+        self._authorize(scopes, "ws_publish", {"topic": op.topic, "config": op.config}, what)
         if op.disable_backpressure is not True:
             if op.disable_backpressure is not False:
                 raise InvalidRequestError.for_field("disable_backpressure", "must be true or false")

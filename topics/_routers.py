@@ -300,8 +300,10 @@ class Routers:
         cap = engine.limits.max_routers
         if old is None and cap and len(self.routers) >= cap:
             raise ThrottledError.for_limit("max_routers", cap)
+        if old is None:
+            engine._check_router_quota(name)
         if dest is None:
-            engine._check_topic_cap()
+            engine._check_topic_cap(config.dest)
         return source, dest
 
     def _check_fan_in(self, name: str, config: RouterConfig) -> None:

@@ -580,6 +580,7 @@ class WatchHub:
         max_connections: int,
         max_connections_per_key: int,
         settings: WatchSettings | None = None,
+        max_sessions_per_key: int = 0,
     ) -> None:
         self._now_ms = now_ms
         self.retention = retention
@@ -587,6 +588,7 @@ class WatchHub:
         self._spawn = spawn
         self._wait_wal = wait_wal
         self.max_sessions = max_sessions
+        self.max_sessions_per_key = max_sessions_per_key
         self.settings = settings if settings is not None else WatchSettings()
         self.slots = _Slots(max_connections, max_connections_per_key)
         self._sessions: dict[str, WatchSession] = {}
@@ -614,6 +616,16 @@ class WatchHub:
         self.gc(now)
         if self.max_sessions and len(self._sessions) >= self.max_sessions:
             raise ThrottledError.for_limit("max_watch_sessions", self.max_sessions)
+        per_key = self.max_sessions_per_key
+        if per_key and owner is not None and owner.key_index >= 0:
+            # Counted, not tracked: a session leaves by GC or kill, and a count cannot drift.
+            held = sum(
+                1
+                for s in self._sessions.values()
+                if s.owner is not None and s.owner.key_index == owner.key_index
+            )
+            if held >= per_key:
+                raise ThrottledError.for_limit("max_watch_sessions_per_key", per_key)
         wid = new_wid()
         while wid in self._sessions:  # 128 random bits: never, but cheap to be sure
             wid = new_wid()

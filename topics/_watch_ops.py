@@ -81,6 +81,7 @@ class WatchOps:
                 max_sessions=self.limits.max_watch_sessions,
                 max_connections=self.limits.max_sse_connections,
                 max_connections_per_key=self.limits.max_sse_connections_per_key,
+                max_sessions_per_key=self.limits.max_watch_sessions_per_key,
             )
         return hub
 

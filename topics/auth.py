@@ -15,22 +15,35 @@ Rules:
    prefixes field means every name. A prefix match is a byte prefix of the raw name.
 5. Every route names the scopes it needs in :data:`ROUTE_SCOPES` (the §0.2 table); a route
    that is absent needs no scope (the probes).
+6. The allowlist covers every name a request makes the server touch, not only the path's:
+   :func:`names_in` yields each topic name a decoded body names (a dead letter, a router's
+   source and dest, watched topics, a WebSocket command's topics), and every frontend calls
+   :meth:`Principal.check_body` with it before the engine runs, so a refused request changes
+   nothing. Each body field of every kind is classified in :data:`NAME_FIELDS` or
+   :data:`NAME_FREE_FIELDS`; tests/unit/test_auth_names.py fails on a field in neither, so a
+   field added later cannot skip the check by being forgotten.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from .errors import ForbiddenError
+
 __all__ = [
     "ALL_SCOPES",
+    "NAME_FIELDS",
+    "NAME_FREE_FIELDS",
     "ROUTE_SCOPES",
+    "BodyKind",
     "KeyStore",
     "Principal",
     "Scope",
+    "names_in",
     "parse_api_keys",
     "required_scopes",
 ]
@@ -87,6 +100,78 @@ def required_scopes(method: str, pattern: str) -> frozenset[Scope]:
     return ROUTE_SCOPES.get((method, pattern), frozenset())
 
 
+# -- names in request bodies (rule 6) ----------------------------------------------------------
+
+#: What a decoded body is: a topic config (PUT /v0/topics/:t), a write body (POST
+#: /v0/topics/:t, whose inline ``config`` is a topic config), a router definition, a watch
+#: body (POST /v0/watch), or a WebSocket ``subscribe``/``publish`` command.
+BodyKind = Literal["topic_config", "write", "router", "watch", "ws_subscribe", "ws_publish"]
+
+#: The body fields that name a topic, per kind (a container such as a write's ``config`` is
+#: listed too: its own fields are classified under its kind).
+NAME_FIELDS: Mapping[BodyKind, frozenset[str]] = {
+    "topic_config": frozenset({"dead_letter"}),
+    "write": frozenset({"config"}),
+    "router": frozenset({"source", "dest"}),
+    "watch": frozenset({"topics"}),
+    "ws_subscribe": frozenset({"topic", "topics"}),
+    "ws_publish": frozenset({"topic", "config"}),
+}
+
+#: Body fields known to name nothing the allowlist covers (tags, nodes, numbers, flags).
+#: Every other route's body (diff, delete records, claim/ack/nack/extend) is all of these.
+NAME_FREE_FIELDS: frozenset[str] = frozenset(
+    {
+        # topic config (§0.10)
+        "type", "ttl_ms", "cap_records", "cap_bytes", "discard", "durable", "durability",
+        "priority", "auto_priority", "auto_create", "idempotency_window_ms", "dedupe_node",
+        "lease_ms", "claim_jitter_ms", "max_deliveries", "leases_durable",
+        # writes, reads, deletes, queues
+        "records", "node", "idempotency_key", "create", "disable_backpressure", "return_seqs",
+        "from_seq", "tail", "limit", "include_tags", "include_meta", "include_data", "wait_ms",
+        "max_batch_bytes", "before_seq", "match", "max", "seqs", "lease_ids", "delay_ms",
+        # routers (the filter matches tags), watch, WebSocket framing
+        "preserve_node", "preserve_tag", "create_dest", "filter", "allow_cycle", "guarantee",
+        "heartbeat_ms", "consistency", "op", "request_id",
+    }
+)  # fmt: skip
+
+
+def names_in(kind: BodyKind, body: object) -> Iterator[tuple[str, str]]:
+    """Every (field, topic name) a decoded request body names (rule 6).
+
+    Values of the wrong type are skipped: the engine answers them with 400 before it
+    touches anything. ``watch`` and ``ws_subscribe`` bodies name topics by the keys of
+    their ``topics`` object (a ``ws_subscribe`` may name one ``topic`` instead).
+    """
+    if not isinstance(body, Mapping):
+        return
+    if kind == "topic_config":
+        yield from _named(body, ("dead_letter",), "")
+    elif kind in ("write", "ws_publish"):
+        if kind == "ws_publish":
+            yield from _named(body, ("topic",), "")
+        config = body.get("config")
+        if isinstance(config, Mapping):
+            yield from _named(config, ("dead_letter",), "config.")
+    elif kind == "router":
+        yield from _named(body, ("source", "dest"), "")
+    else:  # watch, ws_subscribe
+        yield from _named(body, ("topic",), "")
+        topics = body.get("topics")
+        if isinstance(topics, Mapping):
+            yield from (("topic", name) for name in topics if isinstance(name, str))
+
+
+def _named(
+    body: Mapping[str, object], fields: tuple[str, ...], at: str
+) -> Iterator[tuple[str, str]]:
+    for field in fields:
+        value = body.get(field)
+        if isinstance(value, str):
+            yield at + field, value
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """An authenticated key: its position in ``TOPICS_API_KEYS``, scopes and name prefixes.
@@ -139,6 +224,24 @@ class Principal:
     def filter_names(self, names: Iterable[str]) -> list[str]:
         """The names of ``names`` this key may see (list endpoints are filtered, §0.2)."""
         return [n for n in names if self.may_touch(n)]
+
+    def check_name(self, field: str, name: str) -> None:
+        """Raise 403 ``forbidden`` when ``name`` (given in ``field``) is outside the allowlist.
+
+        ``detail`` is ``{field: name}``: the field of the path or body that named it.
+        """
+        if self.prefixes and not name.startswith(self.prefixes):
+            raise ForbiddenError(
+                f'api key may not touch "{name}" ({field}): outside its name prefix allowlist',
+                detail={field: name},
+            )
+
+    def check_body(self, kind: BodyKind, body: object) -> None:
+        """Raise 403 ``forbidden`` for the first topic name in ``body`` outside the allowlist
+        (rule 6; free for a key without prefixes). Call it before the engine."""
+        if self.prefixes:
+            for field, name in names_in(kind, body):
+                self.check_name(field, name)
 
 
 #: The principal used when auth is disabled (no keys configured): full access.
@@ -248,6 +351,11 @@ class KeyStore:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def principals(self) -> tuple[Principal, ...]:
+        """Every configured key's principal, in ``TOPICS_API_KEYS`` order (no secrets)."""
+        return tuple(entry.principal for entry in self._entries)
 
     def authenticate(self, token: str | bytes | None) -> Principal | None:
         """The principal of ``token``, or None when it matches no key (or is empty).

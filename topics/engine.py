@@ -15,7 +15,7 @@ Rules:
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from ._durability import DurabilityOps, open_data_dir
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
 from ._queue_ops import QueueOps
+from ._quotas import NamespaceQuotas
 from ._reads import read_diff
 from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
 from ._router_ops import RouterOps
@@ -97,6 +98,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         # The engine's own nursery (set by open_engine): background services start here.
         self._nursery: trio.Nursery | None = None
         self._last_yield = time.perf_counter()
+        # Per-key namespace quotas (topics/_quotas.py); None: none configured.
+        self._quotas: NamespaceQuotas | None = None
         self._init_durability()
         self._init_routers()
         self._init_queues()
@@ -116,7 +119,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         log = self._registry.get(name)
         if log is None:
             cfg = parse_config(config, None, name)
-            self._check_topic_cap()
+            self._check_topic_cap(name)
             log = self._registry.create(name, cfg)
             await self._log_topic(log)
             return PutTopicResult(name, True, cfg)
@@ -286,7 +289,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         frames, tags = self._encode(records, log.head + 1, ts, node, seg.salt)
         self._check_room(log, n, len(frames))
         if created:
-            self._check_topic_cap()
+            self._check_topic_cap(log.name)
             self._registry.add(log)
         size = log.append(frames, n, tags, ts)
         self._total_bytes += size
@@ -540,10 +543,17 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         """Number of live topics (O(1); for /v0/ready)."""
         return len(self._registry)
 
-    def statistics(self, *, max_topic_gauges: int = 1000) -> EngineStatistics:
-        """A frozen snapshot of the gauges /v0/metrics reports (§8.3)."""
+    def statistics(
+        self, *, max_topic_gauges: int = 1000, include: Callable[[str], bool] | None = None
+    ) -> EngineStatistics:
+        """A frozen snapshot of the gauges /v0/metrics reports (§8.3).
+
+        ``include`` limits the per-topic gauges (and what ``topic_gauges_truncated`` counts)
+        to the names it accepts, e.g. a prefix-limited key's allowlist; the aggregates
+        always cover every topic.
+        """
         by_class = dict.fromkeys(("ephemeral", "memory", "disk", "fsync"), 0)
-        records = queues = leases = 0
+        records = queues = leases = visible = 0
         gauges: list[TopicGauge] = []
         for name in self._registry.names:
             log = self._registry.topics[name]
@@ -553,6 +563,9 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
             if counters is not None:
                 queues += 1
                 leases += counters["in_flight"]
+            if include is not None and not include(name):
+                continue
+            visible += 1
             if len(gauges) < max_topic_gauges:
                 ready, in_flight = (
                     (counters["ready"], counters["in_flight"]) if counters else (None, None)
@@ -570,7 +583,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
             records_live=records,
             bytes_live=self._total_bytes,
             topic_gauges=gauges,
-            topic_gauges_truncated=len(self._registry) > len(gauges),
+            topic_gauges_truncated=visible > len(gauges),
             routers=self.router_count,
             queue_leases_in_flight=leases,
         )
@@ -632,10 +645,33 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         log.evict_to_caps()
         self._total_bytes -= before - log.bytes
 
-    def _check_topic_cap(self) -> None:
+    def set_quota_namespaces(self, namespaces: Iterable[Sequence[str]]) -> None:
+        """Bound the topics and routers under each prefix set (the prefix-limited API keys'
+        allowlists) by ``max_topics_per_key``/``max_routers_per_key`` (topics/_quotas.py).
+
+        Every creation path checks them, the engine's own (dead letters, router dests)
+        included. The HTTP app calls this with its keys; without it no quota applies.
+        """
+        limits = self.limits
+        quotas = NamespaceQuotas(
+            namespaces,
+            max_topics=limits.max_topics_per_key,
+            max_routers=limits.max_routers_per_key,
+        )
+        self._quotas = quotas if quotas.active else None
+
+    def _check_topic_cap(self, name: str) -> None:
+        """429 before topic ``name`` is created: the instance cap, then the namespace quotas."""
         cap = self.limits.max_topics
         if cap and len(self._registry) >= cap:
             raise ThrottledError.for_limit("max_topics", cap)
+        if self._quotas is not None:
+            self._quotas.check_topic(name, self._registry.names)
+
+    def _check_router_quota(self, name: str) -> None:
+        """429 before router ``name`` is created when its namespace is full."""
+        if self._quotas is not None:
+            self._quotas.check_router(name, self._router_set.names)
 
     def _priority(self, log: TopicLog, now: int) -> int:
         cfg = log.config

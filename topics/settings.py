@@ -24,6 +24,9 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_sse_connections_per_key",
         "max_inflight_per_key",
         "max_total_bytes",
+        "max_topics_per_key",
+        "max_routers_per_key",
+        "max_watch_sessions_per_key",
     }
 )
 # The frame stores tag/node lengths in 16 bits.
@@ -51,6 +54,11 @@ class Limits:
     max_sse_connections_per_key: int = 1000
     max_inflight_per_key: int = 1000
     max_total_bytes: int = 0
+    # Per-key quotas (0 = unlimited; topics/_quotas.py): topics and routers under a
+    # prefix-limited key's prefixes, and watch sessions held by one key.
+    max_topics_per_key: int = 0
+    max_routers_per_key: int = 0
+    max_watch_sessions_per_key: int = 0
     # Not a contract limit: segment file handles the store keeps open (_storage/handles.py),
     # so descriptors stay bounded however many topics there are.
     max_open_files: int = 256

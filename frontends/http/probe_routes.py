@@ -7,7 +7,8 @@ Rules:
    ``replay_progress``) while it runs and 503 shutting_down once the drain has begun.
 3. /v0/metrics answers 200 even while recovering; Prometheus text by default, the JSON
    snapshot for ``Accept: application/json``. It needs the read scope when keys are
-   configured; health and ready need a key only with ``TOPICS_PROBE_AUTH``.
+   configured; health and ready need a key only with ``TOPICS_PROBE_AUTH``. The per-topic
+   series are filtered to a prefix-limited key's allowlist; aggregates are server-wide.
 """
 
 from __future__ import annotations
@@ -49,7 +50,13 @@ async def metrics_route(ctx: RequestContext) -> Reply:
     """GET /v0/metrics — Prometheus text or a JSON snapshot."""
     state = ctx.state
     engine = state.engine
-    stats = engine.statistics(max_topic_gauges=state.settings.metrics_max_topics)
+    # A prefix-limited key sees only its own topics' series (§0.2: no cross-tenant names);
+    # the server-wide aggregates stay (docs/OPERATIONS.md, "Limits and hostile clients").
+    principal = ctx.principal
+    stats = engine.statistics(
+        max_topic_gauges=state.settings.metrics_max_topics,
+        include=principal.may_touch if principal.prefixes else None,
+    )
     wal = engine.wal_statistics()
     extras: dict[str, float | int] = {}
     for source in state.metrics_sources:

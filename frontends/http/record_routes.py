@@ -82,6 +82,7 @@ async def write_records(ctx: RequestContext) -> Reply:
     for name in fields:
         if name not in WRITE_FIELDS:
             raise InvalidRequestError.for_field(name, "is not a field of a write")
+    ctx.principal.check_body("write", fields)  # config.dead_letter (§0.2)
     backpressure_off = fields.get("disable_backpressure", False)
     if backpressure_off is not True:
         if backpressure_off is not False:

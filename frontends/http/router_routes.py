@@ -3,8 +3,10 @@
 Rules:
 1. PUT's body is the router definition; 201 when the call created the router, else 200.
 2. The key's name prefixes (§0.2) apply to the router name (the dispatcher checks the
-   path) and to the body's ``source`` and ``dest``: a router may not read from or write
-   (and auto-create) a topic outside the allowlist. 403 before the engine is called.
+   path) and to the body's ``source`` and ``dest`` (``Principal.check_body``): a router may
+   not read from or write (and auto-create) a topic outside the allowlist. 403 before the
+   engine is called. GET and DELETE of an existing router whose source or dest is outside
+   the allowlist are 403 too (another key made it; listing hides it as well).
 3. Listing is filtered to the key's allowlist: a router is listed only when its name,
    source and dest are all names the key may touch, so a prefix-limited key never learns
    another tenant's topic names. With one allowed prefix the listing is narrowed in the
@@ -14,7 +16,7 @@ Rules:
 
 from __future__ import annotations
 
-from topics.errors import ForbiddenError
+from topics.errors import ForbiddenError, RouterNotFoundError
 from topics.router_types import RouterSummary
 
 from .requests import decode_json_object
@@ -30,14 +32,7 @@ _MAX_PAGE_SIZE = 1000
 async def put_router(ctx: RequestContext) -> Reply:
     """PUT /v0/routers/:router — create or configure (idempotent upsert, §6)."""
     body = decode_json_object(ctx.body) if ctx.body else {}
-    principal = ctx.principal
-    for field in ("source", "dest"):
-        name = body.get(field)
-        if isinstance(name, str) and not principal.may_touch(name):
-            raise ForbiddenError(
-                f'api key may not touch "{name}" ({field}): outside its name prefix allowlist',
-                detail={field: name},
-            )
+    ctx.principal.check_body("router", body)
     result = await ctx.engine.put_router(ctx.name, body)
     return ctx.json(result.to_dict(), 201 if result.created else 200)
 
@@ -45,13 +40,34 @@ async def put_router(ctx: RequestContext) -> Reply:
 async def get_router(ctx: RequestContext) -> Reply:
     """GET /v0/routers/:router — definition and forwarding state (§6)."""
     info = await ctx.engine.get_router(ctx.name)
+    _check_endpoints(ctx, info.config.source, info.config.dest)
     return ctx.json(info.to_dict())
 
 
 async def delete_router(ctx: RequestContext) -> Reply:
     """DELETE /v0/routers/:router — stop forwarding; copies in dest stay (§6)."""
+    if ctx.principal.prefixes:
+        try:
+            info = await ctx.engine.get_router(ctx.name)
+        except RouterNotFoundError:
+            pass  # deleting nothing is allowed (200, deleted: false)
+        else:
+            _check_endpoints(ctx, info.config.source, info.config.dest)
     result = await ctx.engine.delete_router(ctx.name)
     return ctx.json(result.to_dict())
+
+
+def _check_endpoints(ctx: RequestContext, source: str, dest: str) -> None:
+    """Rule 2 for a router that exists: one the key could not have created (another key
+    pointed it at a name outside this key's allowlist) is not this key's to read or delete.
+    The answer does not repeat the foreign name (listing hides such routers too)."""
+    principal = ctx.principal
+    for field, name in (("source", source), ("dest", dest)):
+        if not principal.may_touch(name):
+            raise ForbiddenError(
+                f"router {ctx.name!r} has a {field} outside this api key's name prefix allowlist",
+                detail={"router": ctx.name, "field": field},
+            )
 
 
 async def list_routers(ctx: RequestContext) -> Reply:

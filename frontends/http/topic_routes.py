@@ -7,6 +7,8 @@ Rules:
    a name outside its allowlist. With one allowed prefix the listing is narrowed in the
    engine (exact pages); with several, engine pages are scanned and filtered, so a page
    may hold fewer than ``page_size`` topics while ``next_cursor`` is present.
+3. A body's ``dead_letter`` is a name too: outside the key's allowlist it is 403 before
+   the engine runs (``Principal.check_body``), so no key routes dead jobs to another tenant.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from topics.types import TopicSummary
 
 from .requests import decode_json_object
 from .routing import Route
-from .state import Reply, RequestContext
+from .state import HttpState, Reply, RequestContext
 
 __all__ = ["ROUTES"]
 
@@ -28,6 +30,7 @@ MAX_FILTERED_PAGES = 16
 async def put_topic(ctx: RequestContext) -> Reply:
     """PUT /v0/topics/:topic — create or configure (idempotent upsert, §1.1)."""
     config = decode_json_object(ctx.body) if ctx.body else None
+    ctx.principal.check_body("topic_config", config)  # dead_letter (§0.2)
     result = await ctx.engine.put_topic(ctx.name, config)
     return ctx.json(result.to_dict(), 201 if result.created else 200)
 
@@ -79,6 +82,12 @@ async def list_topics(ctx: RequestContext) -> Reply:
     if next_cursor is not None:
         payload["next_cursor"] = next_cursor
     return ctx.json(payload)
+
+
+def register(quart_app: object, state: HttpState) -> None:
+    """Bound each prefix-limited key's names by the per-key topic and router quotas (§11,
+    topics/_quotas.py): the engine checks them on every creation path, its own included."""
+    state.engine.set_quota_namespaces(p.prefixes for p in state.keys.principals)
 
 
 ROUTES = (

@@ -358,15 +358,8 @@ _WAKE: Any = object()
 async def create_watch(ctx: RequestContext) -> Reply:
     """POST /v0/watch — validate a subscription, create a session (§7.1)."""
     args = decode_json_object(ctx.body, WATCH_FIELDS)
+    ctx.principal.check_body("watch", args)  # every watched topic (§0.2)
     topics = args.pop("topics", None)
-    if isinstance(topics, dict):
-        principal = ctx.principal
-        for name in topics:
-            if isinstance(name, str) and not principal.may_touch(name):
-                raise ForbiddenError(
-                    f'api key may not touch "{name}": outside its name prefix allowlist',
-                    detail={"topic": name},
-                )
     auth = ctx.state.auth_enabled
     result = await ctx.engine.create_watch(
         topics,  # the engine type-checks
@@ -433,6 +426,15 @@ async def open_stream(ctx: RequestContext) -> Reply:
     owner = ctx.principal if ctx.state.auth_enabled else None
     rewind = parse_last_event_id(ctx.headers.get(b"last-event-id"))
     stream = ctx.engine.open_watch(ctx.name, owner=owner, rewind=rewind)
+    if ctx.principal.prefixes:
+        # The owner check already ties the session to this key, whose topics were checked
+        # at POST; checked again so the stream never relies on that alone.
+        try:
+            for name in stream.session.topics:
+                ctx.principal.check_name("topic", name)
+        except ForbiddenError:
+            stream.close()
+            raise
     conn = _SseConnection(ctx, stream)
     return StreamReply(200, b"", EVENT_STREAM, STREAM_HEADERS, run=conn.run)
 
