@@ -358,8 +358,9 @@ class SegmentWriter:
         except OSError as exc:
             self._fail(exc)
             raise
-        self._dirty = None
-        self._handles.release(self.path)
+        if self._length == length:  # an append meanwhile (trio thread) keeps it pinned
+            self._dirty = None
+            self._handles.release(self.path)
         self._synced_length = max(self._synced_length, length)
         return self._synced_length
 
