@@ -5,8 +5,8 @@ Rules:
 2. The key's name prefixes (§0.2) apply to the router name (the dispatcher checks the
    path) and to the body's ``source`` and ``dest`` (``Principal.check_body``): a router may
    not read from or write (and auto-create) a topic outside the allowlist. 403 before the
-   engine is called. GET and DELETE of an existing router whose source or dest is outside
-   the allowlist are 403 too (another key made it; listing hides it as well).
+   engine is called. GET, PUT and DELETE of an existing router whose source or dest is
+   outside the allowlist are 403 too (another key made it; listing hides it as well).
 3. Listing is filtered to the key's allowlist: a router is listed only when its name,
    source and dest are all names the key may touch, so a prefix-limited key never learns
    another tenant's topic names. With one allowed prefix the listing is narrowed in the
@@ -33,6 +33,7 @@ async def put_router(ctx: RequestContext) -> Reply:
     """PUT /v0/routers/:router — create or configure (idempotent upsert, §6)."""
     body = decode_json_object(ctx.body) if ctx.body else {}
     ctx.principal.check_body("router", body)
+    await _check_existing(ctx)  # replacing a router is deleting the old one
     result = await ctx.engine.put_router(ctx.name, body)
     return ctx.json(result.to_dict(), 201 if result.created else 200)
 
@@ -46,13 +47,7 @@ async def get_router(ctx: RequestContext) -> Reply:
 
 async def delete_router(ctx: RequestContext) -> Reply:
     """DELETE /v0/routers/:router — stop forwarding; copies in dest stay (§6)."""
-    if ctx.principal.prefixes:
-        try:
-            info = await ctx.engine.get_router(ctx.name)
-        except RouterNotFoundError:
-            pass  # deleting nothing is allowed (200, deleted: false)
-        else:
-            _check_endpoints(ctx, info.config.source, info.config.dest)
+    await _check_existing(ctx)
     result = await ctx.engine.delete_router(ctx.name)
     return ctx.json(result.to_dict())
 
@@ -68,6 +63,17 @@ def _check_endpoints(ctx: RequestContext, source: str, dest: str) -> None:
                 f"router {ctx.name!r} has a {field} outside this api key's name prefix allowlist",
                 detail={"router": ctx.name, "field": field},
             )
+
+
+async def _check_existing(ctx: RequestContext) -> None:
+    """Rule 2 before a PUT or DELETE of a router that may exist (free without prefixes)."""
+    if not ctx.principal.prefixes:
+        return
+    try:
+        info = await ctx.engine.get_router(ctx.name)
+    except RouterNotFoundError:
+        return  # creating it, or deleting nothing (200, deleted: false)
+    _check_endpoints(ctx, info.config.source, info.config.dest)
 
 
 async def list_routers(ctx: RequestContext) -> Reply:

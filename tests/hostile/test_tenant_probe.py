@@ -83,6 +83,8 @@ def _http_probes(wid_of_b: str) -> list[tuple[str, str, str, dict[str, Any]]]:
         ("delete router", "DELETE", "/v0/routers/tenB-r", {}),
         ("get cross-tenant router", "GET", "/v0/routers/tenA-cross", {}),
         ("delete cross-tenant router", "DELETE", "/v0/routers/tenA-cross", {}),
+        ("replace cross-tenant router", "PUT", "/v0/routers/tenA-cross",
+         {"json": {"source": "tenA-src", "dest": "tenA-d"}}),
         ("watch create", "POST", "/v0/watch",
          {"json": {"topics": {"tenA-src": {}, "tenB-secret": {}}}}),
         ("work stream", "GET", "/v0/topics/tenB-q/work",
