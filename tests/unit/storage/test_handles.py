@@ -14,6 +14,7 @@ import ujson
 
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
+from topics._clock import ManualClock
 from topics._core import encode_batch
 from topics._storage.fs import Buffer, DirLock, FileHandle, Fs
 from topics._storage.handles import HandleCache, out_of_descriptors
@@ -25,6 +26,7 @@ from topics._storage.segment_files import (
     remove_segment,
     segment_path,
 )
+from topics.engine import open_engine
 from topics.settings import Limits
 
 D = "/seg"
@@ -306,3 +308,20 @@ def test_a_failed_write_closes_the_writers_handle() -> None:
     with pytest.raises(OSError, match="failed earlier"):
         w.append(_frames(1, 1))
     assert disk.open(w.path).size() == HEADER_SIZE
+
+
+async def test_the_engine_bounds_segment_handles_by_its_max_open_files_limit() -> None:
+    fs = CountingFs(FakeDisk())
+    limits = Limits(max_open_files=4)
+    async with open_engine(
+        "/data", clock=ManualClock(1_700_000_000_000), fs=fs, limits=limits
+    ) as engine:
+        assert engine._store is not None
+        assert engine._store.handles.capacity == 4
+        for i in range(50):
+            await engine.write(f"t{i}", [{"data": i}])
+        await engine._store.checkpoint(engine._registry)
+        assert len(engine._store.handles) <= 4
+    # 4 segment handles, the WAL file, and one one-shot open (a manifest or an index).
+    assert fs.open_peak <= 6
+    assert fs.open_now == 0  # closing the engine closed every handle
