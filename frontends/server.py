@@ -68,6 +68,15 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPICS_DRAIN_TIMEOUT_MS": ("10000", "how long in-flight requests may finish on shutdown"),
     "TOPICS_LOG_LEVEL": ("INFO", "logging level"),
     "TOPICS_HTTP_LANE": ("1", "0 = serve every request through hypercorn (no fast lane)"),
+    "TOPICS_HTTP_KEEP_ALIVE_MS": ("5000", "idle connection: wait this long for a next request"),
+    "TOPICS_HTTP_HEAD_TIMEOUT_MS": (
+        "10000",
+        "a request head must be whole this long after it began",
+    ),
+    "TOPICS_HTTP_BODY_TIMEOUT_MS": (
+        "30000",
+        "a request body must be whole this long after its head (408)",
+    ),
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -89,6 +98,8 @@ class ServerConfig:
     log_level: str
     insecure_no_auth: bool
     http_lane: bool = True
+    keep_alive_timeout_s: float = 5.0
+    head_timeout_s: float = 10.0
 
 
 def _env_bool(env: Mapping[str, str], name: str) -> bool:
@@ -110,6 +121,14 @@ def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r} is not a number") from None
     if value < 0:
         raise ConfigError(f"{name}={raw!r} must not be negative")
+    return value
+
+
+def _env_positive(env: Mapping[str, str], name: str, default: float) -> float:
+    """A timeout: a number > 0 (a zero deadline would refuse every connection)."""
+    value = _env_number(env, name, default)
+    if value <= 0:
+        raise ConfigError(f"{name}={env[name]!r} must be greater than 0")
     return value
 
 
@@ -179,16 +198,32 @@ def load_config(args: argparse.Namespace, env: Mapping[str, str]) -> ServerConfi
     drain = args.drain_timeout_ms
     if drain is None:
         drain = _env_number(env, "TOPICS_DRAIN_TIMEOUT_MS", 10_000.0)
+    keep_alive, head, body = (
+        _env_positive(env, name, float(ENV_VARS[name][0]))
+        for name in (
+            "TOPICS_HTTP_KEEP_ALIVE_MS",
+            "TOPICS_HTTP_HEAD_TIMEOUT_MS",
+            "TOPICS_HTTP_BODY_TIMEOUT_MS",
+        )
+    )
     return ServerConfig(
         host=host,
         port=int(port_raw),
         data_dir=data_dir,
-        http=HttpSettings(limits=limits, keys=keys, probe_auth=probe_auth, throttle_lag_ms=lag),
+        http=HttpSettings(
+            limits=limits,
+            keys=keys,
+            probe_auth=probe_auth,
+            throttle_lag_ms=lag,
+            body_timeout_s=body / 1000,
+        ),
         limits=limits,
         drain_timeout_s=drain / 1000,
         log_level=(args.log_level or env.get("TOPICS_LOG_LEVEL", "") or "INFO").upper(),
         insecure_no_auth=_env_bool(env, "TOPICS_ALLOW_INSECURE_NO_AUTH"),
         http_lane=_env_bool({"TOPICS_HTTP_LANE": "1", **env}, "TOPICS_HTTP_LANE"),
+        keep_alive_timeout_s=keep_alive / 1000,
+        head_timeout_s=head / 1000,
     )
 
 
@@ -223,6 +258,7 @@ def _hypercorn_config(cfg: ServerConfig) -> HypercornConfig:
     config.accesslog = None  # an access log would record query strings; never tokens
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = cfg.drain_timeout_s
+    config.keep_alive_timeout = cfg.keep_alive_timeout_s
     config.include_server_header = False
     config.backlog = 1024
     return config
@@ -284,6 +320,7 @@ async def serve_forever(cfg: ServerConfig) -> None:
                         app,
                         _hypercorn_config(cfg),
                         lane=cfg.http_lane,
+                        head_timeout=cfg.head_timeout_s,
                         shutdown_trigger=stop.wait,
                         task_status=task_status,
                     )

@@ -27,6 +27,7 @@ __all__ = [
     "NotReadyError",
     "PayloadTooLargeError",
     "RecordTooLargeError",
+    "RequestTimeoutError",
     "RouterCycleError",
     "RouterNotFoundError",
     "ShuttingDownError",
@@ -174,6 +175,14 @@ class MethodNotAllowedError(TopicsError):
 class NotAcceptableError(TopicsError):
     code = "not_acceptable"
     status = 406
+
+
+class RequestTimeoutError(TopicsError):
+    """The request's body did not arrive within the server's deadline (an extension of
+    the contract's table: the connection is closed after this answer)."""
+
+    code = "request_timeout"
+    status = 408
 
 
 class PayloadTooLargeError(TopicsError):

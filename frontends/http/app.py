@@ -5,13 +5,19 @@ through the dispatcher, which in one pass:
 
 1. takes the clock (``server_total_ms`` starts here) and the request id (the client's
    ``X-Request-ID`` if well formed, else a fresh UUID);
-2. matches the route table (404 not_found / 405 method_not_allowed);
+2. refuses framing two parsers could read differently (a lower-case method, both
+   Content-Length and Transfer-Encoding, two Content-Lengths: 400, connection closed),
+   then matches the route table (404 not_found / 405 method_not_allowed);
 3. authenticates the bearer key (401) and checks the route's scopes and the key's name
    prefixes against the path name (403);
 4. sheds what cannot be served: 503 not_ready during recovery, 429 throttled under CPU
    pressure, 429 when the key already holds ``TOPICS_MAX_INFLIGHT_PER_KEY`` requests (the
    slot is released in a ``finally``, however the request ends);
-5. reads the bounded, decoded body for routes that take one (413/415 before parsing);
+5. reads the bounded, decoded body for routes that take one (413/415 before parsing),
+   within ``TOPICS_HTTP_BODY_TIMEOUT_MS`` of the head (408); a route that takes none
+   drains what it was sent. Nothing of a body is read before steps 3-4, so a client
+   without a valid key holds no buffer; any answer given while a body is unread says
+   ``Connection: close`` (the lane and h11 then close rather than parse the rest);
 6. serves the two hot routes (write, diff) itself and hands every other route to Quart
    with the context attached to the scope (``respond.CTX_KEY``).
 
@@ -39,7 +45,15 @@ from quart import request
 from quart_trio import QuartTrio
 
 from topics.engine import Engine
-from topics.errors import ForbiddenError, NotReadyError, ThrottledError, UnauthorizedError
+from topics.errors import (
+    ForbiddenError,
+    InvalidRequestError,
+    NotReadyError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    ThrottledError,
+    UnauthorizedError,
+)
 
 from .. import ws
 from . import (
@@ -52,11 +66,12 @@ from . import (
     topic_routes,
     watch_routes,
 )
+from .connection import CONNECTION_KEY
 from .errors import register_quart_handlers, reply_for
-from .requests import ClientDisconnected, drain_body, read_body
+from .requests import ClientDisconnected, drain_body, framing_error, read_body
 from .respond import CTX_KEY, context_of, send_reply, to_quart
 from .routing import Route, RouteTable
-from .state import HttpSettings, HttpState, RequestContext
+from .state import HttpSettings, HttpState, Reply, RequestContext
 
 __all__ = ["ROUTE_MODULES", "TopicsHttpApp", "create_app"]
 
@@ -80,6 +95,7 @@ ROUTE_MODULES: tuple[ModuleType, ...] = (
 )
 
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")
+_CLOSE = (b"connection", b"close")
 # Path parameters that name a topic or router, checked against the key's prefixes.
 _NAME_PARAMS = frozenset({"topic", "router"})
 
@@ -117,44 +133,48 @@ class TopicsHttpApp:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()
-        headers: dict[bytes, bytes] = dict(scope["headers"])
+        raw_headers = scope["headers"]
+        headers: dict[bytes, bytes] = dict(raw_headers)
         given = headers.get(b"x-request-id")
         if given is not None and _REQUEST_ID.fullmatch(given):
             request_id = given.decode()
         else:
             request_id = _new_request_id()
+        connection = scope.get("state", {}).get(CONNECTION_KEY)
+        if connection is not None:  # the connection guard logs it if the connection dies
+            connection.request_id = request_id
         state = self.state
         ctx = RequestContext(
             state, scope["method"], scope["path"], headers, scope["query_string"], request_id, t0
         )
+        problem = None
         try:
+            problem = framing_error(ctx.method, raw_headers)
+            if problem is not None:
+                raise InvalidRequestError(f"{problem}; the connection is closed")
             route, ctx.name = self.table.match(ctx.method, ctx.path)
             ctx.route = route
             self._admit(ctx, route)
         except Exception as exc:  # the gate's 4xx/5xx (or a bug in it)
-            await send_reply(send, ctx, reply_for(ctx, exc))
+            # Step 5: nothing of the body was read, so the connection cannot be reused.
+            reply = reply_for(ctx, exc)
+            if problem is not None or _has_body(headers):
+                reply = _closing(reply)
+            await send_reply(send, ctx, reply)
             return
         streaming = False
         try:
-            if route.body:
+            if route.body or _has_body(headers):
                 try:
-                    ctx.body = await read_body(headers, receive, state.max_body_bytes)
+                    receive = await self._consume_body(ctx, route, receive)
                 except ClientDisconnected:
                     return
-                except Exception as exc:  # 413/415/400 before any parsing
-                    await send_reply(send, ctx, reply_for(ctx, exc))
+                except Exception as exc:  # 408/413/415/400 before any parsing
+                    reply = reply_for(ctx, exc)
+                    if isinstance(exc, (PayloadTooLargeError, RequestTimeoutError)):
+                        reply = _closing(reply)  # the rest of the body is still unread
+                    await send_reply(send, ctx, reply)
                     return
-            elif _has_body(headers):
-                # A route that takes no body still has to consume one it was sent: left
-                # unread, it can stall the next request on the same keep-alive connection.
-                try:
-                    await drain_body(receive, state.max_body_bytes)
-                except ClientDisconnected:
-                    return
-                except Exception as exc:
-                    await send_reply(send, ctx, reply_for(ctx, exc))
-                    return
-                receive = _body_consumed(receive)
             if not route.fast or route.handler is None:
                 # Quart answers (its error handlers use the same mapper); never send here.
                 scope[CTX_KEY] = ctx
@@ -178,6 +198,25 @@ class TopicsHttpApp:
             # However the request ends (answered, failed, client gone, cancelled).
             if not streaming:
                 state.release_slot(ctx.principal)
+
+    async def _consume_body(self, ctx: RequestContext, route: Route, receive: Receive) -> Receive:
+        """Read the body into ``ctx.body`` (a route that takes one) or drain it (step 5);
+        the whole body must arrive within ``body_timeout_s`` (408)."""
+        state = self.state
+        with trio.move_on_after(state.settings.body_timeout_s) as deadline:
+            if route.body:
+                ctx.body = await read_body(ctx.headers, receive, state.max_body_bytes)
+                return receive
+            # A route that takes no body still has to consume one it was sent: left
+            # unread, it can stall the next request on the same keep-alive connection.
+            await drain_body(receive, state.max_body_bytes)
+            return _body_consumed(receive)
+        assert deadline.cancelled_caught
+        raise RequestTimeoutError(
+            f"the request body did not arrive within {state.settings.body_timeout_s:g} s "
+            "(TOPICS_HTTP_BODY_TIMEOUT_MS); the connection is closed",
+            detail={"body_timeout_ms": round(state.settings.body_timeout_s * 1000)},
+        )
 
     def _admit(self, ctx: RequestContext, route: Route) -> None:
         """Steps 3-4 of the module docstring; on success the key holds an in-flight slot."""
@@ -280,6 +319,12 @@ def _with_request_id(send: Send, request_id: str) -> Send:
         await send(message)
 
     return send_with_id
+
+
+def _closing(reply: Reply) -> Reply:
+    """``reply`` with ``Connection: close``: sent while the request's body (or its framing)
+    is unsettled, so neither the lane nor h11 may read another request after it."""
+    return Reply(reply.status, reply.body, reply.content_type, [*reply.headers, _CLOSE])
 
 
 def _has_body(headers: dict[bytes, bytes]) -> bool:

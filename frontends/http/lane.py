@@ -15,7 +15,9 @@ docs/ARCHITECTURE.md ("Where the HTTP frontend goes around its stack") has the n
 Rules:
 1. The lane parses strictly and never answers a malformed request itself: anything it
    does not accept goes to hypercorn (rule 3), whose h11 parser gives the 4xx.
-2. It accepts only: ``POST`` or ``GET`` + ``HTTP/1.1``; a target of printable ASCII
+2. It accepts only: ``POST`` or ``GET`` + ``HTTP/1.1`` (a case variant such as ``post``
+   goes to the app, whose dispatcher refuses it: 400, connection closed; hypercorn would
+   upper-case it and run it); a target of printable ASCII
    without ``%`` (no percent-decoding to get wrong) naming a route the app serves on its
    fast path (``accepts``: write, diff, watch create, claim/ack/nack/extend, and the
    GET streams of a watch and of a queue's ``/work``; a GET carries no body);
@@ -26,16 +28,26 @@ Rules:
 3. Hand-over: at the first request it does not accept, the connection becomes hypercorn's
    for the rest of its life, starting with the bytes the lane already read (so streams,
    WebSocket upgrades, HTTP/1.0, chunked bodies, GETs all run exactly as before, including
-   the SSE direct-socket path of ``watch_routes``).
-4. Keep-alive as hypercorn does it: ``keep_alive_timeout`` between requests,
-   ``read_timeout`` inside one, ``keep_alive_max_requests`` per connection,
-   ``Connection: close`` honoured; the last response says ``connection: close``.
-5. Shutdown: idle lane connections close at once, a request in progress finishes and its
-   connection then closes (``connection: close``), within hypercorn's graceful timeout.
-6. The app sees a normal ASGI HTTP scope. Its first ``receive`` returns the whole body; a
-   later one (a stream's or a long-poll diff's disconnect watch) reads the socket and
-   reports ``http.disconnect`` at EOF, keeping any bytes of a pipelined next request. A
-   send to a vanished client is dropped (as hypercorn does); the connection then closes.
+   the SSE direct-socket path of ``watch_routes``). A head that ends in a bare-LF blank
+   line is handed over as soon as it is complete (h11 judges it), never waited on.
+4. Keep-alive as hypercorn does it: ``keep_alive_timeout`` for the first byte of the next
+   request, ``keep_alive_max_requests`` per connection, ``Connection: close`` honoured
+   (from the client or from the app's answer); the last response says
+   ``connection: close``. Deadlines hypercorn lacks: once a head's first byte is in, the
+   whole head must arrive within ``head_timeout`` or the connection closes; the body is
+   the dispatcher's to time (``TOPICS_HTTP_BODY_TIMEOUT_MS``, 408), and each read inside
+   a request is bounded by ``read_timeout`` besides.
+5. Shutdown: connections waiting for a head (idle, or mid-head) close at once, a request
+   in progress finishes and its connection then closes (``connection: close``), within
+   hypercorn's graceful timeout.
+6. The app sees a normal ASGI HTTP scope as soon as the head is in: nothing of the body
+   is read before the app asks for it, so the dispatcher authenticates (and applies the
+   per-key limits) on the head and an unauthenticated client never makes the server
+   buffer its body. The first ``receive`` reads and returns the whole body; an answer
+   given while it is unread closes the connection. A later ``receive`` (a stream's or a
+   long-poll diff's disconnect watch) reads the socket and reports ``http.disconnect`` at
+   EOF, keeping any bytes of a pipelined next request. A send to a vanished client is
+   dropped (as hypercorn does); the connection then closes.
    A streamed body is chunked; once its head is out, :meth:`LaneConnection.stream_lock`
    lets a stream write whole chunks to the socket itself (watch rule 7), and every write
    of the lane's own then takes the same lock, so the two never interleave.
@@ -56,7 +68,9 @@ from wsgiref.handlers import format_date_time
 
 import trio
 
-__all__ = ["MAX_BODY", "MAX_HEAD", "Lane", "LaneConnection", "parse_head"]
+from .connection import CONNECTION_KEY
+
+__all__ = ["HEAD_TIMEOUT_S", "MAX_BODY", "MAX_HEAD", "Lane", "LaneConnection", "parse_head"]
 
 log = logging.getLogger("topics.http.lane")
 
@@ -77,6 +91,8 @@ MAX_HEAD = 16 * 1024
 MAX_BODY = 1 << 20
 #: Bytes of a pipelined next request the lane reads while a long poll waits for EOF.
 MAX_PENDING = 64 * 1024
+#: Default deadline for a whole request head, from its first byte (rule 4).
+HEAD_TIMEOUT_S = 10.0
 
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET = re.compile(rb"/[!-$&-~]*")  # printable ASCII, no '%', no space
@@ -88,6 +104,7 @@ _STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) f
 Head = tuple[str, str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
 
 _METHODS = {b"POST": "POST", b"GET": "GET"}
+_SERVED = frozenset(_METHODS.values())
 
 
 def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
@@ -96,6 +113,9 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     method = _METHODS.get(parts[0])
+    if method is None and parts[0].upper() in _METHODS:
+        # ``post``: hypercorn would upper-case it and run it as POST; the app refuses it.
+        method = parts[0].decode("ascii")
     if len(parts) != 3 or method is None or parts[2] != b"HTTP/1.1":
         return None
     target = parts[1]
@@ -128,7 +148,7 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
                 return None
             close = close or b"close" in tokens
         headers.append((name, value))
-    if hosts != 1 or length > (max_body if method == "POST" else 0):
+    if hosts != 1 or length > (max_body if method.upper() == "POST" else 0):
         return None
     return method, raw_path.decode("ascii"), raw_path, query, headers, max(length, 0), close
 
@@ -141,6 +161,7 @@ class Lane:
         accepts: ``(method, path) -> bool``: does the app serve it on its fast path.
         keep_alive_timeout, read_timeout, max_requests: hypercorn's settings of the same
             names (``keep_alive_max_requests`` for the last).
+        head_timeout: seconds from a head's first byte to its end (rule 4).
         root_path: the ASGI ``root_path``.
         lifespan_state: the lifespan state; each request gets a copy (as with hypercorn).
     """
@@ -151,6 +172,7 @@ class Lane:
         accepts: Callable[[str, str], bool],
         *,
         keep_alive_timeout: float,
+        head_timeout: float = HEAD_TIMEOUT_S,
         read_timeout: float | None,
         max_requests: int,
         max_body: int = MAX_BODY,
@@ -160,12 +182,14 @@ class Lane:
         self.app = app
         self.accepts = accepts
         self.keep_alive_timeout = keep_alive_timeout
+        self.head_timeout = head_timeout
         self.read_timeout = read_timeout or inf
         self.max_requests = max_requests
         self.max_body = min(max_body, MAX_BODY)
         self.root_path = root_path
         self.lifespan_state = lifespan_state if lifespan_state is not None else {}
         self.terminated = False
+        #: The cancel scopes of connections waiting for a head (rule 5).
         self.idle_scopes: set[trio.CancelScope] = set()
         self._date = (0, b"")
 
@@ -186,7 +210,7 @@ class LaneConnection:
     """One connection while it stays in the lane; ``run`` says how it left."""
 
     __slots__ = (
-        "_body",
+        "_body_pending",
         "_chunked",
         "_done",
         "_head_sent",
@@ -200,12 +224,17 @@ class LaneConnection:
         "eof",
         "lane",
         "server",
+        "state",
         "stream",
+        "unread",
     )
 
-    def __init__(self, lane: Lane, stream: trio.SocketStream) -> None:
+    def __init__(self, lane: Lane, stream: trio.SocketStream, info: object = None) -> None:
         self.lane = lane
         self.stream = stream
+        #: The ASGI state each request gets a copy of; ``info`` is the connection guard's
+        #: record (``connection.ConnectionInfo``), where the dispatcher notes request ids.
+        self.state = {**lane.lifespan_state, CONNECTION_KEY: info}
         sock = stream.socket
         try:
             self.client = _address(sock.getpeername())
@@ -216,7 +245,9 @@ class LaneConnection:
         self.eof = False
         self.dead = False
         self.closing = False
-        self._reset(None)
+        #: Body bytes of the current request not yet read from the socket (rule 6).
+        self.unread = 0
+        self._reset(0)
 
     async def run(self) -> bytes | None:
         """Serve requests until the connection is over (None) or one is hypercorn's
@@ -224,49 +255,68 @@ class LaneConnection:
         lane = self.lane
         served = 0
         while True:
-            end = self.buf.find(b"\r\n\r\n")
-            while end < 0:
-                if len(self.buf) > MAX_HEAD:
-                    return self.buf
-                if not self.buf and lane.terminated:
-                    return None
-                if not await self._fill(idle=not self.buf):
-                    return None
-                end = self.buf.find(b"\r\n\r\n")
+            end = await self._read_head()
+            if end is None:
+                return None
+            if end < 0:
+                return self.buf
             head = parse_head(self.buf[:end], lane.max_body)
-            if head is None or not lane.accepts(head[0], head[1]):
+            if head is None or (head[0] in _SERVED and not lane.accepts(head[0], head[1])):
                 return self.buf
             method, path, raw_path, query, headers, length, close = head
-            stop = end + 4 + length
-            while len(self.buf) < stop:
-                if not await self._fill(idle=False):
-                    return None
-            body = self.buf[end + 4 : stop]
-            self.buf = self.buf[stop:]
+            self.buf = self.buf[end + 4 :]
             served += 1
             self.closing = close or served >= lane.max_requests
-            await self._serve(method, path, raw_path, query, headers, body)
+            await self._serve(method, path, raw_path, query, headers, length)
+            if self.unread:  # answered without reading the body: no next request to find
+                self.closing = True
             if self.closing or self.dead or lane.terminated:
                 return None
 
-    async def _fill(self, *, idle: bool) -> bool:
-        """Read more bytes into ``buf``; False at EOF, a broken socket or a timeout."""
+    async def _read_head(self) -> int | None:
+        """Read until ``buf`` holds a whole head; the index of its closing CRLFCRLF, -1
+        when hypercorn must judge it (too long, or bare LF: rules 1 and 3), or None when
+        the connection is over (EOF, a deadline, shutdown)."""
         lane = self.lane
-        with trio.move_on_after(lane.keep_alive_timeout if idle else lane.read_timeout) as scope:
-            if idle:
-                lane.idle_scopes.add(scope)
+        deadline = trio.current_time() + lane.keep_alive_timeout
+        started = bool(self.buf)
+        if started:  # pipelined: the head began arriving with the last request
+            deadline = trio.current_time() + lane.head_timeout
+        with trio.CancelScope() as waiting:
+            lane.idle_scopes.add(waiting)
+            if lane.terminated and not self.buf:
+                return None
+            try:
+                while True:
+                    end = self.buf.find(b"\r\n\r\n")
+                    if end >= 0:
+                        return end
+                    if len(self.buf) > MAX_HEAD or b"\n\n" in self.buf:
+                        return -1
+                    if not await self._fill(deadline):
+                        return None
+                    if not started:
+                        started = True
+                        deadline = trio.current_time() + lane.head_timeout
+            finally:
+                lane.idle_scopes.discard(waiting)
+        return None  # shutdown cancelled the wait (rule 5)
+
+    async def _fill(self, deadline: float) -> bool:
+        """Read more bytes into ``buf``; False at EOF, a broken socket or the deadline."""
+        with trio.move_on_at(deadline) as scope:
             try:
                 data = await self.stream.receive_some(MAX_RECV)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
-            finally:
-                if idle:
-                    lane.idle_scopes.discard(scope)
         if scope.cancelled_caught or not data:
             self.eof = True
             return False
         self.buf += data
         return True
+
+    def _read_deadline(self) -> float:
+        return trio.current_time() + self.lane.read_timeout
 
     async def _serve(
         self,
@@ -275,7 +325,7 @@ class LaneConnection:
         raw_path: bytes,
         query: bytes,
         headers: list[tuple[bytes, bytes]],
-        body: bytes,
+        length: int,
     ) -> None:
         lane = self.lane
         scope = {
@@ -291,10 +341,10 @@ class LaneConnection:
             "headers": headers,
             "client": self.client,
             "server": self.server,
-            "state": lane.lifespan_state.copy(),
+            "state": self.state.copy(),
             "extensions": {},
         }
-        self._reset(body)
+        self._reset(length)
         try:
             await lane.app(scope, self._receive, self._send)
         except Exception:
@@ -305,13 +355,16 @@ class LaneConnection:
             self._done = True
         if self._status is None:  # the app returned without answering
             self.closing = True
+            if self.unread:  # the body never came (EOF or a deadline): nobody to tell
+                self.dead = True
             await self._write(self._head(500, [], 0))
         elif not self._done:  # a streamed body the app never finished: cut it off
             self.closing = True
 
-    def _reset(self, body: bytes | None) -> None:
-        """The per-response state, for a request with ``body``."""
-        self._body: bytes | None = body
+    def _reset(self, length: int) -> None:
+        """The per-response state, for a request with a body of ``length`` bytes."""
+        self.unread = length
+        self._body_pending = True
         self._status: int | None = None
         self._headers: list[tuple[bytes, bytes]] = []
         self._chunked = False
@@ -320,15 +373,20 @@ class LaneConnection:
         self._stream_lock: trio.Lock | None = None
 
     async def _receive(self) -> Message:
-        body = self._body
-        if body is not None:
-            self._body = None
+        if self._body_pending:  # rule 6: the body is read now, when the app asks for it
+            self._body_pending = False
+            need = self.unread
+            while len(self.buf) < need:
+                if not await self._fill(self._read_deadline()):
+                    return {"type": "http.disconnect"}
+            body, self.buf = self.buf[:need], self.buf[need:]
+            self.unread = 0
             return {"type": "http.request", "body": body, "more_body": False}
         # Only a handler that waits for the client to go away asks again (rule 6).
         while not self.eof:
             if len(self.buf) > MAX_PENDING:
                 await trio.sleep_forever()
-            await self._fill(idle=False)
+            await self._fill(self._read_deadline())
         return {"type": "http.disconnect"}
 
     async def _send(self, message: Message) -> None:
@@ -364,9 +422,16 @@ class LaneConnection:
         """The response head; ``length`` None means a streamed body of unknown size."""
         parts = [_STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status]
         has_length = False
+        if self.unread:  # rule 6: an answer before the body was read ends the connection
+            self.closing = True
         for name, value in headers:
-            if name.lower() == b"content-length":
+            lowered = name.lower()
+            if lowered == b"content-length":
                 has_length = True
+            elif lowered == b"connection":  # rule 4: the app may end the connection
+                if b"close" in value.lower():
+                    self.closing = True
+                continue  # the lane writes the one connection header below
             parts.append(b"%b: %b\r\n" % (name, value))
         if not has_length:
             if length is None:

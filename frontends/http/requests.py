@@ -12,25 +12,62 @@ Rules:
 4. Bodies are decoded by ujson here (small control bodies) or by
    ``topics._core.scan.split_write_body`` in the write route (records stay raw bytes);
    a malformed body is ``400 invalid_request`` naming where it broke.
+5. Framing that two parsers could read differently is refused before anything else
+   (:func:`framing_error`): the dispatcher answers 400 and closes the connection.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMapping
 from typing import Any
 
 import ujson
 
 from topics.errors import InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
 
-__all__ = ["ClientDisconnected", "check_content_type", "decode_json_object", "read_body"]
+__all__ = [
+    "ClientDisconnected",
+    "check_content_type",
+    "decode_json_object",
+    "framing_error",
+    "read_body",
+]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 
 class ClientDisconnected(Exception):
     """The client went away before its body arrived; nothing is answered."""
+
+
+_METHOD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def framing_error(method: str, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """Why a request's framing cannot be trusted (rule 5), or None when it can.
+
+    Methods are case-sensitive (RFC 9110 §9.1): ``post`` is not ``POST``, and a server
+    that ran it as one would disagree with every proxy in front of it. A request with both
+    ``Content-Length`` and ``Transfer-Encoding``, or with two ``Content-Length`` fields,
+    has a body whose end two parsers can place differently (request smuggling, RFC 9112
+    §6.3); it is refused and its connection closed rather than guessed at.
+    """
+    if not method or not _METHOD.issuperset(method.encode("latin-1")):
+        return f"the method {method!r} is not an upper-case token (methods are case-sensitive)"
+    lengths = 0
+    chunked = False
+    for name, _ in headers:
+        lowered = name.lower()
+        if lowered == b"content-length":
+            lengths += 1
+        elif lowered == b"transfer-encoding":
+            chunked = True
+    if lengths > 1:
+        return "the request has more than one Content-Length"
+    if lengths and chunked:
+        return "the request has both Content-Length and Transfer-Encoding"
+    return None
 
 
 def _too_large(limit: int, what: str) -> PayloadTooLargeError:
@@ -130,11 +167,6 @@ async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -
             raise InvalidRequestError("Content-Length is not a number")
         if int(declared) > limit:
             raise _too_large(limit, "the request body")
-        if int(declared) > 0:
-            check_content_type(headers)
-    elif b"transfer-encoding" in headers:
-        check_content_type(headers)
-    gzipped = _content_encoding(headers)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -150,8 +182,11 @@ async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -
         if not message.get("more_body", False):
             break
     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if body and declared is None and b"transfer-encoding" not in headers:
-        check_content_type(headers)  # e.g. HTTP/2 without a length
+    # Type and encoding are judged once the body is in (still before any parsing), so
+    # a 415 leaves the connection ready for the next request.
+    if body or (declared is None and b"transfer-encoding" in headers):
+        check_content_type(headers)
+    gzipped = _content_encoding(headers)
     if gzipped and body:
         body = _gunzip(body, limit)
     return body

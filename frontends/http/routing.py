@@ -112,6 +112,26 @@ class RouteTable:
         methods[route.method] = route
         self.routes.append(route)
 
+    def _lookup(self, path: str) -> tuple[dict[str, Route] | None, str]:
+        """The routes by method whose pattern matches ``path``, and the parameter value."""
+        methods = self._static.get(path)
+        if methods is not None:
+            return methods, ""
+        for prefix, by_suffix in self._dynamic.items():
+            if path.startswith(prefix):
+                value, slash, tail = path[len(prefix) :].partition("/")
+                if value:
+                    methods = by_suffix.get(slash + tail)
+                    if methods is not None:
+                        return methods, value
+        return None, ""
+
+    def find(self, method: str, path: str) -> Route | None:
+        """The route for ``method path``, or None (no error built: the lane asks this of
+        every request head, hostile ones included)."""
+        methods, _ = self._lookup(path)
+        return None if methods is None else methods.get(method)
+
     def match(self, method: str, path: str) -> tuple[Route, str]:
         """The route for ``method path`` and its parameter value ("" when none).
 
@@ -119,26 +139,22 @@ class RouteTable:
             NotFoundError: no pattern matches the path (404 not_found).
             MethodNotAllowedError: the path matches, the method does not (405).
         """
-        methods = self._static.get(path)
-        param = ""
-        if methods is None:
-            for prefix, by_suffix in self._dynamic.items():
-                if path.startswith(prefix):
-                    value, slash, tail = path[len(prefix) :].partition("/")
-                    if value:
-                        methods = by_suffix.get(slash + tail)
-                        if methods is not None:
-                            param = value
-                            break
+        methods, param = self._lookup(path)
         if methods is None:
             raise NotFoundError(
-                f"no route for {path!r}; see the /v0 endpoint list", detail={"path": path}
+                f"no route for {_shown(path)}; see the /v0 endpoint list",
+                detail={"path": path[:1024]},
             )
         route = methods.get(method)
         if route is None:
             allowed = sorted(methods)
             raise MethodNotAllowedError(
-                f"{method} is not allowed on {path!r}; use {', '.join(allowed)}",
+                f"{method} is not allowed on {_shown(path)}; use {', '.join(allowed)}",
                 detail={"method": method, "allowed": allowed},
             )
         return route, param
+
+
+def _shown(path: str, limit: int = 200) -> str:
+    """``path`` as an error quotes it: bounded, so a 60 KB path is not echoed whole."""
+    return repr(path) if len(path) <= limit else repr(path[:limit]) + "..."

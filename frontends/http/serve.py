@@ -2,15 +2,18 @@
 
 ``serve(app, config, lane=True)`` does what ``hypercorn.trio.serve`` does for
 topics-server's configuration (plain TCP listeners, the ASGI lifespan, graceful shutdown
-on ``shutdown_trigger`` within ``config.graceful_timeout``), except that each accepted
-connection starts in the lane and moves to hypercorn's own ``TCPServer`` at its first
-request the lane does not take, with the bytes already read. With ``lane=False`` it is
-``hypercorn.trio.serve`` itself.
+on ``shutdown_trigger`` within ``config.graceful_timeout``), except that:
 
-The lane needs two things of hypercorn beyond its documented API: ``TCPServer`` and its
-``_read_data`` loop (to feed it the bytes the lane read) and the lifespan/worker-context
-classes. :func:`lane_supported` checks for them; when a hypercorn release moves them the
-server logs why and serves without the lane instead of failing.
+1. every accepted connection runs under the guard of ``connection.py``: an exception in
+   one connection (hypercorn's own included) closes that connection, never the server;
+2. with the lane, each connection starts in it and moves to hypercorn's own ``TCPServer``
+   at its first request the lane does not take, with the bytes already read; without it
+   (``lane=False``, ``TOPICS_HTTP_LANE=0``) each connection is hypercorn's from the start.
+
+The hand-over needs one thing of hypercorn beyond its documented API: ``TCPServer`` and
+its ``_read_data`` loop (to feed it the bytes the lane read); :func:`lane_supported`
+checks for it at start, and pyproject.toml pins hypercorn to the releases it was tested
+with. When a release moves it, the server logs why and serves without the lane.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from typing import Any
 import trio
 from hypercorn.config import Config
 from hypercorn.events import RawData
-from hypercorn.trio import serve as hypercorn_serve
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
@@ -31,7 +33,8 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from .app import TopicsHttpApp
-from .lane import MAX_BODY, AsgiApp, Lane, LaneConnection
+from .connection import CONNECTION_KEY, ConnectionInfo, run_guarded
+from .lane import HEAD_TIMEOUT_S, MAX_BODY, AsgiApp, Lane, LaneConnection
 
 __all__ = ["lane_supported", "serve"]
 
@@ -62,23 +65,22 @@ class _HandedOver(TCPServer):
 def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], bool]:
     """``(method, path) -> bool`` (lane rule 2): a POST the dispatcher serves itself with a
     body, or a GET it serves itself (the watch and ``/work`` streams; a WebSocket GET
-    carries ``Upgrade``, which the lane leaves to hypercorn)."""
-    cache: dict[tuple[str, str], bool] = {}
+    carries ``Upgrade``, which the lane leaves to hypercorn).
+
+    The verdict is a property of the route, so it is kept per route (a bounded set), never
+    per path: paths carry unbounded topic names, and a cache keyed on them let
+    unauthenticated requests with long paths grow the server's memory."""
+    verdicts = {
+        id(route): route.fast
+        and route.handler is not None
+        and route.body == (route.method == "POST")
+        for route in app.table.routes
+    }
+    find = app.table.find
 
     def accepts(method: str, path: str) -> bool:
-        key = (method, path)
-        known = cache.get(key)
-        if known is not None:
-            return known
-        try:
-            route, _ = app.table.match(method, path)
-            verdict = route.fast and route.handler is not None and route.body == (method == "POST")
-        except Exception:  # 404/405: hypercorn carries it to the app's error reply
-            verdict = False
-        if len(cache) >= 4096:  # topic names are unbounded; the cache is not
-            cache.clear()
-        cache[key] = verdict
-        return verdict
+        route = find(method, path)
+        return route is not None and verdicts[id(route)]
 
     return accepts
 
@@ -90,6 +92,7 @@ async def serve(
     lane: bool = True,
     accepts: Callable[[str, str], bool] | None = None,
     max_body: int = MAX_BODY,
+    head_timeout: float = HEAD_TIMEOUT_S,
     shutdown_trigger: Callable[[], Awaitable[None]],
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -97,6 +100,8 @@ async def serve(
 
     ``accepts`` (``(method, path) -> bool``) and ``max_body`` say what the lane takes; for a
     :class:`TopicsHttpApp` they default to its fast routes and its body limit.
+    ``head_timeout`` bounds how long a lane connection may take to send a whole request
+    head once its first byte has arrived.
     """
     if isinstance(app, TopicsHttpApp):
         accepts = accepts or lane_routes(app)
@@ -106,14 +111,6 @@ async def serve(
     if lane and not lane_supported():
         log.warning("this hypercorn lacks TCPServer._read_data: serving without the fast lane")
         lane = False
-    if not lane:
-        await hypercorn_serve(
-            app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
-            config,
-            shutdown_trigger=shutdown_trigger,
-            task_status=task_status,
-        )
-        return
     wrapped = wrap_app(app, config.wsgi_max_body_size, None)  # type: ignore[arg-type]
     lifespan_state: dict[str, Any] = {}
     lifespan = Lifespan(wrapped, config, lifespan_state)
@@ -122,6 +119,7 @@ async def serve(
         app,
         accepts,
         keep_alive_timeout=config.keep_alive_timeout,
+        head_timeout=head_timeout,
         read_timeout=config.read_timeout,
         max_requests=config.keep_alive_max_requests,
         max_body=max_body,
@@ -129,26 +127,19 @@ async def serve(
         lifespan_state=lifespan_state,
     )
 
-    async def connection(stream: trio.SocketStream) -> None:
-        read_ahead: bytes | None = None
-        try:
-            read_ahead = await LaneConnection(fast, stream).run()
-        except Exception:  # a lane bug must cost one connection, not the server
-            log.exception("fast lane connection failed")
-        finally:  # also when cancelled (the drain deadline): the socket closes now
-            if read_ahead is None:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
-        if read_ahead is None:
-            return
-        server = _HandedOver(
-            wrapped,
-            config,
-            context,
-            ConnectionState(lifespan_state.copy()),
-            stream,
-            read_ahead=read_ahead,
-        )
+    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        read_ahead = b""
+        if lane:
+            handed = await LaneConnection(fast, stream, info).run()
+            if handed is None:
+                return
+            read_ahead = handed
+        state = ConnectionState({**lifespan_state, CONNECTION_KEY: info})
+        server: TCPServer
+        if read_ahead:
+            server = _HandedOver(wrapped, config, context, state, stream, read_ahead=read_ahead)
+        else:  # hypercorn's own serve passes plain SocketStreams too (its hint says SSL)
+            server = TCPServer(wrapped, config, context, state, stream)  # type: ignore[arg-type]
         del read_ahead  # a long-lived stream keeps this frame: keep it small
         await server.run()
 
@@ -158,7 +149,7 @@ async def serve(
         async with trio.open_nursery() as server_nursery:
             sockets = config.create_sockets()
             if sockets.secure_sockets or sockets.quic_sockets:
-                raise ValueError("the fast lane serves plain TCP only; TLS is not configured here")
+                raise ValueError("topics-server serves plain TCP only; TLS is not configured here")
             listeners = []
             binds = []
             for sock in sockets.insecure_sockets:
@@ -168,9 +159,11 @@ async def serve(
             task_status.started(binds)
             try:
                 async with trio.open_nursery() as accepting:
+                    # trio.serve_listeners survives EMFILE/ENFILE on accept (it logs and
+                    # backs off); each connection's own failures stop at run_guarded.
                     accepting.start_soon(
                         partial(trio.serve_listeners, handler_nursery=server_nursery),
-                        connection,
+                        partial(run_guarded, serve_one),
                         listeners,
                     )
                     await shutdown_trigger()

@@ -60,6 +60,8 @@ class HttpSettings:
         gzip_min_bytes: compress responses at least this large when the client accepts gzip.
         gzip_level: zlib level for response compression (CPU, not bandwidth, is scarce).
         metrics_max_topics: bound of the per-topic block of /v0/metrics.
+        body_timeout_s: a request body must be whole this long after its head, or the
+            answer is 408 and the connection closes (``TOPICS_HTTP_BODY_TIMEOUT_MS``).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -70,6 +72,7 @@ class HttpSettings:
     gzip_min_bytes: int = 1024
     gzip_level: int = 1
     metrics_max_topics: int = 1000
+    body_timeout_s: float = 30.0
 
 
 MetricsSource = Callable[[], Mapping[str, float | int]]

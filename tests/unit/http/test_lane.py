@@ -420,3 +420,161 @@ async def test_a_stream_writes_whole_chunks_itself_under_the_lanes_lock() -> Non
     assert got[0] is None
     assert isinstance(got[1], trio.Lock)
     assert got[2] is None
+
+
+# -- hostile clients (issue: deadlines, bodies after auth, shutdown mid-head) ----------------
+
+
+async def test_a_head_that_stops_arriving_is_closed_at_the_head_deadline() -> None:
+    lane = make_lane(Echo(), head_timeout=0.05)
+    conn, peer = await serve_pair(lane)
+    await peer.send(b"POST /v0/topics/t HTTP/1.1\r\nHo")
+    with trio.fail_after(5):
+        assert await conn.run() is None
+    assert conn.eof
+
+
+async def test_a_head_trickled_byte_by_byte_still_meets_one_deadline() -> None:
+    """The deadline runs from the head's first byte; each byte does not restart it."""
+    lane = make_lane(Echo(), head_timeout=0.2, keep_alive_timeout=5.0)
+    conn, peer = await serve_pair(lane)
+    result: list[bytes | None] = []
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            result.append(await conn.run())
+
+        nursery.start_soon(run)
+        with trio.fail_after(1):  # well before the 5 s keep-alive timeout
+            sent = 0
+            for byte in request():
+                if result:
+                    break
+                await peer.send(bytes([byte]))
+                sent += 1
+                await trio.sleep(0.02)
+    assert result == [None]
+    assert 2 <= sent < len(request())
+
+
+async def test_a_bare_lf_head_is_handed_over_once_complete() -> None:
+    conn, peer = await serve_pair(make_lane(Echo()))
+    raw = b"POST /v0/topics/t HTTP/1.1\nHost: x\nContent-Length: 2\n\n{}"
+    await peer.send(raw)
+    with trio.fail_after(5):
+        assert await conn.run() == raw
+
+
+async def test_the_app_runs_on_the_head_before_any_body_byte_arrives() -> None:
+    """An app that refuses on the head (a 401) answers without the body ever being sent;
+    the connection then closes instead of reading on."""
+    seen: list[str] = []
+
+    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["method"])
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"no"})
+
+    conn, peer = await serve_pair(make_lane(refuse))
+    await peer.send(
+        b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY - 1)
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        status, headers, body = await peer.response()
+        assert status.startswith(b"HTTP/1.1 401")
+        assert headers[b"connection"] == b"close"
+        assert await peer.closed()
+    assert seen == ["POST"]
+    assert len(conn.buf) < 1024  # nothing of the (never sent) body was waited for
+
+
+async def test_the_body_is_read_when_the_app_asks_and_split_reads_join() -> None:
+    conn, peer = await serve_pair(make_lane(Echo()))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request(b'{"a":1}')[:-3])
+        await trio.testing.wait_all_tasks_blocked()
+        await peer.send(b":1}")
+        _, headers, body = await peer.response()
+        assert body == b'{"a":1}'
+        assert b"connection" not in headers
+        await peer.send(request(b"[]"))  # the connection stays usable
+        assert (await peer.response())[2] == b"[]"
+        await peer.stream.send_eof()
+
+
+async def test_an_apps_connection_close_header_closes_the_connection() -> None:
+    async def closing(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        headers = [(b"connection", b"close")]
+        await send({"type": "http.response.start", "status": 400, "headers": headers})
+        await send({"type": "http.response.body", "body": b"bad"})
+
+    conn, peer = await serve_pair(make_lane(closing))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request() + request())
+        status, headers, _ = await peer.response()
+        assert headers[b"connection"] == b"close"
+        assert await peer.closed()
+    assert status.startswith(b"HTTP/1.1 400")
+
+
+async def test_a_lower_case_method_reaches_the_app_as_sent() -> None:
+    """hypercorn would upper-case it; the lane passes it on so the dispatcher refuses it."""
+    echo = Echo()
+    conn, peer = await serve_pair(make_lane(echo))
+    await peer.send(request().replace(b"POST", b"post", 1))
+    await peer.stream.send_eof()
+    with trio.fail_after(5):
+        await conn.run()
+    assert [scope["method"] for scope in echo.scopes] == ["post"]
+
+
+async def test_terminate_closes_a_connection_mid_head_at_once() -> None:
+    lane = make_lane(Echo(), head_timeout=60.0, keep_alive_timeout=60.0)
+    conn, peer = await serve_pair(lane)
+    result: list[bytes | None] = []
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            result.append(await conn.run())
+
+        nursery.start_soon(run)
+        await peer.send(b"POST /v0/topics/t HTTP/1.1\r\n")
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(1):
+            lane.terminate()
+    assert result == [None]
+
+
+def test_the_lanes_verdicts_are_kept_per_route_not_per_path() -> None:
+    """A cache keyed on paths grew with every unauthenticated long path; the verdict is a
+    property of the route, so nothing grows with the paths asked for."""
+    from topics.frontends.http.routing import Route, RouteTable
+    from topics.frontends.http.serve import lane_routes
+
+    async def handler(ctx: Any) -> Any:
+        raise AssertionError
+
+    table = RouteTable(
+        [
+            Route("POST", "/v0/topics/{topic}", handler, fast=True, body=True),
+            Route("GET", "/v0/topics/{topic}", handler),
+        ]
+    )
+
+    class App:
+        pass
+
+    app = App()
+    app.table = table  # type: ignore[attr-defined]
+    accepts = lane_routes(app)  # type: ignore[arg-type]
+    assert accepts("POST", "/v0/topics/" + "x" * 60_000)
+    assert not accepts("GET", "/v0/topics/a")
+    assert not accepts("POST", "/nope/" + "y" * 60_000)
+    assert not accepts("DELETE", "/v0/topics/a")
+    assert table.find("PUT", "/v0/topics/a") is None
+    cells = accepts.__closure__ or ()
+    assert all(len(c.cell_contents) <= 2 for c in cells if isinstance(c.cell_contents, dict))

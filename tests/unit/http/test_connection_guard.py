@@ -1,0 +1,93 @@
+"""The connection guard (frontends/http/connection.py) and the dispatcher's framing check
+(frontends/http/requests.py ``framing_error``): what ends one connection, and why."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+import trio.testing
+
+from topics.frontends.http.connection import ConnectionInfo, run_guarded
+from topics.frontends.http.requests import framing_error
+
+
+async def _pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    a, b = trio.socket.socketpair()
+    return trio.SocketStream(a), trio.SocketStream(b)
+
+
+async def test_an_exception_in_one_connection_is_logged_and_closes_only_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server, client = await _pair()
+
+    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        info.request_id = "req-7"
+        raise RuntimeError("h11 said: Can't send data when our state is ERROR")
+
+    with caplog.at_level(logging.ERROR, logger="topics.http.connection"):
+        await run_guarded(serve_one, server)  # returns: nothing reaches the accept loop
+    assert "req-7" in caplog.text
+    assert "RuntimeError" in caplog.text
+    with trio.fail_after(1):
+        assert await client.receive_some(10) == b""  # the socket was closed
+
+
+async def test_a_group_of_failures_from_a_connections_tasks_is_contained() -> None:
+    server, client = await _pair()
+
+    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            raise ValueError("from the reader task")
+
+    await run_guarded(serve_one, server)
+    with trio.fail_after(1):
+        assert await client.receive_some(10) == b""
+
+
+async def test_cancellation_passes_through_and_still_closes_the_socket() -> None:
+    server, client = await _pair()
+    started = trio.Event()
+
+    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_guarded, serve_one, server)
+            await started.wait()
+            scope.cancel()
+    assert scope.cancelled_caught
+    with trio.fail_after(1):
+        assert await client.receive_some(10) == b""
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "wanted"),
+    [
+        ("POST", [(b"content-length", b"2")], None),
+        ("GET", [], None),
+        ("post", [], "upper-case"),
+        ("Get", [], "upper-case"),
+        ("", [], "upper-case"),
+        ("POST", [(b"Content-Length", b"2"), (b"content-length", b"2")], "more than one"),
+        (
+            "POST",
+            [(b"content-length", b"4"), (b"Transfer-Encoding", b"chunked")],
+            "both Content-Length and Transfer-Encoding",
+        ),
+        ("POST", [(b"transfer-encoding", b"chunked")], None),
+    ],
+)
+def test_framing_two_parsers_could_disagree_on_is_refused(
+    method: str, headers: list[tuple[bytes, bytes]], wanted: str | None
+) -> None:
+    problem = framing_error(method, headers)
+    if wanted is None:
+        assert problem is None
+    else:
+        assert problem is not None and wanted in problem
