@@ -5,7 +5,8 @@ They ask this cache for one each time they touch the disk, so the number of desc
 the store holds is bounded by ``capacity`` (``Limits.max_open_files``), never by the
 number of topics. Before it, every active segment kept its descriptor open, and a server
 with more topics than ``RLIMIT_NOFILE`` died at the next checkpoint with EMFILE.
-(ARCHITECTURE.md, "Durability"; STORAGE_FORMATS.md, "Segments": "Open handles".)
+(STORAGE_FORMATS.md, "Segments", "Open handles"; the setting: OPERATIONS.md, "Limits
+and hostile clients".)
 
 Rule 1: every open goes through the ``Fs`` seam; the cache adds no file operation of
   its own besides ``open`` and ``close``.
