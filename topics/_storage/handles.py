@@ -12,8 +12,8 @@ Rule 1: every open goes through the ``Fs`` seam; the cache adds no file operatio
   its own besides ``open`` and ``close``.
 Rule 2: the cache holds at most ``capacity`` handles plus the ones pinned right now.
   ``acquire`` pins a handle and ``release`` unpins it; only unpinned handles are evicted
-  (least recently used first). The store touches one segment at a time, so it holds at
-  most ``capacity + 1``.
+  (least recently used first). An acquire makes room before it opens, so the store, which
+  pins one segment at a time, never holds more than ``capacity``.
 Rule 3: eviction never closes a handle that holds unsynced bytes: a writer keeps its
   handle pinned from its first unsynced write until a sync succeeds (or it is closed).
   So closing an evicted handle loses nothing, and an fsync error is always reported to
