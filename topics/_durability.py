@@ -9,6 +9,12 @@ Rule 2: before a write hands out seqs above a topic's durable watermark, a highe
 watermark is logged and synced (``_reserve``): after a crash no seq is ever reused.
 Rule 3: only ``fsync``-class changes are awaited before the caller is answered; a WAL
 failure then surfaces as the contract's ``internal`` error, never as a storage exception.
+Rule 4 (a disk that fills): a change is refused with ``insufficient_storage`` *before*
+anything is applied while the WAL is stalled on a full disk or the free space is below the
+reserve (``Limits.min_free_bytes``), so a 507 with ``outcome: not_stored`` means exactly
+that. A change already applied when the disk filled stays queued in the WAL (wal.py Rule
+9): its caller gets 507 with ``outcome: unknown`` at once, and it becomes durable when
+space returns. Both clear by themselves when space returns; no restart.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ import trio
 
 from ._storage.fs import DirLock, Fs
 from ._storage.recovery import recover
+from ._storage.space import DiskSpace
 from ._storage.store import Store, StoreExtension, StorePaths
-from ._storage.wal import Wal, WalError, WalStatistics, WalTicket
-from .errors import InternalError
+from ._storage.wal import Wal, WalError, WalFullError, WalStatistics, WalTicket
+from .errors import InsufficientStorageError, InternalError
 
 if TYPE_CHECKING:
     from ._log import TopicLog
@@ -78,9 +85,17 @@ class DurabilityOps:
         return await self._wait(ticket)
 
     async def _wait(self, ticket: WalTicket) -> tuple[float, float]:
-        """Await a WAL ticket; a storage failure becomes the contract's ``internal`` error."""
+        """Await a WAL ticket; a storage failure becomes the contract's ``internal`` error,
+        a full disk ``insufficient_storage`` with an unknown outcome (Rule 4)."""
         try:
             return await ticket.wait()
+        except WalFullError as exc:
+            raise InsufficientStorageError(
+                "the disk filled up while this change was being logged; it is applied and "
+                "queued, and becomes durable if space returns before the server restarts. "
+                "Free disk space, then retry with the same idempotency key to learn the outcome",
+                detail={"storage": "disk_full", "outcome": "unknown"},
+            ) from exc
         except WalError as exc:
             raise InternalError(
                 f"the change could not be made durable ({exc}); its outcome is unknown "
@@ -89,7 +104,70 @@ class DurabilityOps:
             ) from exc
 
     def _init_durability(self) -> None:
-        """Nothing to set up: a topic's reservation in flight lives on its TopicLog."""
+        """A topic's reservation in flight lives on its TopicLog; only the free-space
+        reading (set up with the data directory) lives here."""
+        self._space: DiskSpace | None = None
+
+    def _check_storage(self) -> None:
+        """Refuse a change before it is applied when storage cannot take it (Rule 4)."""
+        store = self._store
+        if store is None:
+            return
+        wal = store.wal
+        if wal.read_only:
+            raise InternalError(
+                "storage failed (a WAL write or fsync error); writes are refused until restart",
+                detail={"storage": "read_only"},
+            )
+        space = self._space
+        if space is not None:
+            space.maybe_refresh(wal.bytes_written_total)
+        if wal.full or (space is not None and space.low):
+            raise self._storage_refusal()
+
+    def _storage_refusal(self) -> InsufficientStorageError:
+        space = self._space
+        detail: dict[str, Any] = {
+            "storage": "disk_full"
+            if self._store is not None and self._store.wal.full
+            else ("below_reserve"),
+            "outcome": "not_stored",
+        }
+        if space is not None and space.free_bytes is not None:
+            detail["free_bytes"] = space.free_bytes
+            detail["min_free_bytes"] = space.min_free_bytes
+        what = (
+            "the disk is full"
+            if detail["storage"] == "disk_full"
+            else ("free disk space is below the reserve (TOPICS_MIN_FREE_BYTES)")
+        )
+        return InsufficientStorageError(
+            f"{what}; nothing was stored. Free disk space: writes resume by themselves",
+            detail=detail,
+        )
+
+    def storage_state(self) -> str:
+        """``"ok"``, ``"below_reserve"``, ``"disk_full"`` (both clear by themselves when
+        space returns) or ``"wal_failed"`` (refused until restart); for probes and metrics."""
+        store = self._store
+        if store is None:
+            return "ok"
+        if store.wal.read_only:
+            return "wal_failed"
+        if store.wal.full:
+            return "disk_full"
+        if self._space is not None and self._space.low:
+            return "below_reserve"
+        return "ok"
+
+    def storage_gauges(self) -> dict[str, int]:
+        """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
+        space = self._space
+        return {
+            "topics_storage_degraded": int(self.storage_state() != "ok"),
+            "topics_storage_free_bytes": (space.free_bytes or 0) if space is not None else 0,
+            "topics_storage_min_free_bytes": space.min_free_bytes if space is not None else 0,
+        }
 
     def _reserved(self, log: TopicLog, records: object) -> bool:
         """The synchronous part of :meth:`_reserve`: True when the durable watermark
@@ -186,6 +264,8 @@ class DurabilityOps:
         # (synced) before serving, so a second crash replays them at the same seqs.
         tickets = [store.log_gap(log, marker) for log, marker in rec.new_gaps]
         await nursery.start(wal.run)
+        self._space = DiskSpace(fs, paths.root, self.limits.min_free_bytes)
+        await nursery.start(self._space.run)
         for ticket in tickets:
             await self._wait(ticket)
         await nursery.start(store.run, rec.registry)

@@ -45,7 +45,7 @@ import trio
 import ujson
 
 from ._core import FRAME_HEADER_SIZE, json_check
-from ._storage.wal import WalError
+from ._storage.wal import WalError, WalFullError
 from .errors import RecordTooLargeError, ThrottledError, TopicFullError
 
 if TYPE_CHECKING:
@@ -108,6 +108,11 @@ async def run_router(routers: Routers, router: Router) -> None:
         if step > 0:
             try:
                 await _reserve(engine, dest, step)
+            except WalFullError:
+                # The disk is full: the reservation stays queued in the WAL, and forwarding
+                # goes on once it is written (space returned), without a restart.
+                backoff = min(max(backoff * 2, BACKOFF_MIN_S), BACKOFF_MAX_S)
+                await trio.sleep(backoff)
             except WalError:
                 return  # the WAL is read-only: forwarding resumes after a restart
             continue

@@ -40,7 +40,6 @@ from ._watch_ops import WatchOps
 from .config import TopicConfig, parse_config
 from .errors import (
     BatchTooLargeError,
-    InternalError,
     InvalidRequestError,
     NotReadyError,
     RecordTooLargeError,
@@ -614,13 +613,11 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
             )
 
     def _check_serving(self) -> None:
-        """Ready, and able to make changes durable (the WAL turns read-only after an I/O error)."""
+        """Ready, and able to make changes durable: the WAL turns read-only after an I/O
+        error (internal), and a full disk refuses changes until space returns
+        (insufficient_storage; ``_durability`` rule 4)."""
         self._check_ready()
-        if self._store is not None and self._store.wal.read_only:
-            raise InternalError(
-                "storage failed (a WAL write or fsync error); writes are refused until restart",
-                detail={"storage": "read_only"},
-            )
+        self._check_storage()
 
     def _live_topic(self, name: str) -> TopicLog:
         log = self._registry.get(name)

@@ -18,6 +18,7 @@ __all__ = [
     "BatchTooLargeError",
     "ConflictError",
     "ForbiddenError",
+    "InsufficientStorageError",
     "InternalError",
     "InvalidRequestError",
     "MethodNotAllowedError",
@@ -252,3 +253,19 @@ class NotReadyError(TopicsError):
 class ShuttingDownError(TopicsError):
     code = "shutting_down"
     status = 503
+
+
+# 507 (our extension: the contract's table has no code for a full disk) -----------
+
+
+class InsufficientStorageError(TopicsError):
+    """The data directory's disk is full (or below the free-space reserve).
+
+    ``detail.outcome`` tells a client what to do: ``"not_stored"`` (refused before anything
+    changed: retrying later is safe) or ``"unknown"`` (the change was accepted in memory
+    while the disk filled up; it becomes durable if space returns before a restart, so
+    retry with the same idempotency key to learn which).
+    """
+
+    code = "insufficient_storage"
+    status = 507

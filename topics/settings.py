@@ -24,6 +24,7 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_sse_connections_per_key",
         "max_inflight_per_key",
         "max_total_bytes",
+        "min_free_bytes",
         "max_topics_per_key",
         "max_routers_per_key",
         "max_watch_sessions_per_key",
@@ -62,6 +63,9 @@ class Limits:
     # Not a contract limit: segment file handles the store keeps open (_storage/handles.py),
     # so descriptors stay bounded however many topics there are.
     max_open_files: int = 256
+    # Not a contract limit: changes are refused (507 insufficient_storage) while the data
+    # directory's file system has less free space than this (_storage/space.py); 0 = off.
+    min_free_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -271,6 +271,9 @@ ERROR_CODES: dict[str, str] = {
     "internal": "A bug or a storage failure; the message never reveals internals.",
 }
 
+    "insufficient_storage": "Our extension (507): the data directory's disk is full or below "
+    "TOPICS_MIN_FREE_BYTES. detail.outcome is not_stored (refused before any change) or "
+    "unknown (applied while the disk filled; durable if space returns before a restart).",
 #: Codes that only travel inside a stream (an SSE ``event: error`` or a WebSocket
 #: ``{"op": "error"}`` frame), never as an HTTP status: code -> the HTTP-aligned number.
 STREAM_ERROR_CODES: dict[str, int] = {"session_gone": 410, "slow_consumer": 408}
@@ -441,6 +444,7 @@ def _response_headers(status: int) -> dict[str, Any]:
     return headers
 
 
+STORE = ("insufficient_storage",)  # every route that changes stored state
 # Error sets shared by many routes (the dispatcher's gate, body reading).
 AUTH = ("unauthorized", "forbidden")
 GATE = (*AUTH, "throttled", "not_ready", "internal")  # every non-probe route
@@ -1671,7 +1675,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
                 description="The topic config object (§0.10); empty = defaults.",
             ),
             ok=_ok("TopicPutResult", "The topic and its full resolved config.", (200, 201)),
-            errors=(*GATE, *BODY, "topic_exists_incompatible"),
+            errors=(*GATE, *STORE, *BODY, "topic_exists_incompatible"),
         ),
         _op(
             "GET",
@@ -1705,7 +1709,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             description="§1.4. Idempotent: an absent topic answers 200 with deleted: false.",
             params=["if_empty"],
             ok=_ok("TopicDeleteResult", "What was deleted."),
-            errors=(*GATE, *NAMED, "topic_not_empty"),
+            errors=(*GATE, *STORE, *NAMED, "topic_not_empty"),
         ),
         # §2, §3, §5 records
         _op(
@@ -1727,6 +1731,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
                 *BODY,
                 "batch_too_large",
                 "record_too_large",
+                *STORE,
                 "topic_not_found",
                 "topic_full",
             ),
@@ -1763,7 +1768,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
                 "DeleteRecordsRequest", required=True, description="before_seq and/or match."
             ),
             ok=_ok("DeleteRecordsResult", "How many were deleted and the topic after."),
-            errors=(*GATE, *BODY, "topic_not_found"),
+            errors=(*GATE, *STORE, *BODY, "topic_not_found"),
         ),
         # §6 routers
         _op(
@@ -1780,7 +1785,14 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             params=["Content-Encoding"],
             body=_json_body("RouterPutRequest", required=True, description="The router."),
             ok=_ok("RouterPutResult", "The router as configured.", (200, 201)),
-            errors=(*GATE, *BODY, "topic_not_found", "router_cycle", "topic_exists_incompatible"),
+            errors=(
+                *GATE,
+                *STORE,
+                *BODY,
+                "topic_not_found",
+                "router_cycle",
+                "topic_exists_incompatible",
+            ),
         ),
         _op(
             "GET",
@@ -1811,7 +1823,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             summary="Delete a router",
             description="§6.4. Idempotent (deleted: false when absent); forwarded copies stay.",
             ok=_ok("RouterDeleteResult", "Whether it existed."),
-            errors=(*GATE, *NAMED),
+            errors=(*GATE, *STORE, *NAMED),
         ),
         # §7 watch
         _op(
@@ -1914,7 +1926,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             params=["Content-Encoding"],
             body=_json_body("ClaimRequest", required=True, description="Who and how many."),
             ok=_ok("ClaimResult", "The leased jobs, ascending by $seq."),
-            errors=(*GATE, *BODY, "topic_not_found", "not_a_queue"),
+            errors=(*GATE, *STORE, *BODY, "topic_not_found", "not_a_queue"),
         ),
         _op(
             "POST",
@@ -1927,7 +1939,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             params=["Content-Encoding"],
             body=_json_body("AckRequest", required=True, description="The held seqs."),
             ok=_ok("AckResult", "What was acked and the queue counters after."),
-            errors=(*GATE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+            errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
         ),
         _op(
             "POST",
@@ -1939,7 +1951,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             params=["Content-Encoding"],
             body=_json_body("NackRequest", required=True, description="The held seqs."),
             ok=_ok("NackResult", "What was released and the queue counters after."),
-            errors=(*GATE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+            errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
         ),
         _op(
             "POST",
@@ -1952,7 +1964,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             params=["Content-Encoding"],
             body=_json_body("ExtendRequest", required=True, description="The held seqs."),
             ok=_ok("ExtendResult", "The new deadlines."),
-            errors=(*GATE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+            errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
         ),
         _op(
             "GET",
@@ -1966,7 +1978,14 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             params=["work_node", "work_max", "work_lease_ms", "token"],
             query_token=True,
             ok=_sse_ok("The stream is open."),
-            errors=(*GATE, "invalid_request", "topic_not_found", "not_acceptable", "not_a_queue"),
+            errors=(
+                *GATE,
+                *STORE,
+                "invalid_request",
+                "topic_not_found",
+                "not_acceptable",
+                "not_a_queue",
+            ),
             extra={
                 "x-sse-events": {
                     "job": _ref("SseJobEvent"),

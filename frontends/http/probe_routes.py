@@ -5,6 +5,9 @@ Rules:
    touches the engine's topic set, so it stays cheap however many topics exist.
 2. /v0/ready (and /readyz) answers 200 once recovery is complete, 503 not_ready (with
    ``replay_progress``) while it runs and 503 shutting_down once the drain has begun.
+   Readiness means "can take writes": while storage refuses them (a full disk, free space
+   below the reserve, a failed WAL) it is 503 not_ready with ``detail.storage``, and it
+   turns 200 again by itself when space returns (docs/HTTP.md, "Probes").
 3. /v0/metrics answers 200 even while recovering; Prometheus text by default, the JSON
    snapshot for ``Accept: application/json``. It needs the read scope when keys are
    configured; health and ready need a key only with ``TOPICS_PROBE_AUTH``. The per-topic
@@ -42,6 +45,18 @@ async def ready(ctx: RequestContext) -> Reply:
             detail={"replay_progress": round(progress, 3)},
             retry_after=1.0,
         )
+    storage = engine.storage_state()
+    if storage != "ok":
+        raise NotReadyError(
+            "writes are refused: "
+            + (
+                "the WAL failed; restart the server"
+                if storage == "wal_failed"
+                else "the data directory's disk is (nearly) full; free space to resume"
+            ),
+            detail={"storage": storage},
+            retry_after=5.0,
+        )
     topics = engine.topic_count
     return ctx.json({"status": "ready", "wal_replay_complete": True, "topics": topics})
 
@@ -61,6 +76,7 @@ async def metrics_route(ctx: RequestContext) -> Reply:
     extras: dict[str, float | int] = {}
     for source in state.metrics_sources:
         extras.update(source())
+    extras.update(engine.storage_gauges())
     if b"application/json" in ctx.headers.get(b"accept", b""):
         return ctx.json(metrics.render_json(stats, wal, extras))
     return Reply(200, metrics.render_prometheus(stats, wal, extras), content_type=_PROMETHEUS)

@@ -15,7 +15,11 @@ Rule 2: directory changes (create, rename, remove) are durable only after ``sync
 Rule 3: ``read_at`` may return fewer bytes than asked only at end of file.
 Rule 4: ``lock`` never blocks: it takes the lock or raises :class:`DataDirLockedError`.
 Rule 5: errors are ``OSError`` with the errno of the failing call; callers decide policy
-  (the WAL, for instance, never retries a failed fsync).
+  (the WAL, for instance, never retries a failed fsync). :func:`is_no_space` names the
+  errnos of a full disk or quota (ENOSPC, EDQUOT): the only write errors worth retrying.
+Rule 6: ``free_bytes`` is what an unprivileged writer can still allocate on the file
+  system holding a path (``statvfs``: ``f_bavail * f_frsize``). It is a system call:
+  callers cache it (``topics._storage.space``), never ask once per write.
 """
 
 from __future__ import annotations
@@ -33,9 +37,17 @@ __all__ = [
     "Fs",
     "RealFs",
     "StorageCorruptionError",
+    "is_no_space",
 ]
 
 Buffer = bytes | bytearray | memoryview
+
+_NO_SPACE = frozenset({_errno.ENOSPC, getattr(_errno, "EDQUOT", _errno.ENOSPC)})
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """True for the errors of a full disk or an exhausted quota (ENOSPC, EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in _NO_SPACE
 
 
 class DataDirLockedError(OSError):
@@ -144,6 +156,10 @@ class Fs(Protocol):
         Raises:
             DataDirLockedError: the lock is held elsewhere.
         """
+        ...
+
+    def free_bytes(self, path: str) -> int:
+        """Bytes still available to this process on the file system holding ``path``."""
         ...
 
 
@@ -262,3 +278,8 @@ class RealFs:
             if not locked:
                 os.close(fd)
         return _RealDirLock(fd)
+
+    def free_bytes(self, path: str) -> int:
+        st = os.statvfs(path)
+        # f_bavail, not f_bfree: the blocks reserved for root are not ours to count on.
+        return st.f_bavail * st.f_frsize

@@ -32,6 +32,10 @@ Rules:
    (EMFILE/ENFILE) is a passing shortage, not a disk fault: the checkpoint task logs it,
    backs off and tries again (rule 5 makes a failed checkpoint safe to retry), instead of
    ending the engine. Every other checkpoint error still stops the engine loudly.
+8. A full disk is a passing shortage too (rule 7's backoff): a checkpoint whose segment
+   write, seal or manifest meets ENOSPC/EDQUOT, or that finds the WAL stalled on a full
+   disk (``WalFullError``: nothing can be covered until the WAL catches up), is retried.
+   The engine keeps serving reads meanwhile and refuses writes (``_durability`` rule 4).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import trio
 from .._log import GapMarker, TopicLog
 from .._registry import TopicRegistry
 from . import entries
-from .fs import Fs
+from .fs import Fs, is_no_space
 from .handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
 from .manifest import write_manifest
 from .segment_files import (
@@ -57,7 +61,7 @@ from .segment_files import (
     remove_segment,
     segment_path,
 )
-from .wal import Wal, WalError, WalTicket
+from .wal import Wal, WalError, WalFullError, WalTicket
 
 __all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
 
@@ -270,20 +274,27 @@ class Store:
             await self._checkpoint_retrying(registry)
 
     async def _checkpoint_retrying(self, registry: TopicRegistry) -> None:
-        """One checkpoint, retried with backoff while descriptors run out (rule 7)."""
+        """One checkpoint, retried with backoff while descriptors or disk space run out
+        (rules 7 and 8)."""
         delay = CHECKPOINT_RETRY_MIN_S
         while True:
             try:
                 await self.checkpoint(registry)
                 return
+            except WalFullError as exc:
+                log.warning("checkpoint deferred: %s; retrying in %.0f s", exc, delay)
             except OSError as exc:
-                if not out_of_descriptors(exc):
+                if is_no_space(exc):
+                    hint = "free disk space in the data directory"
+                elif out_of_descriptors(exc):
+                    hint = "raise the open-file limit, or lower TOPICS_MAX_OPEN_FILES"
+                else:
                     raise
                 log.warning(
-                    "checkpoint failed: %s; the WAL keeps every change, retrying in %.0f s "
-                    "(raise the open-file limit, or lower TOPICS_MAX_OPEN_FILES)",
+                    "checkpoint failed: %s; the WAL keeps every change, retrying in %.0f s (%s)",
                     exc,
                     delay,
+                    hint,
                 )
             await trio.sleep(delay)
             delay = min(delay * 2, CHECKPOINT_RETRY_MAX_S)
@@ -503,8 +514,8 @@ class Store:
         try:
             await self.checkpoint(registry, final=True)
         except OSError as exc:
-            if not out_of_descriptors(exc):
+            if not (out_of_descriptors(exc) or is_no_space(exc)):
                 raise
-            # Nothing is lost: the WAL holds every change and recovery replays it (rule 7).
+            # Nothing is lost: the WAL holds every change and recovery replays it (rules 7, 8).
             log.warning("final checkpoint failed: %s; the next start replays the WAL", exc)
         await self.wal.aclose()

@@ -15,11 +15,12 @@ Rule 2: a ticket resolves only after its batch is written (``sync=False``) and, 
 Rule 3: ``sync=False`` frames are covered by the periodic tick: every written byte is
   synced within ``sync_interval_ms`` of the first unsynced write, plus at most one batch's
   write and the fsync itself (the bound on their loss window).
-Rule 4 (fsyncgate): any write or fsync error fails every ticket of that batch, and of
-  everything queued behind it, with :class:`WalError`, and the Wal becomes read-only for
-  good: no retry, no later write. After a failed fsync the kernel may have dropped the
-  dirty pages while marking them clean, so nothing later could be trusted. The way on is
-  recovery (``scan_wal(repair=True)``, then ``Wal.create`` of a new file).
+Rule 4 (fsyncgate): any fsync error, and any write error other than a full disk (Rule 9),
+  fails every ticket of that batch, and of everything queued behind it, with
+  :class:`WalError`, and the Wal becomes read-only for good: no retry, no later write.
+  After a failed fsync the kernel may have dropped the dirty pages while marking them
+  clean, so nothing later could be trusted. The way on is recovery
+  (``scan_wal(repair=True)``, then ``Wal.create`` of a new file).
 Rule 5: rotation happens between batches: the old file is synced before the new one is
   created, and the new file's header is synced (file and directory) before any frame
   goes in. So every file but the newest is whole on disk.
@@ -31,6 +32,17 @@ Rule 8: only batches that fsync, rotate or are large go to a worker thread. A ba
   writes (``sync=False`` frames between ticks: the disk class under load) is written by the
   writer task on the trio thread, one ``pwrite`` into the page cache; its encoding held
   the GIL in the worker anyway, so the thread bought no parallelism, only hand-off cost.
+Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) that fails
+  with ENOSPC/EDQUOT is cut back first: the file is truncated to its length before the
+  write (a rotated file that failed is removed), so no partial frame stays behind. If the
+  cut succeeds, the batch is *stalled*, not failed: its frames keep their LSNs and stay
+  first in line, and the writer retries them with a growing backoff (RETRY_MIN_S to
+  RETRY_MAX_S) until one attempt gets through; then everything queued behind follows. While
+  stalled, ``submit()`` still queues (the owner applied the change already, so dropping it
+  would tear memory from the log) but every ticket of a stalled batch answers ``wait()``
+  with :class:`WalFullError` at once: its outcome is unknown until space returns. The
+  owner refuses new changes meanwhile (``full``). A cut that fails, or a full disk seen by
+  an fsync, is Rule 4. Closing while stalled makes one last attempt, then fails the rest.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ from dataclasses import dataclass
 
 import trio
 
-from .fs import Buffer, FileHandle, Fs
+from .fs import Buffer, FileHandle, Fs, is_no_space
 from .wal_reader import (
     FRAME_HEADER_SIZE,
     HEADER_SIZE,
@@ -68,6 +80,7 @@ __all__ = [
     "WalCorruptionError",
     "WalEntry",
     "WalError",
+    "WalFullError",
     "WalStatistics",
     "WalTicket",
     "last_lsn",
@@ -88,10 +101,28 @@ FSYNC_BUCKETS_US: tuple[float, ...] = (
 # large one (or one the kernel throttles) would hold the event loop; those keep the thread,
 # where pwrite runs without the GIL.
 _INLINE_WRITE_MAX_BYTES = 256 * 1024
+# Rule 9's retry schedule for a batch stalled on a full disk: short first (space often
+# returns as soon as a checkpoint trims the WAL or an operator deletes a file), then at
+# most every few seconds, which costs one failed pwrite per attempt.
+RETRY_MIN_S = 0.05
+RETRY_MAX_S = 2.0
 
 
 class WalError(Exception):
     """A WAL write or fsync failed (the Wal is now read-only), or the Wal is closed."""
+
+
+class WalFullError(WalError):
+    """The frame's batch is stalled on a full disk (Rule 9): not written yet, and written
+    later if space returns before the Wal closes. Not a read-only Wal."""
+
+
+class _NoSpace(Exception):
+    """The batch hit a full disk and was cut back cleanly (Rule 9; private to the writer)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,26 +148,54 @@ class WalStatistics:
     submit_full_total: int
     read_only: bool
     fsync_latency_us: LatencyHistogram
+    full: bool = False
+    stalls_total: int = 0
 
 
 class _Batch:
     """Frames taken together; every ticket of a batch resolves at the same moment."""
 
-    __slots__ = ("append_ms", "done", "error", "frames", "fsync_ms", "nbytes", "sync")
+    __slots__ = (
+        "append_ms",
+        "changed",
+        "done",
+        "error",
+        "frames",
+        "fsync_ms",
+        "nbytes",
+        "stall",
+        "sync",
+    )
 
     def __init__(self) -> None:
         self.frames: list[tuple[int, int, bytes]] = []
         self.nbytes = 0
         self.sync = False
         self.done = trio.Event()
+        # Set when done, or when the batch stalls on a full disk (Rule 9); a new Event
+        # replaces it when the stall ends, so waiters never spin on a set one.
+        self.changed = trio.Event()
+        self.stall: OSError | None = None
         self.error: BaseException | None = None
         self.append_ms = 0.0
         self.fsync_ms = 0.0
 
+    def resolve(self) -> None:
+        self.done.set()
+        self.changed.set()
+
     def fail(self, error: BaseException) -> None:
         if not self.done.is_set():
             self.error = error
-            self.done.set()
+            self.resolve()
+
+    def set_stall(self, error: OSError | None) -> None:
+        if error is not None:
+            self.stall = error
+            self.changed.set()
+        elif self.stall is not None:
+            self.stall = None
+            self.changed = trio.Event()
 
 
 class WalTicket:
@@ -157,6 +216,11 @@ class WalTicket:
         """Done without being committed (``wait()`` would raise WalError)."""
         return self._batch.done.is_set() and self._batch.error is not None
 
+    @property
+    def stalled(self) -> bool:
+        """Not done, and waiting for disk space (``wait()`` would raise WalFullError)."""
+        return not self._batch.done.is_set() and self._batch.stall is not None
+
     async def wait(self) -> tuple[float, float]:
         """Wait until the frame is written (and synced, for a synced batch).
 
@@ -165,10 +229,19 @@ class WalTicket:
             when the batch was not synced).
 
         Raises:
+            WalFullError: the frame's batch is stalled on a full disk (Rule 9): it is
+                still queued, so its outcome is unknown; raised at once, not after the stall.
             WalError: the batch's write or fsync failed, or the Wal closed first.
         """
-        await self._batch.done.wait()
-        error = self._batch.error
+        batch = self._batch
+        while not batch.done.is_set():
+            if batch.stall is not None:
+                raise WalFullError(
+                    f"WAL frame {self.lsn} is waiting for disk space ({batch.stall}); "
+                    "it is written if space returns before the WAL closes"
+                ) from batch.stall
+            await batch.changed.wait()
+        error = batch.error
         if error is not None:
             raise WalError(f"WAL frame {self.lsn} was not committed: {error}") from error
         return self._batch.append_ms, self._batch.fsync_ms
@@ -196,11 +269,25 @@ def _create_file(fs: Fs, dir: str, file_no: int, first_lsn: int) -> _OpenFile:
     path = wal_path(dir, file_no)
     if fs.exists(path):
         raise FileExistsError(f"WAL file {path} already exists")
-    handle = fs.open(path, create=True)
+    try:
+        handle = fs.open(path, create=True)
+    except OSError as exc:
+        if is_no_space(exc):  # no inode left: nothing was created (Rule 9)
+            raise _NoSpace(exc) from exc
+        raise
     salt = new_salt()
     created = False
     try:
-        handle.write_at(0, encode_header(file_no, salt, first_lsn))
+        try:
+            handle.write_at(0, encode_header(file_no, salt, first_lsn))
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            # Rule 9: the file holds no frame, so it can go; a retry creates it again.
+            # (A failed removal is raised instead: the retry would find the file there.)
+            handle.close()
+            fs.remove(path)
+            raise _NoSpace(exc) from exc
         # The header (file and directory entry) is durable before any frame is written,
         # so a torn header can only ever belong to a file that holds nothing (Rule 5).
         handle.sync_all()
@@ -237,7 +324,13 @@ def _do_io(
         buf = encode_frames(frames, target.salt) if frames else bytearray()
         t0 = time.perf_counter()
         if buf:
-            target.handle.write_at(target.size, buf)
+            try:
+                target.handle.write_at(target.size, buf)
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                _cut_back(fs, dir, target, new=new_file is not None)  # raises: Rule 4
+                raise _NoSpace(exc) from exc
         t1 = time.perf_counter()
         if sync:
             target.handle.sync_data()
@@ -257,6 +350,23 @@ def _do_io(
             (current if done else new_file).handle.close()
     fsync_ms = (t2 - t1) * 1e3 if sync else 0.0
     return _IoResult((t1 - t0) * 1e3, fsync_ms, fsyncs, new_file, len(buf))
+
+
+def _cut_back(fs: Fs, dir: str, target: _OpenFile, *, new: bool) -> None:
+    """Rule 9: undo a write the disk could not hold, so the retry finds the file as it was.
+
+    A short write may have left part of a frame; truncating to the pre-write length
+    removes it (the bytes before were whole frames). No fsync: a crash that resurrects the
+    cut bytes leaves a torn tail, which recovery repairs, or whole frames of a batch whose
+    callers were told its outcome is unknown. A rotated file that got no frame is removed
+    instead, with its directory entry synced, so the retry can create it again.
+    """
+    if new:
+        target.handle.close()
+        fs.remove(wal_path(dir, target.file_no))
+        fs.sync_dir(dir)
+    else:
+        target.handle.truncate(target.size)
 
 
 class Wal:
@@ -305,12 +415,17 @@ class Wal:
         self._progress = trio.Event()
         self._sync_requested = False
         self._failure: BaseException | None = None
+        # Rule 9: the batch waiting for disk space (retried first), the backoff before its
+        # next attempt, and an event that cuts the backoff short when the Wal closes.
+        self._stalled: _Batch | None = None
+        self._retry_delay_s = RETRY_MIN_S
+        self._close_requested = trio.Event()
         self._closing = False
         self._closed = False
         self._running = False
         self._stopped = trio.Event()
         self._stats = dict.fromkeys(
-            ("frames", "batches", "fsyncs", "bytes", "rotations", "peak", "full"), 0
+            ("frames", "batches", "fsyncs", "bytes", "rotations", "peak", "full", "stalls"), 0
         )
         self._fsync_counts = [0] * (len(FSYNC_BUCKETS_US) + 1)
         self._fsync_sum_us = 0.0
@@ -383,6 +498,17 @@ class Wal:
     def read_only(self) -> bool:
         """True after a write or fsync failed: every later submit raises (fsyncgate)."""
         return self._failure is not None
+
+    @property
+    def bytes_written_total(self) -> int:
+        """Bytes written so far (cheap: no statistics snapshot)."""
+        return self._stats["bytes"]
+
+    @property
+    def full(self) -> bool:
+        """True while a batch waits for disk space (Rule 9): submits still queue, but the
+        owner should refuse new changes until this turns False again."""
+        return self._stalled is not None
 
     @property
     def synced_lsn(self) -> int:
@@ -460,6 +586,9 @@ class Wal:
         while self._synced_lsn < target:
             if self._failure is not None:
                 raise WalError(f"WAL is read-only after a failed write or fsync: {self._failure}")
+            if self._stalled is not None:
+                # Waiting would last as long as the disk stays full: say so instead.
+                raise WalFullError(f"the WAL is waiting for disk space: {self._stalled.stall}")
             if not self._running:
                 # Never wait for a writer that is not there: that wait would never end.
                 raise WalError("the WAL writer is not running; nothing more can be synced")
@@ -483,7 +612,10 @@ class Wal:
         task_status.started()
         try:
             while self._failure is None:
-                batch = await self._wait_for_work()
+                if self._stalled is not None:
+                    batch: _Batch | None = await self._wait_for_space()
+                else:
+                    batch = await self._wait_for_work()
                 if batch is None:
                     break
                 await self._commit(batch)
@@ -494,6 +626,9 @@ class Wal:
             if self._inflight is not None:
                 self._inflight.fail(stop)
                 self._inflight = None
+            if self._stalled is not None:
+                self._stalled.fail(stop)
+                self._stalled = None
             self._open.fail(stop)
             self._closing = True
             self._stopped.set()
@@ -508,7 +643,9 @@ class Wal:
     async def _wait_for_work(self) -> _Batch | None:
         while True:
             unsynced = self._written_lsn > self._synced_lsn
-            if self._open.frames or (unsynced and (self._sync_requested or self._sync_due())):
+            # Closing syncs what is left (after a stall, aclose's own flush could not).
+            due = self._sync_requested or self._closing or self._sync_due()
+            if self._open.frames or (unsynced and due):
                 batch, self._open = self._open, _Batch()
                 return batch
             self._sync_requested = False  # nothing unsynced: a flush is already satisfied
@@ -520,6 +657,15 @@ class Wal:
             with trio.move_on_at(deadline):
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
+
+    async def _wait_for_space(self) -> _Batch:
+        """Rule 9: back off, then hand back the stalled batch for another attempt. A close
+        cuts the wait short: the last attempt happens at once."""
+        assert self._stalled is not None
+        with trio.move_on_after(self._retry_delay_s):
+            await self._close_requested.wait()
+        self._retry_delay_s = min(self._retry_delay_s * 2, RETRY_MAX_S)
+        return self._stalled
 
     async def _commit(self, batch: _Batch) -> None:
         sync = batch.sync or self._sync_requested or self._sync_interval_s == 0 or self._sync_due()
@@ -544,6 +690,10 @@ class Wal:
                 # which costs less than the thread round trip (a wake-up each way, GIL
                 # hand-offs, context switches) that it would take to run it elsewhere.
                 result = _do_io(*args, old_unsynced)
+        except _NoSpace as exc:
+            self._inflight = None
+            self._stall(batch, exc.error)
+            return
         except OSError as exc:
             self._fail(exc)
             return
@@ -553,6 +703,10 @@ class Wal:
         self._apply(batch, result, sync)
 
     def _apply(self, batch: _Batch, result: _IoResult, sync: bool) -> None:
+        if batch is self._stalled:  # Rule 9: space came back; the queue moves again
+            self._stalled = None
+            self._retry_delay_s = RETRY_MIN_S
+            self._open.set_stall(None)
         if result.new_file is not None:
             old = self._file
             self._closed_files.append((old.file_no, old.first_lsn))
@@ -575,7 +729,21 @@ class Wal:
         elif self._written_lsn > self._synced_lsn and self._unsynced_since is None:
             self._unsynced_since = trio.current_time()
         batch.append_ms, batch.fsync_ms = result.append_ms, result.fsync_ms
-        batch.done.set()
+        batch.resolve()
+        self._progress.set()
+        self._progress = trio.Event()
+
+    def _stall(self, batch: _Batch, exc: OSError) -> None:
+        """Rule 9: the batch was cut back cleanly; keep it first in line and tell waiters."""
+        if self._closing:
+            # The last attempt of a closing Wal: nothing will retry, so this is final.
+            self._fail(exc)
+            return
+        if self._stalled is None:
+            self._stats["stalls"] += 1
+        self._stalled = batch
+        batch.set_stall(exc)
+        self._open.set_stall(exc)
         self._progress.set()
         self._progress = trio.Event()
 
@@ -587,6 +755,9 @@ class Wal:
         if self._inflight is not None:
             self._inflight.fail(error)
             self._inflight = None
+        if self._stalled is not None:
+            self._stalled.fail(error)
+            self._stalled = None
         self._open.fail(error)
         self._open = _Batch()
         self._queued_bytes = 0
@@ -641,6 +812,8 @@ class Wal:
                 sum_us=self._fsync_sum_us,
                 count=sum(self._fsync_counts),
             ),
+            full=self._stalled is not None,
+            stalls_total=s["stalls"],
         )
 
     async def aclose(self) -> None:
@@ -657,6 +830,7 @@ class Wal:
                     await self.flush()
             self._closing = True
             self._wakeup.set()
+            self._close_requested.set()  # a stalled writer makes its last attempt now
             if self._running:
                 await self._stopped.wait()
         self._closing = True

@@ -5,7 +5,8 @@ statistics when the engine has a data directory, and gauges other frontends own)
 a dict out.
 
 Rules:
-1. The metric names are exactly the ones §8.3 lists; every aggregate and WAL metric is
+1. The metric names are exactly the ones §8.3 lists, plus our ``topics_storage_*``
+   extension (a disk that fills; docs/OPERATIONS.md); every aggregate and WAL metric is
    always present (0 when its owner is absent, e.g. no WAL on a memory-only engine), so a
    scraper sees one stable set of series.
 2. The per-topic block holds what the engine's snapshot holds (the engine bounds it) and
@@ -82,6 +83,10 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "topics_queue_leases_in_flight": "Queue jobs currently leased.",
     "topics_sse_connections": "Open SSE streams and WebSocket connections.",
     "topics_watch_sessions": "Watch sessions held.",
+    "topics_storage_degraded": "1 while writes are refused for storage: the disk is full, "
+    "free space is below TOPICS_MIN_FREE_BYTES, or the WAL failed.",
+    "topics_storage_free_bytes": "Free bytes on the data directory's file system (last reading).",
+    "topics_storage_min_free_bytes": "The free-space reserve (TOPICS_MIN_FREE_BYTES).",
 }
 
 _WAL_METRICS: tuple[tuple[str, str, str], ...] = (
@@ -156,6 +161,14 @@ def _aggregates(
             "topics_watch_sessions",
             EXTRA_GAUGES["topics_watch_sessions"],
             extra.get("topics_watch_sessions", 0),
+        ),
+        *(
+            (name, EXTRA_GAUGES[name], extra.get(name, 0))
+            for name in (
+                "topics_storage_degraded",
+                "topics_storage_free_bytes",
+                "topics_storage_min_free_bytes",
+            )
         ),
         ("topics_ready", "1 once recovery finished and the server is ready.", stats.ready),
         ("topics_recovery_progress", "Recovery progress, 0.0-1.0.", stats.recovery_progress),
