@@ -374,8 +374,13 @@ async def test_crash_between_manifest_temp_write_and_rename(
 # -- EIO / ENOSPC -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC], ids=["EIO", "ENOSPC"])
-@pytest.mark.parametrize("op", ["write_at", "sync_data"])
+# A full disk on a WAL *write* stalls instead of failing (wal.py Rule 9, tests/crash/
+# test_disk_full.py); on an fdatasync it is as fatal as EIO (fsyncgate).
+@pytest.mark.parametrize(
+    ("op", "code"),
+    [("write_at", errno.EIO), ("sync_data", errno.EIO), ("sync_data", errno.ENOSPC)],
+    ids=["write_at-EIO", "sync_data-EIO", "sync_data-ENOSPC"],
+)
 async def test_wal_failure_fails_the_write_and_refuses_later_ones(op: str, code: int) -> None:
     disk = FakeDisk()
     fault = FaultFs(disk, op=op, at=10**9, errno=code)

@@ -26,6 +26,11 @@ Rule 4: ``ops`` counts mutating calls (open with create, write_at, truncate, syn
   N", and a following ``crash()`` models what the platter kept.
 Rule 5: handles opened before a ``crash()`` are dead (EBADF): the process that held them
   is gone.
+Rule 6: with ``capacity`` set (bytes; None = unlimited) the disk can fill: the current
+  bytes of all files count against it, and a ``write_at`` that would grow them past it
+  lands the prefix that fits and then raises ENOSPC, as a real ``pwrite`` loop does (a
+  short write, then the error). ``free_bytes`` reports what is left. Raising ``capacity``
+  (or truncating, removing) is space coming back.
 """
 
 from __future__ import annotations
@@ -79,10 +84,16 @@ class _FakeHandle:
             self._check(write=True)
             self._disk._mutate("write_at", self._path)
             buf = self._inode.data
-            if offset > len(buf):
-                buf.extend(bytes(offset - len(buf)))
-            buf[offset : offset + len(payload)] = payload
-            self._inode.pending.append(("w", offset, payload))
+            fits = self._disk._room_for(len(buf), offset, len(payload))
+            if fits < len(payload):
+                payload = payload[:fits]
+            if payload:
+                if offset > len(buf):
+                    buf.extend(bytes(offset - len(buf)))
+                buf[offset : offset + len(payload)] = payload
+                self._inode.pending.append(("w", offset, payload))
+            if fits < len(data):
+                raise OSError(errno.ENOSPC, f"No space left on device (fake, {self._path})")
 
     def read_at(self, offset: int, size: int) -> bytes:
         with self._disk._lock:
@@ -141,8 +152,9 @@ class FakeDisk:
         crash_after: raise :class:`SimulatedCrash` at this (1-based) mutating call.
     """
 
-    def __init__(self, *, crash_after: int | None = None) -> None:
+    def __init__(self, *, crash_after: int | None = None, capacity: int | None = None) -> None:
         self._lock = threading.RLock()
+        self.capacity = capacity
         self._files: dict[str, _Inode] = {}
         self._durable_files: dict[str, _Inode] = {}
         self._dirs: set[str] = {"/"}
@@ -315,6 +327,27 @@ class FakeDisk:
                     self._durable_files.pop(name, None)
                 else:
                     self._durable_files[name] = inode
+
+    # -- space (Rule 6) -----------------------------------------------------------------
+
+    def used_bytes(self) -> int:
+        with self._lock:
+            return sum(
+                len(inode.data) for inode in {id(i): i for i in self._files.values()}.values()
+            )
+
+    def free_bytes(self, path: str) -> int:
+        if self.capacity is None:
+            return 1 << 50
+        return max(0, self.capacity - self.used_bytes())
+
+    def _room_for(self, size: int, offset: int, length: int) -> int:
+        """How many of ``length`` bytes at ``offset`` fit in a file of ``size`` bytes."""
+        if self.capacity is None:
+            return length
+        free = self.capacity - self.used_bytes()
+        # Overwriting bytes the file already has costs nothing; only growth counts.
+        return max(0, min(length, size + free - offset))
 
     def lock(self, path: str) -> DirLock:
         p = _norm(path)

@@ -117,3 +117,6 @@ class FaultFs:
 
     def lock(self, path: str) -> DirLock:
         return self.inner.lock(path)
+
+    def free_bytes(self, path: str) -> int:
+        return self.inner.free_bytes(path)

@@ -40,6 +40,12 @@ CONTRACT_NAMES = {
     "topics_wal_read_only",
     "topics_wal_fsync_latency_us",
 }
+# Our extension beside the contract's names (storage degraded by a full disk).
+EXTENSION_NAMES = {
+    "topics_storage_degraded",
+    "topics_storage_free_bytes",
+    "topics_storage_min_free_bytes",
+}
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[a-z]+="(?:[^"\\]|\\.)*"\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
 
@@ -91,7 +97,7 @@ def _samples(text: str) -> dict[str, str]:
 
 
 def test_every_contract_metric_is_rendered() -> None:
-    assert set(metric_names()) == CONTRACT_NAMES
+    assert set(metric_names()) == CONTRACT_NAMES | EXTENSION_NAMES
     text = render_prometheus(_stats(), _wal()).decode()
     for name in CONTRACT_NAMES:
         kind = "histogram" if name == "topics_wal_fsync_latency_us" else None
@@ -151,7 +157,7 @@ def test_not_ready_gauges() -> None:
 
 def test_json_snapshot_uses_the_same_names() -> None:
     snap = render_json(_stats(), _wal(), {"topics_watch_sessions": 2})
-    assert set(snap) | {"topics_wal_fsync_latency_us"} == CONTRACT_NAMES
+    assert set(snap) | {"topics_wal_fsync_latency_us"} == CONTRACT_NAMES | EXTENSION_NAMES
     assert snap["topics_topics"] == 2
     assert snap["topics_ready"] == 1
     assert snap["topics_watch_sessions"] == 2
