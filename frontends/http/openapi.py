@@ -269,11 +269,11 @@ ERROR_CODES: dict[str, str] = {
     "Retry-After.",
     "shutting_down": "The server is draining after a signal; carries Retry-After.",
     "internal": "A bug or a storage failure; the message never reveals internals.",
-}
-
     "insufficient_storage": "Our extension (507): the data directory's disk is full or below "
     "TOPICS_MIN_FREE_BYTES. detail.outcome is not_stored (refused before any change) or "
     "unknown (applied while the disk filled; durable if space returns before a restart).",
+}
+
 #: Codes that only travel inside a stream (an SSE ``event: error`` or a WebSocket
 #: ``{"op": "error"}`` frame), never as an HTTP status: code -> the HTTP-aligned number.
 STREAM_ERROR_CODES: dict[str, int] = {"session_gone": 410, "slow_consumer": 408}
@@ -444,10 +444,10 @@ def _response_headers(status: int) -> dict[str, Any]:
     return headers
 
 
-STORE = ("insufficient_storage",)  # every route that changes stored state
 # Error sets shared by many routes (the dispatcher's gate, body reading).
 AUTH = ("unauthorized", "forbidden")
 GATE = (*AUTH, "throttled", "not_ready", "internal")  # every non-probe route
+STORE = ("insufficient_storage",)  # every route that changes stored state
 BODY = ("invalid_request", "payload_too_large", "unsupported_media_type")  # routes with a body
 NAMED = ("invalid_request",)  # a {topic}/{router} in the path is validated (400)
 
@@ -1728,10 +1728,10 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             ok=_ok("WriteResult", "The assigned seqs (or the deduped original ones).", (200, 201)),
             errors=(
                 *GATE,
+                *STORE,
                 *BODY,
                 "batch_too_large",
                 "record_too_large",
-                *STORE,
                 "topic_not_found",
                 "topic_full",
             ),
