@@ -254,6 +254,8 @@ ERROR_CODES: dict[str, str] = {
     "router_not_found": "The router does not exist.",
     "method_not_allowed": "The path exists but not with this method (see Allow).",
     "not_acceptable": "An SSE stream GET whose Accept does not allow text/event-stream.",
+    "request_timeout": "Our extension (408): the body did not arrive within "
+    "TOPICS_HTTP_BODY_TIMEOUT_MS of the head; the connection is closed.",
     "payload_too_large": "The body (or its gzip-decoded size) exceeds TOPICS_MAX_BODY_BYTES.",
     "unsupported_media_type": "A body without Content-Type: application/json (utf-8), or a "
     "Content-Encoding other than gzip/identity.",
@@ -310,6 +312,7 @@ _DETAILS: dict[str, Schema] = {
         },
         ["method", "allowed"],
     ),
+    "request_timeout": _obj({"body_timeout_ms": _int("TOPICS_HTTP_BODY_TIMEOUT_MS.", minimum=1)}),
     "payload_too_large": _obj({"max_body_bytes": _int("TOPICS_MAX_BODY_BYTES.", minimum=0)}),
     "unsupported_media_type": _obj(
         {
@@ -448,7 +451,7 @@ def _response_headers(status: int) -> dict[str, Any]:
 AUTH = ("unauthorized", "forbidden")
 GATE = (*AUTH, "throttled", "not_ready", "internal")  # every non-probe route
 STORE = ("insufficient_storage",)  # every route that changes stored state
-BODY = ("invalid_request", "payload_too_large", "unsupported_media_type")  # routes with a body
+BODY = ("invalid_request", "request_timeout", "payload_too_large", "unsupported_media_type")
 NAMED = ("invalid_request",)  # a {topic}/{router} in the path is validated (400)
 
 
