@@ -25,6 +25,9 @@ Rules:
    coalescing, 5 s grace for lossy topics, 30 s slow-consumer cut-off). Server shutdown
    sends ``error`` ``shutting_down`` and closes with 1001; a slow consumer gets ``error``
    ``slow_consumer`` and 1013.
+6. Once the server has sent its close frame (the session ended, or hypercorn refused an
+   oversized message with 1009), the client has ``CLOSE_HANDSHAKE_TIMEOUT_S`` (5 s) to
+   answer; then the connection is dropped (``http/connection.py`` rule 4).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from topics.errors import (
 from topics.wire import ws as wire
 from topics.wire.envelope import performance
 
+from .http.connection import CONNECTION_KEY
 from .http.errors import error_reply
 from .http.respond import to_quart
 from .http.routing import Route
@@ -267,6 +271,9 @@ def register(quart_app: Quart, state: HttpState) -> None:
             slot = state.engine.acquire_stream_slot(principal.key_index)
         except TopicsError as exc:
             return to_quart(quart_app, ctx, error_reply(ctx, exc))
+        connection = scope.get("state", {}).get(CONNECTION_KEY)
+        if connection is not None:
+            connection.request_id = request_id
         try:
             await websocket.accept(headers={"X-Request-ID": request_id})
             conn = WsConnection(state, principal, request_id, slot)

@@ -15,6 +15,13 @@ Rules:
 3. The dispatcher records each request's id on the connection's :class:`ConnectionInfo`,
    which rides in the ASGI ``state`` under :data:`CONNECTION_KEY` (each request's state is
    a shallow copy, so every request of a connection sees the same object).
+4. A connection may be given a deadline (:meth:`ConnectionInfo.close_within`) for a wait
+   the server beneath has none for. hypercorn, having sent a WebSocket close frame (the
+   session ended, or it refused an oversized message with 1009 and kept the up to 16 MiB
+   it had buffered), waits for the client's close frame for as long as the client likes;
+   :class:`GuardedStream`, the stream hypercorn is given, sees the close frame go out and
+   gives the client :data:`CLOSE_HANDSHAKE_TIMEOUT_S` to answer (RFC 6455 §7.1.1 lets
+   the server then drop the TCP connection).
 """
 
 from __future__ import annotations
@@ -24,22 +31,72 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-__all__ = ["CONNECTION_KEY", "ConnectionInfo", "run_guarded"]
+__all__ = [
+    "CLOSE_HANDSHAKE_TIMEOUT_S",
+    "CONNECTION_KEY",
+    "ConnectionInfo",
+    "GuardedStream",
+    "run_guarded",
+]
 
 log = logging.getLogger("topics.http.connection")
 
 #: Where a connection's :class:`ConnectionInfo` sits in the ASGI scope's ``state``.
 CONNECTION_KEY = "topics.connection"
+#: Rule 4: how long a client may take to answer the server's WebSocket close frame.
+CLOSE_HANDSHAKE_TIMEOUT_S = 5.0
+_SWITCHING = b"HTTP/1.1 101 "
 
 
 class ConnectionInfo:
     """What the guard knows of a connection when it has to log its failure."""
 
-    __slots__ = ("peer", "request_id")
+    __slots__ = ("peer", "request_id", "scope")
 
     def __init__(self, peer: str) -> None:
         self.peer = peer
         self.request_id: str | None = None
+        self.scope = trio.CancelScope()
+
+    def close_within(self, seconds: float) -> None:
+        """Rule 4: end the connection ``seconds`` from now unless it ends sooner."""
+        self.scope.deadline = min(self.scope.deadline, trio.current_time() + seconds)
+
+
+class GuardedStream(trio.abc.HalfCloseableStream):
+    """The connection's socket stream as hypercorn gets it: the same calls, plus rule 4.
+
+    hypercorn writes one WebSocket frame per ``send_all``, so after its ``101`` answer a
+    write that starts with a close frame's first byte is the close frame.
+    """
+
+    __slots__ = ("_info", "_stream", "_upgraded", "socket")
+
+    def __init__(self, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        self._stream = stream
+        self._info = info
+        self._upgraded = False
+        self.socket = stream.socket
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._upgraded:
+            if data[:1] == b"\x88":  # FIN + opcode 8 (close); a server never masks
+                self._info.close_within(CLOSE_HANDSHAKE_TIMEOUT_S)
+        elif bytes(data[: len(_SWITCHING)]) == _SWITCHING:
+            self._upgraded = True
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await self._stream.receive_some(max_bytes)
+
+    async def send_eof(self) -> None:
+        await self._stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 async def run_guarded(
@@ -49,7 +106,8 @@ async def run_guarded(
     """Serve ``stream`` with ``serve_one`` under rules 1 and 2."""
     info = ConnectionInfo(_peer(stream))
     try:
-        await serve_one(stream, info)
+        with info.scope:
+            await serve_one(stream, info)
     except* Exception as group:
         log.error(
             "connection from %s failed (last request_id=%s); closed that connection only",

@@ -33,7 +33,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from .app import TopicsHttpApp
-from .connection import CONNECTION_KEY, ConnectionInfo, run_guarded
+from .connection import CONNECTION_KEY, ConnectionInfo, GuardedStream, run_guarded
 from .lane import HEAD_TIMEOUT_S, MAX_BODY, AsgiApp, Lane, LaneConnection
 
 __all__ = ["lane_supported", "serve"]
@@ -135,11 +135,12 @@ async def serve(
                 return
             read_ahead = handed
         state = ConnectionState({**lifespan_state, CONNECTION_KEY: info})
+        guarded = GuardedStream(stream, info)
         server: TCPServer
         if read_ahead:
-            server = _HandedOver(wrapped, config, context, state, stream, read_ahead=read_ahead)
-        else:  # hypercorn's own serve passes plain SocketStreams too (its hint says SSL)
-            server = TCPServer(wrapped, config, context, state, stream)  # type: ignore[arg-type]
+            server = _HandedOver(wrapped, config, context, state, guarded, read_ahead=read_ahead)
+        else:  # any trio stream with a ``socket`` serves (hypercorn's hint says SSL)
+            server = TCPServer(wrapped, config, context, state, guarded)  # type: ignore[arg-type]
         del read_ahead  # a long-lived stream keeps this frame: keep it small
         await server.run()
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import trio
@@ -90,4 +91,29 @@ def test_framing_two_parsers_could_disagree_on_is_refused(
     if wanted is None:
         assert problem is None
     else:
-        assert problem is not None and wanted in problem
+        assert problem is not None
+        assert wanted in problem
+
+
+async def test_a_websocket_close_frame_sent_gives_the_client_a_deadline() -> None:
+    """Rule 4: hypercorn waits forever for the client's close frame; the guarded stream
+    sees the server's close go out and ends the connection if no answer comes."""
+    from topics.frontends.http.connection import (
+        CLOSE_HANDSHAKE_TIMEOUT_S,
+        GuardedStream,
+    )
+
+    server, client = await _pair()
+    info = ConnectionInfo("test")
+    guarded = GuardedStream(server, info)
+    assert guarded.socket is server.socket
+    await guarded.send_all(b"HTTP/1.1 200 \r\n\r\n\x88 not a frame")  # not upgraded yet
+    assert info.scope.deadline == math.inf
+    await guarded.send_all(b"HTTP/1.1 101 \r\nupgrade: websocket\r\n\r\n")
+    await guarded.send_all(b"\x81\x02hi")  # a text frame
+    assert info.scope.deadline == math.inf
+    before = trio.current_time()
+    await guarded.send_all(b"\x88\x02\x03\xf1")  # close 1009
+    assert before + CLOSE_HANDSHAKE_TIMEOUT_S <= info.scope.deadline
+    assert info.scope.deadline <= trio.current_time() + CLOSE_HANDSHAKE_TIMEOUT_S
+    await client.receive_some(1000)
