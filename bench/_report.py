@@ -320,6 +320,24 @@ def http_section(results: Results) -> list[str]:
     return lines
 
 
+def hostile_section(results: Results) -> list[str]:
+    lines = ["### Under hostile connections", "", *_status(results, "hostile")]
+    d = nb.data(results, "hostile")
+    if d is None:
+        return lines
+    lines += [f"{d.get('writers')} writer connections x 100-record batches, rounds of "
+              f"{d.get('duration_s')} s alternating a (writers alone) and b (writers while "
+              f"{d.get('slowloris')} slowloris connections and {d.get('preauth')} pre-auth body "
+              f"holders trickle a byte every {d.get('trickle_s')} s); memory-only server, keys on.",
+              ""]  # fmt: skip
+    rows = [[f"{r.get('pair', 0) + 1}{r.get('kind')}", _n(r.get("records_s")),
+             _n(r.get("rss_growth_mib"), 1) if r.get("kind") == "b" else DASH,
+             ", ".join(f"{k} {v}" for k, v in (r.get("attacker") or {}).items()) or DASH]
+            for r in d.get("rounds", []) if isinstance(r, dict)]  # fmt: skip
+    lines += table(["round", "records/s", "RSS growth MiB", "attacker"], rows)
+    return lines
+
+
 def watch_section(results: Results, figures: dict[str, str]) -> list[str]:
     lines = ["## Live delivery (watch) vs Redis XREAD BLOCK vs NATS", ""]
     lines += _status(results, "watch") + _status(results, "nats")
@@ -502,6 +520,7 @@ def render(results: Results, figures: dict[str, str]) -> str:
     lines += engine_section(results)
     lines += persistence_section(results, figures)
     lines += http_section(results)
+    lines += hostile_section(results)
     lines += watch_section(results, figures)
     lines += queues_section(results, figures)
     lines += routers_section(results)

@@ -127,6 +127,12 @@ BENCHES: tuple[Bench, ...] = (
     Bench("encode_dict", "bench/encode_dict.py", "encode_batch of dict payloads vs ujson.dumps"),
     Bench("scan_body", "bench/scan_body.py", "the raw-span write-body scanner vs ujson.loads"),
     Bench("delete_flag", "bench/delete_flag.py", "durable delete: flag flip vs sidecar rewrite"),
+    Bench(
+        "hostile",
+        "bench/hostile.py",
+        "batched writes with 1,000 slowloris + 200 pre-auth body holders attached",
+        full=("--rounds", "3", "--duration", "10"),
+    ),
 )
 
 BY_NAME = {b.name: b for b in BENCHES}

@@ -216,6 +216,23 @@ def queue_targets(results: Results) -> list[Verdict]:
     return out
 
 
+def hostile_targets(results: Results) -> list[Verdict]:
+    issue = "hostile clients"
+    d = nb.data(results, "hostile")
+    ratios = [float(x) for x in nb.dig(d, "ratios") or []]
+    attack = (
+        f"{d.get('slowloris')} slowloris + {d.get('preauth')} pre-auth holders"
+        if d
+        else "1,000 slowloris + 200 pre-auth holders"
+    )
+    return [
+        _at_least(issue, f"batched writes with {attack} attached >= 80 % of the rate without",
+                  nb.num(nb.dig(d, "ratio")), 0.80, _pct, _spread(ratios, _pct)),
+        _at_most(issue, "server RSS growth under that attack <= 64 MB",
+                 nb.num(nb.dig(d, "rss_growth_mib")), 64.0, lambda x: f"{x:.1f} MiB"),
+    ]  # fmt: skip
+
+
 def all_targets(results: Results) -> list[Verdict]:
     return (
         engine_targets(results)
@@ -223,4 +240,5 @@ def all_targets(results: Results) -> list[Verdict]:
         + http_targets(results)
         + watch_targets(results)
         + queue_targets(results)
+        + hostile_targets(results)
     )
