@@ -21,6 +21,12 @@ extensions = [
         extra_compile_args=["-O3", "-fno-strict-aliasing"] if not DEBUG else ["-O0", "-g"],
     ),
     Extension(
+        "topics._core._columns",
+        ["topics/_core/_columns.pyx"],
+        define_macros=macros,
+        extra_compile_args=["-O3", "-fno-strict-aliasing"] if not DEBUG else ["-O0", "-g"],
+    ),
+    Extension(
         "topics._core._scan",
         ["topics/_core/_scan.pyx"],
         define_macros=macros,

@@ -15,6 +15,7 @@ from topics.spark._plan import TopicRange, plan_ranges
 from topics.spark._rows import RangeReader
 from topics.spark._sources import Page, fixed_cuts, segment_cuts
 from topics.types import Tombstone
+from topics.wire.arrow import diff_batch
 
 SCHEMA = pa.schema(
     [
@@ -60,7 +61,7 @@ class FakeSource:
     def close(self) -> None:
         pass
 
-    def page(self, topic: str, from_seq: int) -> Page:
+    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
         earliest = next((s for s in self.seqs if s >= self.floor), self.head + 1)
         tomb = None
         if from_seq > self.head:
@@ -71,10 +72,13 @@ class FakeSource:
             from_seq = earliest - 1
         window = [s for s in self.seqs if s > from_seq][:3]
         nxt = window[-1] if len(window) == 3 else self.head
-        records: list[dict[str, Any]] = [
-            {"$seq": s, "$ts": 10 * s, "data": b'{"s":%d}' % s} for s in window
-        ]
-        return Page(records, tomb, nxt, self.head, earliest, nxt == self.head)
+        rendered = b",".join(
+            b'{"$seq":%d,"$ts":%d,"data":{"s":%d}}' % (s, 10 * s, s) for s in window
+        )
+        batch, _, lines = diff_batch(b"[" + rendered + b"]", want, hi=hi)
+        return Page(
+            batch if window else None, lines, tomb, nxt, self.head, earliest, nxt == self.head
+        )
 
 
 def _rows(source: FakeSource, lo: int, hi: int, on_gap: Any = "emit") -> list[dict[str, Any]]:

@@ -39,6 +39,10 @@ class TopicsDataSource(DataSource):
         partition_records: about how many seqs one task reads (default 100000).
         on_gap: ``fail`` (default) raises on a tombstone; ``emit`` adds a ``gap`` row.
         max_records_per_trigger: streaming admission limit (0 = no limit).
+        data_schema: DDL of typed data fields ("sku string, qty bigint") returned in place
+            of ``data``; mode: PERMISSIVE (``_corrupt_record``) or FAILFAST for records
+            that do not fit. A user schema (``.schema(...)``) prunes columns, and any
+            field in it that is not a record column is a typed data field too.
         batch_records, write_id, create, config, node, lock_timeout_s: writes.
 
     Example::
@@ -52,7 +56,8 @@ class TopicsDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return read_schema(parse_read_options(self.options).on_gap)
+        opts = parse_read_options(self.options)
+        return read_schema(opts.on_gap, opts.data_schema, opts.failfast)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TopicsBatchReader(parse_read_options(self.options), schema)

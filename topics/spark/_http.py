@@ -61,6 +61,8 @@ class HttpClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._conn: http.client.HTTPConnection | None = None
+        #: the Content-Type of the last 2xx answer
+        self.content_type = ""
 
     def close(self) -> None:
         if self._conn is not None:
@@ -69,9 +71,10 @@ class HttpClient:
 
     # -- the routes ------------------------------------------------------------------
 
-    def diff(self, topic: str, body: dict[str, Any]) -> bytes:
-        """POST /v0/topics/:topic/diff; the raw response body."""
-        return self.request("POST", f"/v0/topics/{_quote(topic)}/diff", json_body(body))
+    def diff(self, topic: str, body: dict[str, Any], accept: str | None = None) -> bytes:
+        """POST /v0/topics/:topic/diff; the raw response body (``content_type`` says
+        which format the server chose when ``accept`` asks for another)."""
+        return self.request("POST", f"/v0/topics/{_quote(topic)}/diff", json_body(body), accept)
 
     def write(self, topic: str, body: bytes) -> dict[str, Any]:
         """POST /v0/topics/:topic with an already-encoded body; the decoded answer."""
@@ -105,14 +108,16 @@ class HttpClient:
 
     # -- transport -------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, accept: str | None = None
+    ) -> bytes:
         """One request with the retries of rule 1; the 2xx body, else raise (rule 2)."""
         deadline = time.monotonic() + self._retry_timeout_s
         attempt = 0
         while True:
             attempt += 1
             try:
-                status, headers, data = self._once(method, self._prefix + path, body)
+                status, headers, data = self._once(method, self._prefix + path, body, accept)
             except (OSError, http.client.HTTPException):
                 self.close()
                 if time.monotonic() >= deadline:
@@ -120,6 +125,7 @@ class HttpClient:
                 time.sleep(min(_MAX_BACKOFF_S, 0.05 * 2**attempt))
                 continue
             if 200 <= status < 300:
+                self.content_type = headers.get("Content-Type", "")
                 return data
             if status in _RETRY_STATUSES and time.monotonic() < deadline:
                 time.sleep(min(_retry_after(headers), max(0.0, deadline - time.monotonic())))
@@ -127,11 +133,13 @@ class HttpClient:
             raise _error(status, data)
 
     def _once(
-        self, method: str, path: str, body: bytes | None
+        self, method: str, path: str, body: bytes | None, accept: str | None
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
         if self._conn is None:
             self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
         headers = dict(self._headers)
+        if accept is not None:
+            headers["Accept"] = accept
         if body is not None:
             headers["Content-Type"] = "application/json"
         self._conn.request(method, path, body=body, headers=headers)

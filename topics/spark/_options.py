@@ -12,6 +12,10 @@ Rules:
 3. Seqs follow the contract's cursor convention: ``from_seq`` is exclusive (records with
    ``seq > from_seq``; 0 = from the earliest retained), ``to_seq`` inclusive.
 4. Unknown options are an error: a misspelt ``on_gap`` must not silently mean "fail".
+5. ``data_schema`` is a Spark DDL string of typed data fields; Spark parses it (with the
+   rest of the read's schema), and ``_rows`` checks the types at planning. ``mode``
+   says what a record that does not fit them becomes: ``PERMISSIVE`` (a
+   ``_corrupt_record`` row) or ``FAILFAST`` (an error), as for ``spark.read.json``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ _READ = _COMMON | {
     "partition_records",
     "on_gap",
     "max_records_per_trigger",
+    "data_schema",
+    "mode",
 }
 _WRITE = _COMMON | {"batch_records", "write_id", "create", "config", "node", "lock_timeout_s"}
 # Spark's own options that reach the data source too (writeStream's checkpointLocation).
@@ -66,6 +72,8 @@ class ReadOptions:
     on_gap: OnGap = "fail"
     max_records_per_trigger: int = 0
     timeout_s: float = 60.0
+    data_schema: str | None = None
+    failfast: bool = False
 
     def from_seq_for(self, topic: str) -> int | None:
         return self.from_seqs.get(topic, self.default_from_seq)
@@ -185,6 +193,12 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         raise OptionError(f"on_gap: expected 'fail' or 'emit', got {on_gap!r}")
     from_seqs, default_from = _from_seqs(opts.get("from_seq"))
     to_seq = _int(opts, "to_seq", -1)
+    mode = opts.get("mode", "PERMISSIVE").upper()
+    if mode not in ("PERMISSIVE", "FAILFAST"):
+        raise OptionError(f"mode: expected PERMISSIVE or FAILFAST, got {opts['mode']!r}")
+    data_schema = opts.get("data_schema", "").strip() or None
+    if data_schema is not None and data_schema.lower().startswith("struct<"):
+        data_schema = data_schema[len("struct<") : -1]  # a struct type: its fields
     return ReadOptions(
         path=path,
         url=url,
@@ -198,6 +212,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         on_gap="emit" if on_gap == "emit" else "fail",
         max_records_per_trigger=_int(opts, "max_records_per_trigger", 0),
         timeout_s=_float(opts, "timeout_s", 60.0),
+        data_schema=data_schema,
+        failfast=mode == "FAILFAST",
     )
 
 

@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 from ..errors import TopicNotFoundError
 from ._options import ReadOptions
 from ._plan import TopicRange, open_source, plan_ranges, resolve_topics
-from ._rows import RangeReader
+from ._rows import RangeReader, check_data_fields
 from ._sources import Source
 
 try:
@@ -61,7 +61,7 @@ def _read_partition(
     source = open_source(opts)
     try:
         arrow_schema = _arrow_schema(schema)
-        yield from RangeReader(source, arrow_schema, opts.on_gap).read(
+        yield from RangeReader(source, arrow_schema, opts.on_gap, opts.failfast).read(
             partition.topic, partition.lo, partition.hi
         )
     finally:
@@ -81,6 +81,7 @@ class TopicsBatchReader(DataSourceReader):
     """``spark.read.format("topics")``: one partition per seq range (rule 1)."""
 
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        check_data_fields(_arrow_schema(schema))  # at planning, not in a task
         self.opts = opts
         self.schema = schema
 
@@ -110,6 +111,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("topics")`` with exact per-topic seq offsets (rules 2, 3)."""
 
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        check_data_fields(_arrow_schema(schema))
         self.opts = opts
         self.schema = schema
         self._source: Source | None = None  # driver side only (see __getstate__)

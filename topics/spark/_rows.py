@@ -18,25 +18,40 @@ Rules:
 4. ``hi < lo`` is a streaming range whose topic head fell below the stored cursor: the
    topic was deleted and recreated (§3.3 ``recreated``). The task reports that gap, then
    reads the new topic's records ``(0, hi]``.
+5. The read's schema decides what is built (column pruning): a record column
+   (``RECORD_COLUMNS``) absent from it is never rendered nor split, and any other field
+   (bar ``gap`` and ``_corrupt_record``) is a typed data field, parsed from ``data`` by
+   pyarrow's JSON reader (C++, one call per page) with that field's type.
+6. A record whose data does not fit the typed fields (not a JSON object, a value of
+   another type, a number out of range) never silently becomes a wrong value: with
+   ``mode=PERMISSIVE`` its typed fields are NULL and ``_corrupt_record`` holds its data
+   text; with ``FAILFAST`` the read fails with :class:`BadRecordError` naming the record.
+   A missing field is NULL, an unknown one is ignored (``from_json``'s rules).
 """
 
 from __future__ import annotations
 
-import bisect
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.json as pa_json  # type: ignore[import-untyped]
 
+from .._core.columns import WANT_DATA, WANT_LINES, WANT_META, WANT_NODE, WANT_TAG
 from ..types import Tombstone
-from ._options import OnGap
+from ._options import OnGap, OptionError
 from ._sources import Page, Source
 
 __all__ = [
     "BASE_FIELDS",
+    "CORRUPT",
     "GAP_FIELD",
+    "RECORD_COLUMNS",
+    "BadRecordError",
     "GapError",
     "RangeReader",
     "read_schema",
@@ -46,23 +61,66 @@ BASE_FIELDS = (
     "topic string, seq bigint, ts bigint, node string, tag string, data string, meta string"
 )
 GAP_FIELD = "gap struct<gap_from: bigint, gap_to: bigint, reason: string, missed_estimate: bigint>"
-
-# The shape of one split record (``_sources`` rule 1) as Arrow sees it.
-_SPLIT = pa.struct(
-    [
-        ("$seq", pa.int64()),
-        ("$ts", pa.int64()),
-        ("$node", pa.string()),
-        ("$tag", pa.string()),
-        ("data", pa.binary()),
-        ("meta", pa.binary()),
-    ]
-)
+CORRUPT = "_corrupt_record"
+RECORD_COLUMNS = ("topic", "seq", "ts", "node", "tag", "data", "meta")
+_WANT = {"node": WANT_NODE, "tag": WANT_TAG, "data": WANT_DATA, "meta": WANT_META}
+# Arrow types pyarrow's JSON reader converts to directly; dates and timestamps are read
+# as strings and cast (the reader does not parse ISO dates itself).
+_DIRECT = (pa.types.is_boolean, pa.types.is_integer, pa.types.is_floating)
 
 
-def read_schema(on_gap: OnGap) -> str:
-    """The DDL schema of a read: the record columns, plus ``gap`` when gaps are emitted."""
-    return BASE_FIELDS if on_gap == "fail" else f"{BASE_FIELDS}, {GAP_FIELD}"
+def read_schema(on_gap: OnGap, data_schema: str | None = None, failfast: bool = False) -> str:
+    """The DDL schema of a read: the record columns (``data``'s typed fields in place of
+    ``data`` when ``data_schema`` is given, then ``_corrupt_record`` unless failfast),
+    plus ``gap`` when gaps are emitted."""
+    fields = BASE_FIELDS
+    if data_schema:
+        fields = fields.replace(", data string", ", " + data_schema)
+        if not failfast:
+            fields += f", {CORRUPT} string"
+    return fields if on_gap == "fail" else f"{fields}, {GAP_FIELD}"
+
+
+def check_data_fields(schema: pa.Schema) -> None:
+    """Refuse, at planning, typed data fields pyarrow's JSON reader cannot produce."""
+    for f in schema:
+        if f.name in RECORD_COLUMNS or f.name in ("gap", CORRUPT):
+            continue
+        bad = _unsupported(f.type)
+        if bad is not None:
+            raise OptionError(
+                f"data_schema: field {f.name!r} has type {bad}, which the data source cannot "
+                "parse from JSON (supported: boolean, tinyint..bigint, float, double, "
+                "decimal, string, date, timestamp, timestamp_ntz, and arrays and structs "
+                "of these)"
+            )
+
+
+def _unsupported(t: pa.DataType) -> str | None:
+    if any(check(t) for check in _DIRECT) or pa.types.is_string(t) or pa.types.is_decimal(t):
+        return None
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        return None
+    if pa.types.is_list(t):
+        return _unsupported(t.value_type)
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            bad = _unsupported(t.field(i).type)
+            if bad is not None:
+                return bad
+        return None
+    return str(t)
+
+
+def _as_read(t: pa.DataType) -> pa.DataType:
+    """The type the JSON reader is asked for: dates and timestamps as strings."""
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        return pa.string()
+    if pa.types.is_list(t):
+        return pa.list_(_as_read(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _as_read(f.type)) for f in t])
+    return t
 
 
 class GapError(RuntimeError):
@@ -77,6 +135,21 @@ class GapError(RuntimeError):
             f"topic {topic!r}: seqs {gap_from}..{gap_to} were lost (tombstone reason "
             f"{reason!r}) before this read reached them. Read with option on_gap=emit to "
             f"get a gap row instead, or start after the gap (from_seq >= {gap_to})."
+        )
+
+
+class BadRecordError(RuntimeError):
+    """A record's data does not fit ``data_schema`` and the read's mode is FAILFAST.
+
+    Attributes: ``topic``, ``seq``, ``data`` (the record's data text), ``reason``.
+    """
+
+    def __init__(self, topic: str, seq: int, data: str | None, reason: str) -> None:
+        self.topic, self.seq, self.data, self.reason = topic, seq, data, reason
+        shown = data if data is None or len(data) <= 200 else data[:200] + "..."
+        super().__init__(
+            f"topic {topic!r}, seq {seq}: data {shown} does not match data_schema "
+            f"({reason}). Read with mode=PERMISSIVE to get it in {CORRUPT} instead."
         )
 
 
@@ -96,31 +169,42 @@ class _Gap:
 
 
 class RangeReader:
-    """Turns pages of one source into batches of the requested Arrow schema."""
+    """Turns pages of one source into batches of the requested Arrow schema (rule 5)."""
 
-    def __init__(self, source: Source, arrow_schema: pa.Schema, on_gap: OnGap) -> None:
+    def __init__(
+        self, source: Source, arrow_schema: pa.Schema, on_gap: OnGap, failfast: bool = False
+    ) -> None:
         self.source = source
         self.schema = arrow_schema
         self.on_gap = on_gap
+        self.failfast = failfast
+        names = set(arrow_schema.names)
+        self.typed = pa.schema(
+            [f for f in arrow_schema if f.name not in (*RECORD_COLUMNS, "gap", CORRUPT)]
+        )
+        self.want = sum(bit for name, bit in _WANT.items() if name in names)
+        if len(self.typed) or CORRUPT in names:
+            self.want |= WANT_DATA | WANT_LINES
+        self.json_schema = pa.schema([pa.field(f.name, _as_read(f.type)) for f in self.typed])
 
     def read(self, topic: str, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
         """Yield the rows of ``(lo, hi]`` (rules 1-4)."""
         if hi < lo:
-            first = self.source.page(topic, lo)
+            first = self.source.page(topic, lo, hi, self.want)
             gap_to = first.earliest_seq - 1
             yield from self._gap(topic, _Gap(1, gap_to, "recreated"))
             lo = max(0, gap_to)  # the new topic's records after what it already lost
         cursor, refreshed = lo, False
         while cursor < hi:
-            page = self.source.page(topic, cursor)
+            page = self.source.page(topic, cursor, hi, self.want)
             tomb = page.tombstone
             if tomb is not None:
                 if tomb.reason == "recreated":
                     yield from self._gap(topic, _Gap(tomb.gap_from, tomb.gap_to, "recreated"))
                     return
                 yield from self._gap(topic, _clip(tomb, hi))
-            if page.records:
-                yield self._batch(topic, page, hi)
+            if page.count:
+                yield self._batch(topic, page)
             if page.next_from_seq >= hi:
                 return
             if page.caught_up:
@@ -142,30 +226,110 @@ class RangeReader:
         arrays = [pa.array(columns.get(f.name, [None]), type=f.type) for f in self.schema]
         yield pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _batch(self, topic: str, page: Page, hi: int) -> pa.RecordBatch:
-        records = page.records
-        if records[-1]["$seq"] > hi:  # the window ran past the range: cut at hi
-            seqs = [r["$seq"] for r in records]
-            records = records[: bisect.bisect_right(seqs, hi)]
-        split = pa.array(records, type=_SPLIT)
-        n = len(split)
+    def _batch(self, topic: str, page: Page) -> pa.RecordBatch:
+        records = page.batch
+        n = records.num_rows
+        typed = corrupt = None
+        if len(self.typed) or CORRUPT in self.schema.names:
+            typed, corrupt = self._typed(topic, records, page.lines or b"")
         arrays = []
         for f in self.schema:
             name = f.name
             if name == "topic":
-                arr = pa.array([topic] * n, type=pa.string())
-            elif name == "data":
-                arr = pc.fill_null(split.field("data").cast(pa.string()), "null")
-            elif name == "meta":
-                arr = split.field("meta").cast(pa.string())
-            elif name in ("seq", "ts", "node", "tag"):
-                arr = split.field("$" + name)
-            else:  # "gap", or a column this source does not know: null
+                arr = _repeat(topic, n)
+            elif name in ("seq", "ts", "node", "tag", "data", "meta"):
+                arr = records.column(records.schema.get_field_index(name))
+            elif name == CORRUPT:
+                arr = corrupt
+            elif name == "gap":
                 arr = pa.nulls(n, type=f.type)
+            else:
+                assert typed is not None
+                arr = typed.column(typed.schema.get_field_index(name))
             if arr.type != f.type:
                 arr = arr.cast(f.type)
             arrays.append(arr)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _typed(
+        self, topic: str, records: pa.RecordBatch, lines: bytes
+    ) -> tuple[pa.RecordBatch, pa.Array]:
+        """The typed data fields of a page, and its ``_corrupt_record`` column (rule 6)."""
+        n = records.num_rows
+        data = records.column(records.schema.get_field_index("data"))
+        ends = np.flatnonzero(np.frombuffer(lines, dtype=np.uint8) == 0x0A) + 1
+        starts = np.concatenate(([0], ends[:-1]))
+        bad = np.asarray(pc.invert(pc.starts_with(data, "{")).fill_null(True))
+        pieces: list[pa.RecordBatch] = []
+        reasons: dict[int, str] = {int(i): "not a JSON object" for i in np.flatnonzero(bad)}
+        if len(self.typed):
+            self._parse(lines, starts, ends, 0, n, pieces, reasons)
+        else:  # only _corrupt_record asked for: the object check is all there is
+            pieces.append(_empty(self.typed, n))
+        if reasons:
+            if self.failfast:
+                row = min(reasons)
+                seq = records.column(0)[row].as_py()
+                raise BadRecordError(topic, seq, data[row].as_py(), reasons[row])
+            mask = np.zeros(n, dtype=bool)
+            mask[list(reasons)] = True
+            keep = pa.array(~mask)
+        typed = pa.Table.from_batches(pieces, schema=self.typed).combine_chunks()
+        if not reasons:
+            return typed.to_batches()[0] if n else _empty(self.typed), pa.nulls(n, pa.string())
+        cols = [pc.if_else(keep, c, pa.nulls(n, c.type)) for c in typed.columns]
+        return (
+            pa.RecordBatch.from_arrays(cols, schema=self.typed),
+            pc.if_else(keep, pa.nulls(n, pa.string()), data),
+        )
+
+    def _parse(
+        self,
+        lines: bytes,
+        starts: Any,
+        ends: Any,
+        lo: int,
+        hi: int,
+        out: list[pa.RecordBatch],
+        reasons: dict[int, str],
+    ) -> None:
+        """Parse lines ``[lo, hi)`` into ``out``; a block that fails is halved until the
+        records at fault are found alone (each then becomes a row of NULLs)."""
+        if lo >= hi:
+            return
+        chunk = lines[starts[lo] : ends[hi - 1]]
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(chunk),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=len(chunk) + 1),
+                parse_options=pa_json.ParseOptions(
+                    explicit_schema=self.json_schema, unexpected_field_behavior="ignore"
+                ),
+            )
+            if table.num_rows != hi - lo:  # never expected: one object per line
+                raise pa.ArrowInvalid(f"{table.num_rows} rows for {hi - lo} lines")
+            out.extend(table.cast(self.typed).combine_chunks().to_batches())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            if hi - lo == 1:
+                reasons.setdefault(lo, str(exc).splitlines()[0])
+                out.append(_empty(self.typed, 1))
+                return
+            mid = (lo + hi) // 2
+            self._parse(lines, starts, ends, lo, mid, out, reasons)
+            self._parse(lines, starts, ends, mid, hi, out, reasons)
+
+
+def _empty(schema: pa.Schema, n: int = 0) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.nulls(n, f.type) for f in schema], schema=schema)
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """``n`` copies of one string, built from buffers (no list of ``n`` objects)."""
+    raw = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(raw * n)], 0
+    )
 
 
 def _clip(tomb: Tombstone, hi: int) -> _Gap:

@@ -5,24 +5,39 @@ Role: the reader, the stream reader and the planner see one small interface,
 ``Page`` is one diff window (contract §3) with its records split into raw spans.
 
 Rules:
-1. Records stay bytes: a page's records are the dicts ``topics._core.scan`` makes of the
-   diff's JSON array, with ``data``/``meta`` as the exact JSON text the engine stored
-   (``None`` for a JSON null member) and ``$seq``/``$ts``/``$node``/``$tag`` decoded.
+1. Records stay bytes: a page's records are one ``pyarrow.RecordBatch`` built by
+   ``topics.wire.arrow`` (one C pass over the diff's rendered records, no Python object
+   per record): ``seq``/``ts`` int64, ``node``/``tag``/``data``/``meta`` strings with
+   ``data``/``meta`` the exact JSON text the engine stored. Only the columns in ``want``
+   (``topics._core.columns.WANT_*``) are built, and the diff is asked not to render
+   the others at all (column pruning).
 2. Sources are picklable and open their Reader or connection lazily, in the process that
    uses them (the driver plans, executors read).
 3. ``split_points`` gives the seqs where a range may be cut into partitions: segment
    boundaries for a data directory (a task then reads whole segments), fixed strides for
    a server, where no segment layout is visible.
+4. A page stops at ``hi``: records above it are left out. A data-directory page joins
+   consecutive diff windows (up to ``PAGE_RECORDS``) into one batch, so Spark gets few,
+   large batches; a tombstone only ever heads a page. A server page is one window,
+   fetched as Arrow IPC (the diff route's Arrow answer), or as JSON from a server that
+   does not offer it.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._core.scan import split_write_body
-from ..types import Tombstone
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+from .._core.columns import WANT_DATA, WANT_LINES, WANT_META, WANT_TAG
+from ..types import DiffResult, Tombstone
+from ..wire.arrow import ARROW_STREAM, decode_diff, diff_batch
 from ._handle import ReaderHandle
 from ._http import HttpClient
 
@@ -30,30 +45,42 @@ __all__ = ["HttpSource", "Page", "PathSource", "Source", "fixed_cuts", "segment_
 
 #: Records per diff call: the contract's ceiling (TOPICS_MAX_LIMIT).
 PAGE_LIMIT = 1000
+#: Records per data-directory page (rule 4): diff windows joined into one batch.
+PAGE_RECORDS = 16_000
+#: Bytes per server diff answer (the route's ceiling is 8 MiB).
+PAGE_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    records: list[dict[str, Any]]
+    batch: Any  # pyarrow.RecordBatch (rule 1), None when the page has no records
+    lines: bytes | None  # the data texts as JSON lines, with WANT_LINES
     tombstone: Tombstone | None
     next_from_seq: int
     head_seq: int
     earliest_seq: int
     caught_up: bool
 
+    @property
+    def count(self) -> int:
+        return 0 if self.batch is None else int(self.batch.num_rows)
+
 
 class Source(Protocol):
     def topic_names(self, prefix: str) -> list[str]: ...
     def head_seq(self, topic: str) -> int: ...
     def refresh(self) -> None: ...
-    def page(self, topic: str, from_seq: int) -> Page: ...
+    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page: ...
     def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]: ...
     def close(self) -> None: ...
 
 
-def _split(records_json: bytes) -> list[dict[str, Any]]:
-    records, _ = split_write_body(b'{"records":' + records_json + b"}")
-    return records or []
+def _diff_flags(want: int) -> dict[str, bool]:
+    return {
+        "include_tags": bool(want & WANT_TAG),
+        "include_data": bool(want & WANT_DATA),
+        "include_meta": bool(want & WANT_META),
+    }
 
 
 class PathSource:
@@ -73,17 +100,42 @@ class PathSource:
     def refresh(self) -> None:
         self.handle.fresh()
 
-    def page(self, topic: str, from_seq: int) -> Page:
-        res = self.handle.get().diff(
-            topic, from_seq=from_seq, limit=PAGE_LIMIT, include_tags=True, include_meta=True
-        )
+    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+        reader = self.handle.get()
+        tags, data, meta = bool(want & WANT_TAG), bool(want & WANT_DATA), bool(want & WANT_META)
+
+        def window(cursor: int) -> DiffResult:
+            return reader.diff(
+                topic,
+                from_seq=cursor,
+                limit=PAGE_LIMIT,
+                include_tags=tags,
+                include_data=data,
+                include_meta=meta,
+            )
+
+        parts: list[bytes] = []
+        count, cursor = 0, from_seq
+        first = res = window(cursor)
+        while True:  # rule 4: join windows until the page is full, caught up or past hi
+            if res.record_count:
+                parts.append(res.records_json)
+                count += res.record_count
+            cursor = res.next_from_seq
+            if res.caught_up or cursor >= hi or count >= PAGE_RECORDS:
+                break
+            nxt = window(cursor)
+            if nxt.tombstone is not None:
+                break  # the next page starts with it
+            res = nxt
+        batch = lines = None
+        if parts:
+            joined = (
+                parts[0] if len(parts) == 1 else b"[" + b",".join(p[1:-1] for p in parts) + b"]"
+            )
+            batch, _, lines = diff_batch(joined, want, hi=hi)
         return Page(
-            _split(res.records_json) if res.record_count else [],
-            res.tombstone,
-            res.next_from_seq,
-            res.head_seq,
-            res.earliest_seq,
-            res.caught_up,
+            batch, lines, first.tombstone, cursor, res.head_seq, res.earliest_seq, res.caught_up
         )
 
     def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]:
@@ -122,18 +174,38 @@ class HttpSource:
     def refresh(self) -> None:
         """Nothing to do: every request sees the server's current state."""
 
-    def page(self, topic: str, from_seq: int) -> Page:
-        body = self.client.diff(
-            topic, {"from_seq": from_seq, "limit": PAGE_LIMIT, "include_tags": True}
-        )
-        records, fields = split_write_body(body)
+    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+        client = self.client
+        request = {
+            "from_seq": from_seq,
+            "limit": PAGE_LIMIT,
+            "max_batch_bytes": PAGE_BYTES,
+            **_diff_flags(want),
+        }
+        body = client.diff(topic, request, accept=ARROW_STREAM)
+        if client.content_type.startswith(ARROW_STREAM):
+            batch, fields = decode_diff(body)
+            lines = None
+            if want & WANT_LINES:  # typed data: JSON lines from the data texts
+                batch, _, lines = _rebuild(batch, want, hi)
+            else:
+                batch = _cut(batch, hi)
+        else:  # a server without the Arrow answer: split the JSON body
+            start = body.index(b'"records":') + len(b'"records":')
+            batch, end, lines = diff_batch(body, want & ~WANT_LINES, start=start)
+            fields = json.loads(b"{" + _after_records(body, end))
+            if want & WANT_LINES:
+                batch, _, lines = _rebuild(batch, want, hi)
+            else:
+                batch = _cut(batch, hi)
         tomb = fields.get("tombstone")
         return Page(
-            records or [],
+            batch if batch.num_rows else None,
+            lines,
             _tombstone(tomb) if isinstance(tomb, dict) else None,
-            int(fields["next_from_seq"]),  # type: ignore[call-overload]
-            int(fields["head_seq"]),  # type: ignore[call-overload]
-            int(fields["earliest_seq"]),  # type: ignore[call-overload]
+            int(fields["next_from_seq"]),
+            int(fields["head_seq"]),
+            int(fields["earliest_seq"]),
             bool(fields["caught_up"]),
         )
 
@@ -150,6 +222,34 @@ class HttpSource:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"], state["api_key"], state["timeout_s"])  # type: ignore[misc]
+
+
+def _cut(batch: Any, hi: int) -> Any:
+    """The rows of ``batch`` with ``seq <= hi`` (seqs ascend)."""
+    if batch.num_rows and batch.column(0)[-1].as_py() > hi:
+        batch = batch.slice(0, bisect.bisect_right(batch.column(0).to_pylist(), hi))
+    return batch
+
+
+def _rebuild(batch: Any, want: int, hi: int) -> tuple[Any, int, bytes | None]:
+    """JSON lines for an Arrow page (typed data reads need them; ``_columns`` rule 5,
+    in Arrow compute); the rows up to ``hi``."""
+    batch = _cut(batch, hi)
+    if not batch.num_rows:
+        return batch, 0, b""
+    data = batch.column(batch.schema.get_field_index("data")).fill_null("{}")
+    data = pc.replace_substring(pc.replace_substring(data, "\n", " "), "\r", " ")
+    data = pc.if_else(pc.starts_with(data, "{"), data, "{}")
+    joined = pc.binary_join_element_wise(data, "\n", "")  # each text + "\n"
+    flat = pa.concat_arrays([joined]).buffers()  # a fresh array: offsets start at 0
+    size = int(np.frombuffer(flat[1], dtype=np.int32)[len(joined)])
+    return batch, 0, flat[2].to_pybytes()[:size]
+
+
+def _after_records(body: bytes, end: int) -> bytes:
+    """The JSON answer's members after ``records`` (from the ``,`` that follows it)."""
+    rest = body[end:].lstrip()
+    return rest[1:] if rest.startswith(b",") else rest
 
 
 def _tombstone(obj: dict[str, Any]) -> Tombstone:

@@ -1,0 +1,116 @@
+"""Diff pages as Arrow: record batches built from rendered records, and the IPC answer.
+
+Role: the one place that turns a diff window (``DiffResult.records_json``, the bytes the
+JSON answer splices) into an Arrow record batch, for the Spark data source (path mode)
+and for the diff route's Arrow answer (``Accept: application/vnd.apache.arrow.stream``),
+which the data source reads in url mode. ``pyarrow`` is imported only here, lazily by
+callers: a server without it answers JSON.
+
+Rules:
+1. Columns come from ``topics._core.columns.record_columns`` (one C pass, no Python
+   object per record): ``seq``/``ts`` int64 and ``node``/``tag``/``data``/``meta``
+   strings, NULL when absent; ``data`` is the stored JSON text verbatim (JSON ``null`` is
+   the text ``null``). A batch has only the columns asked for, in that order.
+2. The IPC answer is one Arrow IPC stream: the schema carries the diff's other fields
+   (``topic``, ``next_from_seq``, ``head_seq``, ``earliest_seq``, ``caught_up``,
+   ``tombstone``, ``lag``) as JSON under the metadata key ``topics.diff``, then one
+   record batch of the records (possibly empty). Same window, same cursors as the JSON
+   answer for the same request.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from .._core.columns import (
+    WANT_DATA,
+    WANT_LINES,
+    WANT_META,
+    WANT_NODE,
+    WANT_TAG,
+    record_columns,
+)
+
+__all__ = [
+    "ARROW_STREAM",
+    "METADATA_KEY",
+    "decode_diff",
+    "diff_batch",
+    "encode_diff",
+    "want_flags",
+]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+METADATA_KEY = b"topics.diff"
+
+_TEXT = (("node", WANT_NODE), ("tag", WANT_TAG), ("data", WANT_DATA), ("meta", WANT_META))
+
+
+def want_flags(
+    *, include_tags: bool = True, include_data: bool = True, include_meta: bool = True
+) -> int:
+    """The columns of a diff read with these flags (``node`` is always rendered)."""
+    return (
+        WANT_NODE
+        | (WANT_TAG if include_tags else 0)
+        | (WANT_DATA if include_data else 0)
+        | (WANT_META if include_meta else 0)
+    )
+
+
+def _buf(b: bytes | None) -> Any:
+    return None if b is None else pa.py_buffer(b)
+
+
+def diff_batch(
+    records_json: bytes, want: int, *, hi: int = -1, start: int = 0
+) -> tuple[pa.RecordBatch, int, bytes | None]:
+    """The records array at ``records_json[start:]`` as a record batch (rule 1).
+
+    Returns ``(batch, end, lines)``: ``end`` as in ``record_columns`` (records above
+    ``hi`` are left out), ``lines`` the data texts as JSON lines when ``want`` has
+    ``WANT_LINES``, else None.
+    """
+    n, end, cols = record_columns(records_json, start, hi, want)
+    arrays = [
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols["seq"][1])], 0),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols["ts"][1])], 0),
+    ]
+    names = ["seq", "ts"]
+    for name, bit in _TEXT:
+        if want & bit:
+            valid, offsets, values, nulls = cols[name]
+            arrays.append(
+                pa.Array.from_buffers(
+                    pa.string(), n, [_buf(valid), _buf(offsets), _buf(values)], nulls
+                )
+            )
+            names.append(name)
+    lines = cols["lines"] if want & WANT_LINES else None
+    return pa.RecordBatch.from_arrays(arrays, names=names), end, lines
+
+
+def encode_diff(records_json: bytes, want: int, fields: dict[str, Any]) -> bytes:
+    """The Arrow IPC answer of a diff (rule 2): ``fields`` are the JSON answer's other
+    members (``tombstone`` as its dict or None)."""
+    batch, _, _ = diff_batch(records_json, want & ~WANT_LINES)
+    schema = batch.schema.with_metadata({METADATA_KEY: json.dumps(fields).encode()})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(batch.replace_schema_metadata(schema.metadata))
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def decode_diff(body: bytes) -> tuple[pa.RecordBatch, dict[str, Any]]:
+    """An Arrow IPC diff answer back into ``(batch, fields)`` (rule 2)."""
+    reader = pa.ipc.open_stream(body)
+    meta = reader.schema.metadata or {}
+    fields: dict[str, Any] = json.loads(meta[METADATA_KEY])
+    batches = list(reader)
+    if len(batches) == 1:
+        return batches[0], fields
+    table = pa.Table.from_batches(batches, schema=reader.schema)
+    return table.combine_chunks().to_batches()[0], fields
