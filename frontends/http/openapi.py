@@ -1567,6 +1567,24 @@ def _ok(schema_name: str, description: str, statuses: Sequence[int] = (200,)) ->
     }
 
 
+def _with_arrow(ok: dict[str, Any]) -> dict[str, Any]:
+    """A diff's 200 also in Arrow IPC, when the request's Accept asks for it."""
+    ok["200"]["content"]["application/vnd.apache.arrow.stream"] = {
+        "schema": {
+            "type": "string",
+            "format": "binary",
+            "description": "An Arrow IPC stream (extension; Accept: "
+            "application/vnd.apache.arrow.stream): one record batch with columns seq, ts "
+            "(int64), node, tag (only with include_tags), data (unless include_data is "
+            "false), meta (unless include_meta is false), all utf8, NULL when absent, data "
+            "and meta the stored JSON text; the schema metadata key topics.diff holds the "
+            "other members of the JSON answer (topic, next_from_seq, head_seq, "
+            "earliest_seq, caught_up, tombstone, lag, performance) as JSON.",
+        }
+    }
+    return ok
+
+
 def _sse_ok(description: str) -> dict[str, Any]:
     return {
         "200": {
@@ -1748,14 +1766,18 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             description="§3. Read-only and safe to retry; POST because the body describes the "
             "read. Never auto-creates. limit and wait_ms over their maxima are clamped, not "
             "rejected. A long poll (wait_ms) ends early, with the current answer, when the "
-            "server starts draining." + topic_body_note,
+            "server starts draining. Extension: with Accept: application/vnd.apache.arrow.stream "
+            "the same answer comes as an Arrow IPC stream (docs/HTTP.md); JSON is the default."
+            + topic_body_note,
             params=["Content-Encoding"],
             body=_json_body(
                 "DiffRequest",
                 required=False,
                 description="The cursor and options; empty = all defaults.",
             ),
-            ok=_ok("DiffResult", "Records, the next cursor, watermarks and any tombstone."),
+            ok=_with_arrow(
+                _ok("DiffResult", "Records, the next cursor, watermarks and any tombstone.")
+            ),
             errors=(*GATE, *BODY, "topic_not_found"),
         ),
         _op(

@@ -17,6 +17,10 @@ Rules:
 5. A long-poll diff (``wait_ms``) ends early with the current answer when the server
    starts shutting down, so it never holds up the drain, and ends silently when the client
    disconnects.
+6. A diff whose ``Accept`` names ``application/vnd.apache.arrow.stream`` is answered as
+   an Arrow IPC stream (``topics.wire.arrow``: the same window, the other members as
+   schema metadata), built from the same ``records_json`` by ``topics._core.columns``.
+   JSON stays the default, and a server without pyarrow answers JSON.
 """
 
 from __future__ import annotations
@@ -128,6 +132,10 @@ async def diff_records(ctx: RequestContext) -> Reply:
     else:
         result = await ctx.engine.diff(ctx.name, max_bytes=max_bytes, **args)
     tombstone = result.tombstone
+    if b"application/vnd.apache.arrow.stream" in ctx.headers.get(b"accept", b""):
+        arrow = _arrow_answer(ctx, result, args)
+        if arrow is not None:
+            return arrow
     tail = b',"next_from_seq":%d,"head_seq":%d,"earliest_seq":%d,"caught_up":%s,"tombstone":' % (
         result.next_from_seq,
         result.head_seq,
@@ -143,6 +151,34 @@ async def diff_records(ctx: RequestContext) -> Reply:
     # The topic name is validated by the engine ([A-Za-z0-9._:-]): no escaping needed.
     head = b'{"topic":"' + result.topic.encode() + b'","records":'
     return Reply(200, b"".join((head, result.records_json, tail, tomb, perf)))
+
+
+def _arrow_answer(ctx: RequestContext, result: DiffResult, args: dict[str, Any]) -> Reply | None:
+    """The diff as an Arrow IPC stream (rule 6); None when pyarrow is not installed."""
+    try:
+        from topics.wire.arrow import ARROW_STREAM, encode_diff, want_flags
+    except ImportError:
+        return None
+    want = want_flags(  # the engine has checked these are booleans
+        include_tags=bool(args.get("include_tags", False)),
+        include_data=bool(args.get("include_data", True)),
+        include_meta=bool(args.get("include_meta", True)),
+    )
+    fields = {
+        "topic": result.topic,
+        "next_from_seq": result.next_from_seq,
+        "head_seq": result.head_seq,
+        "earliest_seq": result.earliest_seq,
+        "caught_up": result.caught_up,
+        "tombstone": None if result.tombstone is None else result.tombstone.to_dict(),
+        "lag": result.lag,
+        "performance": {
+            "server_total_ms": round(ctx.elapsed_ms(), 3),
+            "records_scanned": result.records_scanned,
+        },
+    }
+    body = encode_diff(result.records_json, want, fields)
+    return Reply(200, body, ARROW_STREAM.encode(), [(b"vary", b"accept")])
 
 
 async def _long_poll(ctx: RequestContext, args: dict[str, Any], max_bytes: int) -> DiffResult:
