@@ -14,10 +14,12 @@ docs/ARCHITECTURE.md ("Where the HTTP frontend goes around its stack") has the n
 
 Rules:
 1. The lane parses strictly and never answers a malformed request itself: anything it
-   does not accept goes to hypercorn (rule 3), whose h11 parser gives the 4xx.
-2. It accepts only: ``POST`` or ``GET`` + ``HTTP/1.1`` (a case variant such as ``post``
-   goes to the app, whose dispatcher refuses it: 400, connection closed; hypercorn would
-   upper-case it and run it); a target of printable ASCII
+   does not accept goes to hypercorn (rule 3), whose h11 parser gives the 4xx. Two
+   exceptions go to the app instead, whose dispatcher refuses them (400, then close):
+   framing two parsers could read differently (two Content-Lengths, or Content-Length
+   beside Transfer-Encoding), which h11 would resolve one way and answer unreliably, and
+   a case-variant method, which hypercorn would upper-case and run.
+2. It accepts only: ``POST`` or ``GET`` + ``HTTP/1.1``; a target of printable ASCII
    without ``%`` (no percent-decoding to get wrong) naming a route the app serves on its
    fast path (``accepts``: write, diff, watch create, claim/ack/nack/extend, and the
    GET streams of a watch and of a queue's ``/work``; a GET carries no body);
@@ -97,7 +99,7 @@ HEAD_TIMEOUT_S = 10.0
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET = re.compile(rb"/[!-$&-~]*")  # printable ASCII, no '%', no space
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # controls other than HTAB
-_REFUSED = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
+_REFUSED = frozenset((b"expect", b"upgrade"))
 
 _STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 
@@ -109,7 +111,12 @@ _SERVED = frozenset(_METHODS.values())
 
 def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
     """``(method, path, raw_path, query, headers, content_length, close)`` of a request
-    head (without its closing blank line) when the lane serves it by rule 2, else None."""
+    head (without its closing blank line) when the lane serves it by rule 2, else None.
+
+    ``content_length`` -1 marks framing two parsers could read differently (two
+    Content-Lengths, or one beside Transfer-Encoding): the lane reads no body and passes
+    the head to the app, whose dispatcher refuses it (400, connection closed), rather than
+    handing it to h11, which picks one reading and may lose the answer (rule 1)."""
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     method = _METHODS.get(parts[0])
@@ -126,6 +133,7 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
     length = -1
     hosts = 0
     close = False
+    conflict = chunked = False
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or _TOKEN.fullmatch(name) is None:
@@ -135,11 +143,14 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
             return None
         name = name.lower()
         if name == b"content-length":
-            if length >= 0 or not value.isdigit() or len(value) > 8:
+            if not value.isdigit() or len(value) > 8:
                 return None
+            conflict = conflict or length >= 0
             length = int(value)
         elif name == b"host":
             hosts += 1
+        elif name == b"transfer-encoding":
+            chunked = True
         elif name in _REFUSED:
             return None
         elif name == b"connection":
@@ -148,7 +159,11 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
                 return None
             close = close or b"close" in tokens
         headers.append((name, value))
-    if hosts != 1 or length > (max_body if method.upper() == "POST" else 0):
+    if hosts != 1:
+        return None
+    if conflict or (chunked and length >= 0):
+        return method, raw_path.decode("ascii"), raw_path, query, headers, -1, True
+    if chunked or length > (max_body if method.upper() == "POST" else 0):
         return None
     return method, raw_path.decode("ascii"), raw_path, query, headers, max(length, 0), close
 
@@ -261,9 +276,14 @@ class LaneConnection:
             if end < 0:
                 return self.buf
             head = parse_head(self.buf[:end], lane.max_body)
-            if head is None or (head[0] in _SERVED and not lane.accepts(head[0], head[1])):
+            if head is None:
                 return self.buf
             method, path, raw_path, query, headers, length, close = head
+            # A case-variant method or conflicting framing goes to the app whatever the
+            # route: its dispatcher refuses both before routing (rules 1-2).
+            if method in _SERVED and length >= 0 and not lane.accepts(method, path):
+                return self.buf
+            length = max(length, 0)
             self.buf = self.buf[end + 4 :]
             served += 1
             self.closing = close or served >= lane.max_requests

@@ -161,11 +161,10 @@ def test_a_get_without_a_body_is_accepted() -> None:
         b"POST /v0/topics/t\x80 HTTP/1.1\r\nHost: x",  # a non-ASCII target
         b"POST /v0/topics/t HTTP/1.1\r\nContent-Length: 2",  # no Host
         GOOD + b"\r\nHost: y",  # two Hosts
-        GOOD + b"\r\nContent-Length: 2",  # two lengths
         b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: +2",
         b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: 0x2",
         b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nContent-Length: %d" % (MAX_BODY + 1),
-        GOOD + b"\r\nTransfer-Encoding: chunked",
+        b"POST /v0/topics/t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked",
         GOOD + b"\r\nExpect: 100-continue",
         GOOD + b"\r\nUpgrade: websocket",
         GOOD + b"\r\nConnection: Upgrade",
@@ -179,6 +178,36 @@ def test_a_get_without_a_body_is_accepted() -> None:
 )
 def test_anything_unusual_goes_to_hypercorn(head: bytes) -> None:
     assert parse_head(head) is None
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        GOOD + b"\r\nContent-Length: 2",  # two lengths
+        GOOD + b"\r\nContent-Length: 5",  # two different lengths
+        GOOD + b"\r\nTransfer-Encoding: chunked",  # a length beside chunked
+    ],
+)
+def test_conflicting_framing_is_marked_for_the_app_to_refuse(head: bytes) -> None:
+    """Not handed to h11 (which would pick one reading): length -1, no body, close."""
+    parsed = parse_head(head)
+    assert parsed is not None
+    assert parsed[5] == -1
+    assert parsed[6] is True
+
+
+async def test_conflicting_framing_reaches_the_app_with_no_body_read() -> None:
+    echo = Echo()
+    conn, peer = await serve_pair(make_lane(echo))
+    smuggled = request(b"{}", b"Transfer-Encoding: chunked\r\n") + b"garbage"
+    await peer.send(smuggled)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        _, headers, body = await peer.response()
+        assert body == b""  # Echo got an empty body: nothing was read as one
+        assert headers[b"connection"] == b"close"
+        assert await peer.closed()
+    assert len(echo.scopes) == 1
 
 
 # -- serving -----------------------------------------------------------------------------------
