@@ -63,12 +63,25 @@ SMUGGLING = {
 @pytest.mark.parametrize("payload", SMUGGLING.values(), ids=SMUGGLING.keys())
 def test_ambiguous_framing_is_400_and_closes(target: Target, payload: bytes) -> None:
     assert target.server is not None
-    # A second, well-formed write follows in the same packet: if the server kept the
-    # connection, it might run it, and a desynchronised parser would run it wrongly.
+    data, closed = exchange(target.server, payload, timeout=3.0)
+    assert status_of(data) == 400, data[:300]
+    assert closed, "the connection must close after a framing error"
+    target.assert_unharmed()
+
+
+@pytest.mark.parametrize("payload", SMUGGLING.values(), ids=SMUGGLING.keys())
+def test_a_request_pipelined_behind_ambiguous_framing_is_not_run(
+    target: Target, payload: bytes
+) -> None:
+    """The smuggling shape: a well-formed write follows in the same packet. A server that
+    kept the connection might run it, and a desynchronised parser would run it wrongly.
+    (Whether the 400 itself still arrives is not asserted here: on the lane it is
+    sometimes lost, the connection closing without an answer.)"""
+    assert target.server is not None
     follow = _post(f"Content-Length: {len(BODY)}\r\n")
     data, closed = exchange(target.server, payload + follow, timeout=3.0)
-    assert status_of(data) == 400, data[:300]
-    assert data.count(b"HTTP/1.1 ") == 1, f"more than one response: {data[:600]!r}"
+    assert status_of(data) in (400, None), data[:300]
+    assert data.count(b"HTTP/1.1 ") <= 1, f"more than one response: {data[:600]!r}"
     assert closed, "the connection must close after a framing error"
     target.assert_unharmed()
 
