@@ -68,6 +68,7 @@ ENV_VARS: dict[str, tuple[str, str]] = {
     "TOPICS_DRAIN_TIMEOUT_MS": ("10000", "how long in-flight requests may finish on shutdown"),
     "TOPICS_LOG_LEVEL": ("INFO", "logging level"),
     "TOPICS_HTTP_LANE": ("1", "0 = serve every request through hypercorn (no fast lane)"),
+    "TOPICS_SSE_DIRECT": ("1", "0 = lane streams send every frame through ASGI, not the socket"),
     "TOPICS_HTTP_KEEP_ALIVE_MS": ("5000", "idle connection: wait this long for a next request"),
     "TOPICS_HTTP_HEAD_TIMEOUT_MS": (
         "10000",
@@ -216,6 +217,7 @@ def load_config(args: argparse.Namespace, env: Mapping[str, str]) -> ServerConfi
             probe_auth=probe_auth,
             throttle_lag_ms=lag,
             body_timeout_s=body / 1000,
+            sse_direct=_env_bool({"TOPICS_SSE_DIRECT": "1", **env}, "TOPICS_SSE_DIRECT"),
         ),
         limits=limits,
         drain_timeout_s=drain / 1000,

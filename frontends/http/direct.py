@@ -1,9 +1,11 @@
 """Direct socket writes for streaming responses (watch SSE rule 7, /work rule 5).
 
-A stream served by the fast lane or by hypercorn's HTTP/1.1 can write its body chunks to
-the connection's socket itself, under the connection's send lock, instead of going through
-ASGI for every frame. This module holds what those streams share: the socket handle
-(:class:`RawSocket`) and HTTP/1.1 chunk framing (:func:`chunk`).
+A stream served on a connection the fast lane owns can write its body chunks to the
+socket itself, under the lane's send lock, instead of going through ASGI for every frame.
+This module holds what those streams share: the socket handle (:class:`RawSocket`) and
+HTTP/1.1 chunk framing (:func:`chunk`). Only the lane's own connections qualify: the
+lane hands its socket and lock over through its public ``stream_lock``; a connection
+hypercorn owns keeps every byte in hypercorn's hands (nothing here reaches into it).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import h11
 import trio
 
 from .lane import LaneConnection
@@ -40,13 +41,11 @@ def join_chunks(frames: list[bytes]) -> Chunk:
 
 
 class RawSocket:
-    """The connection's socket under the fast lane or hypercorn's HTTP/1.1.
+    """The socket of a connection the fast lane owns.
 
-    The lane hands it over (``LaneConnection.stream_lock``); under hypercorn it is found by
-    walking the ``send`` callable hypercorn gave us (HTTPStream -> H11Protocol ->
-    TCPServer); None for anything else (HTTP/2, HTTP/1.0 framing, another server, another
-    hypercorn layout), and the stream then sends through ASGI. Writes take the
-    connection's own send lock, so they never interleave with a write of the server's.
+    The lane hands it over (``LaneConnection.stream_lock``); None for anything else, and
+    the stream then sends through ASGI. Writes take the lane's send lock, so they never
+    interleave with a write of the lane's own.
     """
 
     __slots__ = ("broken", "fd", "lock", "stream")
@@ -59,24 +58,12 @@ class RawSocket:
 
     @classmethod
     def find(cls, send: Send) -> RawSocket | None:
-        http_stream = getattr(send, "__self__", None)
-        if isinstance(http_stream, LaneConnection):  # served by the fast lane (its rule 6)
-            lane_lock = http_stream.stream_lock()
-            return None if lane_lock is None else cls(http_stream.stream, lane_lock)
-        proto = getattr(getattr(http_stream, "send", None), "__self__", None)
-        server = getattr(getattr(proto, "send", None), "__self__", None)
-        conn = getattr(proto, "connection", None)
-        stream = getattr(server, "stream", None)
-        lock = getattr(server, "send_lock", None)
-        if (
-            type(http_stream).__name__ != "HTTPStream"
-            or not isinstance(conn, h11.Connection)
-            or type(getattr(conn, "_writer", None)).__name__ != "ChunkedWriter"
-            or not isinstance(stream, trio.SocketStream)
-            or not isinstance(lock, trio.Lock)
-        ):
+        """The socket behind ``send`` when it is a lane connection's (its rule 6)."""
+        connection = getattr(send, "__self__", None)
+        if not isinstance(connection, LaneConnection):
             return None
-        return cls(stream, lock)
+        lock = connection.stream_lock()
+        return None if lock is None else cls(connection.stream, lock)
 
     def try_send(self, data: bytes) -> int:
         """Write what the kernel takes now without blocking: bytes written, -1 if dead."""

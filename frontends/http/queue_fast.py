@@ -20,7 +20,7 @@ Rules:
 4. The work session is a context manager around the pump: however the stream ends, its
    leases are released at once (release-on-disconnect).
 5. Direct delivery (as watch streams do it, ``watch_routes`` rule 7). Where
-   ``RawSocket.find`` gives the socket (the fast lane, hypercorn's HTTP/1.1) the stream
+   ``RawSocket.find`` gives the socket (a connection the fast lane owns) the stream
    writes its chunks to it itself, and a stream with nothing to write has no task at
    work: the session leaves a hook with the engine
    (``WorkSession.poll``), which calls it synchronously when a lease of the stream's node
@@ -29,8 +29,9 @@ Rules:
    The request task only waits for the disconnect, sends heartbeats, and polls again when
    a lease expiry or nack delay is due. Anything else (a partial write, a coalescing
    window, dead-lettering, durable leases to sync, the topic gone, shutdown) hands over
-   to the pump of rule 4 for good. Elsewhere (the in-process transport of the tests,
-   HTTP/2, ``TOPICS_SSE_DIRECT=0``) every frame goes through ASGI ``send``.
+   to the pump of rule 4 for good. Elsewhere (a connection hypercorn owns, the in-process
+   transport of the tests, ``TOPICS_SSE_DIRECT=0``) every frame goes through ASGI
+   ``send``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from topics.wire.sse import (
 from .direct import RawSocket, chunk
 from .respond import finish
 from .state import Reply, RequestContext
-from .watch_routes import DIRECT, StreamReply
+from .watch_routes import StreamReply
 
 if TYPE_CHECKING:
     from topics._queue_ops import WorkSession
@@ -133,7 +134,7 @@ class _WorkStream:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await _send_body(send, encode_retry() + HEARTBEAT)
             self.last_sent = trio.current_time()
-            if DIRECT:
+            if ctx.state.settings.sse_direct:
                 self.raw = RawSocket.find(send)
             write = self._raw_write if self.raw is not None else _asgi_writer(send)
             try:

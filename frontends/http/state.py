@@ -62,6 +62,9 @@ class HttpSettings:
         metrics_max_topics: bound of the per-topic block of /v0/metrics.
         body_timeout_s: a request body must be whole this long after its head, or the
             answer is 408 and the connection closes (``TOPICS_HTTP_BODY_TIMEOUT_MS``).
+        sse_direct: streams (SSE watch, ``/work``) on a connection the fast lane owns
+            write their frames to its socket themselves (``TOPICS_SSE_DIRECT``; off only
+            to measure, or to rule the direct path out).
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -73,6 +76,7 @@ class HttpSettings:
     gzip_level: int = 1
     metrics_max_topics: int = 1000
     body_timeout_s: float = 30.0
+    sse_direct: bool = True
 
 
 MetricsSource = Callable[[], Mapping[str, float | int]]

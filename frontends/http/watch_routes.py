@@ -32,10 +32,9 @@ Rules:
    ``error`` 429 and paces its reads (batches coalesce) until the pressure passes.
 6. Last-Event-ID may only rewind the session's cursors; a malformed one is ignored (a 400
    would stop a browser's EventSource for good).
-7. Direct delivery. On the real server (its fast lane, or hypercorn's HTTP/1.1) the
-   stream writes its body chunks to the socket itself (``direct.RawSocket``), under the
-   connection's send lock (the lane's or hypercorn's), instead of one ASGI
-   message -> h11 -> lock -> shielded send chain (several task switches) per frame. An
+7. Direct delivery. On a connection the fast lane owns, the stream writes its body
+   chunks to the socket itself (``direct.RawSocket``), under the lane's send lock,
+   instead of one ASGI message per frame. An
    idle stream then has no task of its own: the hub's fan-out pass (inside the write for
    a quiet topic, else the topic's relay) calls it synchronously on every change of a
    watched topic; it reads (the hub's shared read), renders (a
@@ -46,9 +45,9 @@ Rules:
    queue, the writer and the pump of rule 1; once the queue has drained and the stream
    is caught up (and no CPU pressure paces it) they end and the stream is idle again. The
    heartbeat of an idle stream is sent by the request task between its disconnect
-   checks. Elsewhere (HTTP/2, HTTP/1.0 framing, the in-process ASGI transport of the
-   tests, another hypercorn layout) every frame goes through ASGI as in rules 1-2;
-   ``TOPICS_SSE_DIRECT=0`` forces that.
+   checks. Elsewhere (a connection hypercorn owns, the in-process ASGI transport of the
+   tests) every frame goes through ASGI as in rules 1-2; ``TOPICS_SSE_DIRECT=0`` (the
+   ``sse_direct`` setting, read at server start) forces that.
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -119,8 +117,6 @@ WATCH_FIELDS = frozenset(
 )
 #: Longest pause between paced reads under CPU pressure.
 MAX_PACE_MS = 1000
-#: Rule 7 (direct socket writes); off only to measure or to rule it out.
-DIRECT = os.environ.get("TOPICS_SSE_DIRECT", "1") != "0"
 
 
 @dataclass(slots=True)
@@ -540,7 +536,7 @@ class _SseConnection:
         )
         await send({"type": "http.response.body", "body": opening, "more_body": True})
         self.last_sent = trio.current_time()
-        if DIRECT:
+        if ctx.state.settings.sse_direct:
             self.raw = RawSocket.find(send)
         ids = stream.session.cursors()
         self.checkpoints = len(ids) > cursor.MAX_INLINE_TOPICS

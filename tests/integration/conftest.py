@@ -119,6 +119,26 @@ def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server()
 
 
+#: The distinct ways topics-server can carry a request (settings read at start): the fast
+#: lane with streams writing to its sockets, the lane with every frame through ASGI, and
+#: hypercorn alone. Direct writes exist only on lane connections, so hypercorn alone with
+#: ``TOPICS_SSE_DIRECT=1`` and with ``0`` are the same server and run once.
+SERVER_MODES: dict[str, dict[str, str]] = {
+    "lane": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "1"},
+    "lane-asgi": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "0"},
+    "hypercorn": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "1"},
+}
+
+
+@pytest.fixture(scope="module", params=list(SERVER_MODES))
+def server_in_every_mode(
+    request: pytest.FixtureRequest, start_server: Callable[..., ServerProcess]
+) -> ServerProcess:
+    """A dev-mode server per :data:`SERVER_MODES` entry; a module that names it as its
+    ``server`` runs every test once per mode (writes, watch and queue suites do)."""
+    return start_server(SERVER_MODES[request.param])
+
+
 @pytest.fixture
 def http(server: ServerProcess) -> Iterator[httpx.Client]:
     with server.client() as client:

@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 import trio
 import trio.testing
 
-from .conftest import InProc
+from .conftest import InProc, ServerProcess
+
+
+@pytest.fixture(scope="module")
+def server(server_in_every_mode: ServerProcess) -> ServerProcess:
+    """This suite runs once per way the server can carry it (conftest.SERVER_MODES)."""
+    return server_in_every_mode
+
 
 JSON = {"content-type": "application/json"}
 

@@ -26,10 +26,18 @@ from hypercorn.trio import serve
 from tests.support.http1 import take_chunk, take_head
 from topics.engine import open_engine
 from topics.frontends.http import HttpSettings, create_app
+from topics.frontends.http.serve import serve as serve_with_lane
 from topics.wire import cursor
 from topics.wire.sse import Comment, Event, Item, SSEDecoder
 
 from .conftest import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def server(server_in_every_mode: ServerProcess) -> ServerProcess:
+    """This suite runs once per way the server can carry it (conftest.SERVER_MODES)."""
+    return server_in_every_mode
+
 
 pytestmark = pytest.mark.slow
 
@@ -95,22 +103,34 @@ class RawSse:
 
 
 @contextlib.asynccontextmanager
-async def hypercorn_server(app: object) -> AsyncIterator[tuple[str, str, str]]:
-    """``app`` on plain hypercorn (no fast lane: its branch of ``RawSocket.find`` is the
-    one under test), in this trio run: (base url, host, port)."""
+async def hypercorn_server(
+    app: object, *, lane: bool = False
+) -> AsyncIterator[tuple[str, str, str]]:
+    """``app`` in this trio run: (base url, host, port). On plain hypercorn by default;
+    ``lane=True`` serves it as topics-server does (the fast lane in front), where streams
+    write to the socket directly."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve(
-                app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
+
+    def start(task_status: trio.TaskStatus[list[str]]) -> Any:
+        if lane:
+            return serve_with_lane(
+                app,  # type: ignore[arg-type]
                 config,
                 shutdown_trigger=stop.wait,
                 task_status=task_status,
             )
+        return serve(
+            app,  # type: ignore[arg-type]  # hypercorn's ASGI typing
+            config,
+            shutdown_trigger=stop.wait,
+            task_status=task_status,
         )
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(start)
         host, port = binds[0].removeprefix("http://").split(":")
         try:
             yield binds[0], host, port
@@ -256,9 +276,9 @@ def test_idle_stream_ends_with_server_shutdown(
         client.close()
 
 
-async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
-    """The direct path finds hypercorn's socket through its private layout; an upgrade that
-    moves it silently falls back to ASGI (correct, but slow), so say so here."""
+async def test_a_connection_hypercorn_owns_never_gives_the_raw_socket() -> None:
+    """Direct writes happen only on connections the lane owns: nothing reaches into
+    hypercorn's objects for its socket, so a stream there sends through ASGI."""
     from topics.frontends.http.direct import RawSocket
 
     found: list[bool] = []
@@ -289,7 +309,7 @@ async def test_hypercorn_layout_still_gives_the_raw_socket() -> None:
                 break
             body += chunk
         await stream.aclose()
-    assert found == [True]
+    assert found == [False]
 
 
 async def test_slow_consumer_on_the_raw_socket_frees_its_slot_and_loses_nothing() -> None:
@@ -308,7 +328,7 @@ async def test_slow_consumer_on_the_raw_socket_frees_its_slot_and_loses_nothing(
         )
         # No CPU-pressure 429s on a busy machine: the writes must all land.
         async with (
-            hypercorn_server(create_app(engine, HttpSettings(throttle_lag_ms=0))) as (
+            hypercorn_server(create_app(engine, HttpSettings(throttle_lag_ms=0)), lane=True) as (
                 base,
                 host,
                 port,
@@ -393,7 +413,7 @@ async def test_stream_is_idle_again_after_its_backlog() -> None:
 
     async with (
         open_engine(None) as engine,
-        hypercorn_server(create_app(engine, HttpSettings())) as (base, host, port),
+        hypercorn_server(create_app(engine, HttpSettings()), lane=True) as (base, host, port),
         httpx.AsyncClient(base_url=base, timeout=30) as http,
     ):
         await http.post("/v0/topics/idle", json={"records": [{"data": i} for i in range(5)]})
