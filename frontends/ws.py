@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 from quart import Quart, websocket
+from werkzeug.datastructures import Headers
 
 from topics.auth import DEV_PRINCIPAL, BodyKind, Principal, Scope
 from topics.errors import (
@@ -55,7 +56,7 @@ from topics.wire.envelope import performance
 
 from .http.connection import CONNECTION_KEY
 from .http.errors import error_reply
-from .http.respond import to_quart
+from .http.respond import finish
 from .http.routing import Route
 from .http.state import HttpState, Reply, RequestContext
 from .http.watch_routes import Outbound
@@ -270,7 +271,7 @@ def register(quart_app: Quart, state: HttpState) -> None:
                 raise NotReadyError("recovery in progress; retry shortly", retry_after=1.0)
             slot = state.engine.acquire_stream_slot(principal.key_index)
         except TopicsError as exc:
-            return to_quart(quart_app, ctx, error_reply(ctx, exc))
+            return _refusal(quart_app, ctx, error_reply(ctx, exc))
         connection = scope.get("state", {}).get(CONNECTION_KEY)
         if connection is not None:
             connection.request_id = request_id
@@ -285,6 +286,16 @@ def register(quart_app: Quart, state: HttpState) -> None:
         return None
 
     quart_app.add_websocket(PATH, endpoint="ws /v0/ws", view_func=ws_view)
+
+
+def _refusal(app: Quart, ctx: RequestContext, reply: Reply) -> Any:
+    """A refusal before the upgrade, as the HTTP answer Quart sends in its place (rule 1)."""
+    status, headers, body = finish(ctx, reply)
+    return app.response_class(
+        body,
+        status=status,
+        headers=Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]),
+    )
 
 
 async def _plain_get(ctx: RequestContext) -> Reply:

@@ -1,7 +1,9 @@
-"""The HTTP frontend as one ASGI app: a raw-ASGI dispatcher in front of a Quart app.
+"""The HTTP frontend as one ASGI app: the dispatcher serves every HTTP route; Quart hosts
+the WebSocket endpoint.
 
 ``create_app(engine, settings)`` returns :class:`TopicsHttpApp`. Every HTTP request goes
-through the dispatcher, which in one pass:
+through the dispatcher, whichever connection owner received it (the fast lane, or
+hypercorn for what the lane hands over), which in one pass:
 
 1. takes the clock (``server_total_ms`` starts here) and the request id (the client's
    ``X-Request-ID`` if well formed, else a fresh UUID);
@@ -18,17 +20,17 @@ through the dispatcher, which in one pass:
    drains what it was sent. Nothing of a body is read before steps 3-4, so a client
    without a valid key holds no buffer; any answer given while a body is unread says
    ``Connection: close`` (the lane and h11 then close rather than parse the rest);
-6. serves the two hot routes (write, diff) itself and hands every other route to Quart
-   with the context attached to the scope (``respond.CTX_KEY``).
+6. calls the route's handler (matched once, in step 2) and sends its reply, or runs the
+   stream a :class:`watch_routes.StreamReply` carries.
 
-Why a dispatcher in front of Quart: Quart-trio costs a nursery, two tasks and a request
-object per request, about a third of the throughput of a bare ASGI handler on the same
-hypercorn (docs/HTTP.md has the numbers). The hot routes cannot afford that; everything
-else keeps Quart's conveniences (and the later SSE/WebSocket modules keep Quart's
-streaming and websocket support).
+Why not Quart for HTTP: Quart-trio costs a nursery, two tasks and a request object per
+request, about a third of the throughput of a bare ASGI handler on the same hypercorn
+(docs/HTTP.md has the numbers), and a second route table and error mapper beside ours.
+Quart keeps what only it does here: the ``/v0/ws`` WebSocket endpoint, and the ASGI
+lifespan.
 
 Extension: a routes module exposes ``ROUTES`` and may define ``register(quart_app,
-state)`` to add Quart-native views; list it in :data:`ROUTE_MODULES`.
+state)`` (metrics gauges, a WebSocket view); list it in :data:`ROUTE_MODULES`.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from types import ModuleType
 from typing import Any, cast
 
 import trio
-from quart import request
 from quart_trio import QuartTrio
 
 from topics.engine import Engine
@@ -67,9 +68,9 @@ from . import (
     watch_routes,
 )
 from .connection import CONNECTION_KEY
-from .errors import register_quart_handlers, reply_for
+from .errors import reply_for
 from .requests import ClientDisconnected, drain_body, framing_error, read_body
-from .respond import CTX_KEY, context_of, send_reply, to_quart
+from .respond import send_reply
 from .routing import Route, RouteTable
 from .state import HttpSettings, HttpState, Reply, RequestContext
 
@@ -175,11 +176,6 @@ class TopicsHttpApp:
                         reply = _closing(reply)  # the rest of the body is still unread
                     await send_reply(send, ctx, reply)
                     return
-            if not route.fast or route.handler is None:
-                # Quart answers (its error handlers use the same mapper); never send here.
-                scope[CTX_KEY] = ctx
-                await self._quart_asgi(scope, receive, _with_request_id(send, request_id))
-                return
             ctx.receive = receive
             try:
                 reply = await route.handler(ctx)
@@ -306,21 +302,6 @@ def _new_request_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _with_request_id(send: Send, request_id: str) -> Send:
-    """Wrap ``send`` so a Quart-native response that forgot X-Request-ID still has one."""
-    rid = request_id.encode()
-
-    async def send_with_id(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers = list(message.get("headers") or ())
-            if not any(name.lower() == b"x-request-id" for name, _ in headers):
-                headers.append((b"x-request-id", rid))
-                message = {**message, "headers": headers}
-        await send(message)
-
-    return send_with_id
-
-
 def _closing(reply: Reply) -> Reply:
     """``reply`` with ``Connection: close``: sent while the request's body (or its framing)
     is unsettled, so neither the lane nor h11 may read another request after it."""
@@ -346,17 +327,6 @@ def _body_consumed(receive: Receive) -> Receive:
     return receive_after_drain
 
 
-def _quart_view(app: QuartTrio, route: Route) -> Callable[..., Awaitable[Any]]:
-    handler = route.handler
-    assert handler is not None
-
-    async def view(**_params: str) -> Any:
-        ctx = context_of(request.scope)
-        return to_quart(app, ctx, await handler(ctx))
-
-    return view
-
-
 def create_app(
     engine: Engine,
     settings: HttpSettings | None = None,
@@ -379,15 +349,6 @@ def create_app(
     table = RouteTable(route for module in modules for route in module.ROUTES)
     quart = QuartTrio("topics.frontends.http")
     quart.config.update(MAX_CONTENT_LENGTH=None, PROVIDE_AUTOMATIC_OPTIONS=False)
-    for route in table.routes:
-        if route.handler is not None and not route.fast:
-            quart.add_url_rule(
-                route.quart_rule,
-                endpoint=f"{route.method} {route.pattern}",
-                view_func=_quart_view(quart, route),
-                methods=[route.method],
-            )
-    register_quart_handlers(quart, lambda ctx, reply: to_quart(quart, ctx, reply))
     for module in modules:
         register = getattr(module, "register", None)
         if register is not None:

@@ -1,7 +1,7 @@
 """The one error mapper of the HTTP frontend (STYLE §6).
 
-Every failure of every route ends here, whether the raw-ASGI dispatcher served it or Quart
-did: a :class:`~topics.errors.TopicsError` becomes its status, the §0.5 envelope (with the
+Every failure of every route ends here (the dispatcher serves every HTTP route; the
+WebSocket endpoint maps its refusals here too): a :class:`~topics.errors.TopicsError` becomes its status, the §0.5 envelope (with the
 request id and the performance object) and, for 429/503, a ``Retry-After`` header; any
 other exception is logged with its traceback and answered with a generic ``500 internal``
 that reveals nothing.
@@ -16,26 +16,13 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
-from quart import Quart, has_request_context, request
-from werkzeug.exceptions import HTTPException
-
-from topics.errors import (
-    InvalidRequestError,
-    MethodNotAllowedError,
-    NotFoundError,
-    PayloadTooLargeError,
-    TopicsError,
-    UnsupportedMediaTypeError,
-)
+from topics.errors import TopicsError
 from topics.wire.envelope import error_body, internal_error_body, performance, retry_after_seconds
 
-from .respond import CTX_KEY
 from .state import Reply, RequestContext
 
-__all__ = ["error_reply", "internal_reply", "register_quart_handlers"]
+__all__ = ["error_reply", "internal_reply", "reply_for"]
 
 log = logging.getLogger("topics.http")
 
@@ -76,42 +63,3 @@ def reply_for(ctx: RequestContext, exc: Exception) -> Reply:
             log.error("internal error in %s (request_id=%s): %s", ctx.method, ctx.request_id, exc)
         return error_reply(ctx, exc)
     return internal_reply(ctx, exc)
-
-
-_HTTP_EXCEPTIONS: dict[int, type[TopicsError]] = {
-    400: InvalidRequestError,
-    404: NotFoundError,
-    405: MethodNotAllowedError,
-    413: PayloadTooLargeError,
-    415: UnsupportedMediaTypeError,
-}
-
-
-def register_quart_handlers(
-    app: Quart, to_response: Callable[[RequestContext, Reply], Any]
-) -> None:
-    """Install the mapper as Quart's error handlers (``to_response`` builds the Quart
-    response), so Quart-native routes of other modules answer the same envelopes."""
-
-    def context() -> RequestContext | None:
-        if not has_request_context():
-            return None  # e.g. a websocket: its module maps its own errors
-        ctx = request.scope.get(CTX_KEY)
-        return ctx if isinstance(ctx, RequestContext) else None
-
-    @app.errorhandler(HTTPException)
-    async def _http_exception(exc: HTTPException) -> Any:
-        ctx = context()
-        if ctx is None:
-            return exc
-        cls = _HTTP_EXCEPTIONS.get(exc.code or 500)
-        if cls is None:
-            return to_response(ctx, internal_reply(ctx, exc))
-        return to_response(ctx, error_reply(ctx, cls(exc.description or exc.name)))
-
-    @app.errorhandler(Exception)
-    async def _any_exception(exc: Exception) -> Any:
-        ctx = context()
-        if ctx is None:
-            raise exc
-        return to_response(ctx, reply_for(ctx, exc))

@@ -1,39 +1,24 @@
-"""Finishing replies: request id, gzip, length; sent raw (ASGI) or handed to Quart.
+"""Finishing replies: request id, gzip, length, sent over ASGI.
 
 Rules:
-1. Every response carries ``X-Request-ID`` (CONTRACT-NOTES 5), whichever path served it.
+1. Every response carries ``X-Request-ID`` (CONTRACT-NOTES 5).
 2. A body is gzip-compressed only when the client accepts gzip (q > 0) and the body is at
    least ``gzip_min_bytes``: small bodies cost more CPU than they save.
-3. ``finish`` is the only place transport headers are decided, for both paths.
+3. ``finish`` is the only place transport headers are decided (the WebSocket endpoint's
+   refusals use it too).
 """
 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
-
-from werkzeug.datastructures import Headers
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
 from .state import Reply, RequestContext
 
-if TYPE_CHECKING:
-    from quart import Quart
-    from quart.wrappers import Response as QuartResponse
-
-__all__ = ["CTX_KEY", "accepts_gzip", "context_of", "finish", "send_reply", "to_quart"]
-
-#: Where the dispatcher leaves the RequestContext in the ASGI scope for Quart views.
-CTX_KEY = "topics.ctx"
+__all__ = ["accepts_gzip", "finish", "send_reply"]
 
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-def context_of(scope: Mapping[str, object]) -> RequestContext:
-    """The RequestContext the dispatcher attached to this request's scope."""
-    ctx = scope[CTX_KEY]
-    assert isinstance(ctx, RequestContext)
-    return ctx
 
 
 def accepts_gzip(headers: dict[bytes, bytes]) -> bool:
@@ -72,19 +57,8 @@ def finish(ctx: RequestContext, reply: Reply) -> tuple[int, list[tuple[bytes, by
 
 
 async def send_reply(send: Send, ctx: RequestContext, reply: Reply) -> None:
-    """Send ``reply`` over raw ASGI (the fast path and the dispatcher's own errors)."""
+    """Send ``reply`` over ASGI."""
     status, headers, body = finish(ctx, reply)
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-def to_quart(app: Quart, ctx: RequestContext, reply: Reply) -> QuartResponse:
-    """The same reply as a Quart response (Quart sets Content-Length itself)."""
-    status, headers, body = finish(ctx, reply)
-    response: QuartResponse = app.response_class(
-        body,
-        status=status,
-        headers=Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]),
-    )
-    return response

@@ -2,10 +2,9 @@
 
 A routes module exposes ``ROUTES: tuple[Route, ...]``; ``app.ROUTE_MODULES`` lists the
 modules (add yours there: routers, watch, queues). The dispatcher matches each request
-here, runs the gate (auth, scopes, prefixes, caps, readiness, pressure) and then either
-calls the handler directly (``fast=True``: the hot write/diff routes) or hands the request
-to the Quart app, where the same handler runs behind a thin view (or a Quart-native view
-registered by a blueprint, ``handler=None``).
+here once, runs the gate (auth, scopes, prefixes, caps, readiness, pressure) and calls
+the route's handler. ``fast=True`` marks the routes the fast lane may serve on its own
+connections (hot POSTs and the stream GETs); every route runs the same way either way.
 
 Rules:
 1. Patterns are literal segments with at most one ``{param}`` segment, followed by an
@@ -39,8 +38,8 @@ class Route:
     Attributes:
         method: "GET", "PUT", "POST", "DELETE".
         pattern: e.g. "/v0/topics/{topic}/diff" (rule 1).
-        handler: ``async (ctx) -> Reply``; None when a Quart-native view serves the route.
-        fast: served by the raw-ASGI dispatcher without entering Quart (hot routes).
+        handler: ``async (ctx) -> Reply``.
+        fast: the fast lane may serve it (a hot POST, or a stream GET).
         body: the dispatcher reads the (bounded, decoded) body into ``ctx.body`` first.
         probe: liveness/readiness/metrics: no readiness or pressure check, and auth only
             when ``TOPICS_PROBE_AUTH`` is set (metrics sets ``always_auth``).
@@ -53,7 +52,7 @@ class Route:
 
     method: str
     pattern: str
-    handler: Handler | None
+    handler: Handler
     fast: bool = False
     body: bool = False
     probe: bool = False
@@ -84,11 +83,6 @@ class Route:
     @property
     def needed_scopes(self) -> frozenset[Scope]:
         return self.scopes or frozenset()
-
-    @property
-    def quart_rule(self) -> str:
-        """The pattern in werkzeug syntax ("{topic}" -> "<topic>")."""
-        return self.pattern.replace("{", "<").replace("}", ">")
 
 
 class RouteTable:
