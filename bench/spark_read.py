@@ -1,21 +1,23 @@
-"""Spark read throughput of the ``topics`` data source against a plain Reader loop.
+"""Spark reads of a topic through the ``topics`` data source, beside Spark's own readers of
+the same records exported to JSON lines and to Parquet (issue 17's table).
 
-    .venv/bin/python bench/spark_read.py [--records 1000000] [--dir DIR] [--repeat 2]
-        [--quick] [--json out.json]
+    .venv/bin/python bench/spark_read.py [--records 1000000] [--dir DIR] [--repeat 3]
+        [--master local[2]] [--only path,url,stream,json,parquet] [--json out.json]
 
 Builds (or reuses) a data directory with one topic of ``--records`` order-like records
-(~75-byte JSON payload and a tag), starts ``topics-server`` on it, and prints records/s for:
+(~45-byte JSON data: ``{"sku":"A12","qty":3,"price":12.5,"c":"c-123"}``), exports it
+once with the data source itself to JSON lines and to Parquet (columns seq, ts, sku, qty,
+price, c: what a user who exports topics to files gets), starts ``topics-server`` on the
+directory, and prints records/s for, each the best of ``--repeat`` after a warm-up:
 
-- the plain single-process ``topics.Reader`` loop: raw pages (``records_json`` only),
-  decoded ``Record`` objects (``page.records``), and pages split into row columns the way
-  the data source does (``topics._core.scan``), which is the per-record work of a task;
-- ``df.count()``, ``df.select("seq").collect()`` and ``df.select("data").toArrow()``
-  through the data source in path mode (``topics.Reader`` on each executor) and url mode
-  (``POST /v0/topics/:t/diff``), each with ``local[1]`` and ``local[2]``.
+- ``count()``;
+- ``agg (json)``: group by sku, sum qty, from the data text (``get_json_object``);
+- ``agg (typed)``: the same over typed columns (``data_schema`` for topics; the files'
+  own columns for JSON lines with a schema and Parquet);
+- ``stream``: ``readStream`` with ``Trigger.AvailableNow`` over the whole backlog into the
+  ``noop`` sink, url mode and path mode.
 
-Each Spark number is the best of ``--repeat`` runs after one warm-up query (Python
-worker start-up, the executors' first Reader open), and includes planning (the driver
-re-reads the data directory, or asks the server for the head).
+Planning is inside every number (path mode: the driver re-reads the data directory).
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ from typing import Any
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 import topics
 import topics.spark
-from topics._core.scan import split_write_body
 
 TOPIC = "orders"
+DATA_SCHEMA = "sku string, qty bigint, price double, c string"
+FILE_SCHEMA = "seq bigint, ts bigint, " + DATA_SCHEMA
 
 
 def build(path: str, n: int) -> None:
@@ -59,9 +63,8 @@ def build(path: str, n: int) -> None:
                 TOPIC,
                 [
                     {
-                        "data": b'{"id":%d,"sku":"A%d","qty":%d,"price":%d.50,"customer":"c-%d"}'
-                        % (i, i % 97, i % 7, i % 13, i % 1000),
-                        "tag": f"c-{i % 1000}",
+                        "data": b'{"sku":"A%02d","qty":%d,"price":%d.5,"c":"c-%03d"}'
+                        % (i % 97, i % 7, i % 13, i % 1000)
                     }
                     for i in range(start, min(n, start + 10_000))
                 ],
@@ -69,38 +72,28 @@ def build(path: str, n: int) -> None:
     print(f"wrote {n} records into {path} in {time.perf_counter() - t0:.1f} s")
 
 
-def reader_loops(path: str, n: int) -> dict[str, float]:
+def export(spark: SparkSession, path: str, n: int) -> tuple[str, str]:
+    """JSON lines and Parquet copies of the topic, written once by the data source."""
+    out = {"json": path + ".jsonl", "parquet": path + ".parquet"}
+    marker = path + ".exported"
+    if os.path.exists(marker) and open(marker).read() == str(n):
+        return out["json"], out["parquet"]
+    df = (
+        spark.read.format("topics")
+        .option("path", path)
+        .option("topic", TOPIC)
+        .option("data_schema", DATA_SCHEMA)
+        .option("mode", "FAILFAST")
+        .load()
+        .select("seq", "ts", "sku", "qty", "price", "c")
+    )
     t0 = time.perf_counter()
-    reader = topics.Reader(path)
-    open_s = time.perf_counter() - t0
-    print(f"topics.Reader open (recovery of the directory): {open_s:.2f} s")
-
-    def loop(work: Callable[[topics.DiffResult], int]) -> float:
-        t = time.perf_counter()
-        cursor = total = 0
-        while True:
-            page = reader.diff(TOPIC, from_seq=cursor, limit=1000, include_tags=True)
-            total += work(page)
-            cursor = page.next_from_seq
-            if page.caught_up:
-                break
-        assert total == n, total
-        return n / (time.perf_counter() - t)
-
-    def split(page: topics.DiffResult) -> int:
-        records, _ = split_write_body(b'{"records":' + page.records_json + b"}")
-        return len(records or [])
-
-    out = {
-        "open_s": open_s,
-        "raw_pages_records_s": loop(lambda p: p.record_count),
-        "split_columns_records_s": loop(split),
-        "decoded_records_s": loop(lambda p: len(p.records)),
-    }
-    print(f"Reader loop, raw pages:           {out['raw_pages_records_s']:>12,.0f} records/s")
-    print(f"Reader loop, split into columns:  {out['split_columns_records_s']:>12,.0f} records/s")
-    print(f"Reader loop, decoded Records:     {out['decoded_records_s']:>12,.0f} records/s")
-    return out
+    df.write.mode("overwrite").json(out["json"])
+    df.write.mode("overwrite").parquet(out["parquet"])
+    with open(marker, "w") as f:
+        f.write(str(n))
+    print(f"exported to JSON lines and Parquet in {time.perf_counter() - t0:.1f} s")
+    return out["json"], out["parquet"]
 
 
 def start_server(path: str) -> tuple[subprocess.Popen[str], str]:
@@ -114,10 +107,41 @@ def start_server(path: str) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("topics-server did not start")
 
 
-def spark_runs(master: str, locations: dict[str, str], n: int, repeat: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def agg_json(df: DataFrame) -> int:
+    sku = F.get_json_object("data", "$.sku")
+    qty = F.get_json_object("data", "$.qty").cast("bigint")
+    return len(df.groupBy(sku.alias("sku")).agg(F.sum(qty)).collect())
+
+
+def agg_typed(df: DataFrame) -> int:
+    return len(df.groupBy("sku").agg(F.sum("qty")).collect())
+
+
+def best(action: Callable[[], Any], repeat: int) -> float:
+    action()  # warm-up: Python workers, the executors' Readers
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--dir", default="/tmp/topics-bench-spark17")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--only", default="path,url,stream,json,parquet")
+    parser.add_argument("--partition-records", type=int, default=0, help="0: records / 8")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    n, only = args.records, set(args.only.split(","))
+    parts = str(args.partition_records or max(1, n // 8))
+    build(args.dir, n)
     spark = (
-        SparkSession.builder.master(master)
+        SparkSession.builder.master(args.master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -126,80 +150,74 @@ def spark_runs(master: str, locations: dict[str, str], n: int, repeat: int) -> l
     )
     spark.sparkContext.setLogLevel("ERROR")
     topics.spark.register(spark)
-    try:
-        for mode, where in locations.items():
+    jsonl, parquet = export(spark, args.dir, n)
+    server, url = start_server(args.dir)
+    rows: list[dict[str, Any]] = []
+
+    def run(source: str, action: str, fn: Callable[[], Any]) -> None:
+        seconds = best(fn, args.repeat)
+        rows.append(
+            {"source": source, "action": action, "seconds": seconds, "records_s": n / seconds}
+        )
+        print(
+            f"{source:24s} {action:14s} {n / seconds:>12,.0f} records/s ({seconds:.2f} s)",
+            flush=True,
+        )
+
+    def topics_df(mode: str, where: str, typed: bool) -> DataFrame:
+        r = spark.read.format("topics").option(mode, where).option("topic", TOPIC)
+        r = r.option("partition_records", parts)
+        return (r.option("data_schema", DATA_SCHEMA) if typed else r).load()
+
+    def stream(mode: str, where: str) -> Callable[[], None]:
+        def go() -> None:
+            ckpt = f"{args.dir}.ckpt-{mode}"
+            shutil.rmtree(ckpt, ignore_errors=True)
             df = (
-                spark.read.format("topics")
+                spark.readStream.format("topics")
                 .option(mode, where)
                 .option("topic", TOPIC)
-                .option("partition_records", str(max(1, n // 8)))
+                .option("partition_records", parts)
                 .load()
             )
-            df.count()  # warm-up
-            actions: dict[str, Callable[[], int]] = {
-                "count()": df.count,
-                'select("seq").collect()': lambda df=df: len(df.select("seq").collect()),
-                'select("data").toArrow()': lambda df=df: df.select("data").toArrow().num_rows,
-            }
-            for name, action in actions.items():
-                best = float("inf")
-                for _ in range(repeat):
-                    t = time.perf_counter()
-                    assert action() == n
-                    best = min(best, time.perf_counter() - t)
-                parts = df.rdd.getNumPartitions()
-                rows.append(
-                    {
-                        "master": master,
-                        "mode": mode,
-                        "action": name,
-                        "records_s": n / best,
-                        "seconds": best,
-                        "partitions": parts,
-                    }
-                )
-                print(
-                    f"{master:9s} {mode:4s} {name:26s} {n / best:>12,.0f} records/s "
-                    f"({best:.2f} s, {parts} partitions)"
-                )
+            q = (
+                df.writeStream.format("noop")
+                .option("checkpointLocation", ckpt)
+                .trigger(availableNow=True)
+                .start()
+            )
+            q.awaitTermination()
+            done = sum(p["numInputRows"] for p in q.recentProgress)
+            assert done == n, done
+
+        return go
+
+    try:
+        for mode, where in (("path", args.dir), ("url", url)):
+            if mode not in only:
+                continue
+            plain, typed = topics_df(mode, where, False), topics_df(mode, where, True)
+            run(f"topics {mode}", "count()", plain.count)
+            run(f"topics {mode}", "agg (json)", lambda df=plain: agg_json(df))
+            run(f"topics {mode} data_schema", "agg (typed)", lambda df=typed: agg_typed(df))
+        if "stream" in only:
+            for mode, where in (("path", args.dir), ("url", url)):
+                run(f"topics {mode} stream", "AvailableNow", stream(mode, where))
+        if "json" in only:
+            files = spark.read.schema(FILE_SCHEMA).json(jsonl)
+            run("JSON lines (schema)", "count()", files.count)
+            run("JSON lines (schema)", "agg (typed)", lambda: agg_typed(files))
+        if "parquet" in only:
+            pq = spark.read.parquet(parquet)
+            run("Parquet", "count()", pq.count)
+            run("Parquet", "agg (typed)", lambda: agg_typed(pq))
     finally:
         spark.stop()
-    return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--dir", default="/tmp/topics-bench-spark")
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument(
-        "--quick", action="store_true", help="100k records, 1 repeat, local[1] only"
-    )
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
-    masters = ["local[1]", "local[2]"]
-    if args.quick:
-        args.records, args.repeat, masters = 100_000, 1, ["local[1]"]
-        if args.dir == parser.get_default("dir"):
-            args.dir += "-quick"  # keep the full run's 1M-record directory reusable
-    build(args.dir, args.records)
-    results: dict[str, Any] = {
-        "records": args.records,
-        "reader": reader_loops(args.dir, args.records),
-    }
-    server, url = start_server(args.dir)
-    try:
-        results["spark"] = [
-            row
-            for master in masters
-            for row in spark_runs(master, {"path": args.dir, "url": url}, args.records, args.repeat)
-        ]
-    finally:
         server.send_signal(signal.SIGTERM)
         server.wait(60)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+            json.dump({"records": n, "master": args.master, "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

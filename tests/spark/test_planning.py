@@ -188,3 +188,49 @@ def test_reader_handle_pickles_its_path_and_shares_one_reader(tmp_path: Any) -> 
     assert handle.get().head_seq("t") == 1  # a snapshot until refreshed
     assert handle.fresh().head_seq("t") == 2
     handle.close()
+
+
+class WantSource(FakeSource):
+    """Records which columns each page was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__([1, 2, 3])
+        self.wants: list[int] = []
+
+    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+        self.wants.append(want)
+        return super().page(topic, from_seq, hi, want)
+
+
+def test_a_pruned_schema_never_asks_for_data() -> None:
+    from topics._core.columns import WANT_DATA, WANT_TAG
+
+    source = WantSource()
+    schema = pa.schema([("seq", pa.int64()), ("tag", pa.string())])
+    rows = [r for b in RangeReader(source, schema, "fail").read("t", 0, 3) for r in b.to_pylist()]
+    assert [r["seq"] for r in rows] == [1, 2, 3]
+    assert set(source.wants) == {WANT_TAG}
+    typed = pa.schema([("seq", pa.int64()), ("s", pa.int64())])
+    rows = [r for b in RangeReader(source, typed, "fail").read("t", 0, 3) for r in b.to_pylist()]
+    assert rows[0] == {"seq": 1, "s": 1}
+    assert source.wants[-1] & WANT_DATA
+
+
+def test_reader_handle_refreshes_only_when_the_directory_changed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": 1}])
+    handle = ReaderHandle(path)
+    assert handle.get().head_seq("t") == 1
+    calls: list[int] = []
+    real = topics.Reader.refresh
+    monkeypatch.setattr(topics.Reader, "refresh", lambda self: calls.append(1) or real(self))
+    handle.fresh()
+    assert calls == []  # nothing changed: no recovery
+    with topics.open(path) as db:
+        db.write("t", [{"data": 2}])
+    assert handle.fresh().head_seq("t") == 2
+    assert calls == [1]
+    handle.close()

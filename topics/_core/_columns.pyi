@@ -19,6 +19,11 @@ WANT_DATA: Final[int]  # 4: build the "data" column (the JSON text verbatim)
 WANT_META: Final[int]  # 8: build the "meta" column (the JSON text verbatim)
 WANT_LINES: Final[int]  # 16: also the data texts as JSON lines (key "lines")
 WANT_ALL: Final[int]  # 15: node, tag, data and meta
+KIND_BOOL: Final[int]  # 1: true/false -> one byte per row
+KIND_INT: Final[int]  # 2: an integer in int64's range -> int64
+KIND_FLOAT: Final[int]  # 3: any JSON number -> float64
+KIND_STRING: Final[int]  # 4: a string (unescaped), or any other value's JSON text
+KIND_TEXT: Final[int]  # 5: a string only (dates and timestamps, cast by the caller)
 
 def record_columns(
     buf: Buffer, start: int = 0, hi: int = -1, want: int = 15
@@ -39,4 +44,23 @@ def record_columns(
     Member order does not matter and unknown members are skipped; values are not
     validated. Raises ValueError naming the byte offset for a buffer that is not such an
     array.
+    """
+
+def data_fields(
+    offsets: Buffer, values: Buffer, first: int, rows: int, spec: list[tuple[str, int]]
+) -> tuple[bytes, list[tuple[bytes, bytes, bytes | None]]]:
+    """Typed columns of chosen top-level members of JSON object texts.
+
+    The texts are rows ``first .. first + rows - 1`` of an Arrow string array: ``offsets``
+    (int32, Arrow's offsets buffer) into ``values``. ``spec`` lists ``(member name,
+    KIND_*)``; names match the raw key bytes (a key written with escapes never matches).
+
+    Returns ``(bad, columns)``: ``bad`` is an int32 per row, -1 when the row is fine,
+    -2 when its text is not a JSON object, else the index in ``spec`` of a member whose
+    value has the wrong type for its kind (the first one met); a bad row is NULL in
+    every column. ``columns`` has per field ``(valid, values, offsets)``: one byte per
+    row (1 = a value, 0 = NULL: a missing member, JSON ``null``, or a bad row), the
+    values (one byte per row for KIND_BOOL, int64/float64 per row for KIND_INT/FLOAT,
+    zero under a NULL; the UTF-8 texts for the text kinds), and int32 offsets (text
+    kinds only, else None). A repeated member: the last one wins.
     """

@@ -13,12 +13,18 @@ import struct
 from typing import Any
 
 __all__ = [
+    "KIND_BOOL",
+    "KIND_FLOAT",
+    "KIND_INT",
+    "KIND_STRING",
+    "KIND_TEXT",
     "WANT_ALL",
     "WANT_DATA",
     "WANT_LINES",
     "WANT_META",
     "WANT_NODE",
     "WANT_TAG",
+    "data_fields",
     "record_columns",
 ]
 
@@ -28,6 +34,12 @@ WANT_DATA = 4
 WANT_META = 8
 WANT_LINES = 16
 WANT_ALL = 15
+KIND_BOOL = 1
+KIND_INT = 2
+KIND_FLOAT = 3
+KIND_STRING = 4
+KIND_TEXT = 5
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 _TEXT = (("$node", "node", WANT_NODE), ("$tag", "tag", WANT_TAG))
 _RAW = (("data", "data", WANT_DATA), ("meta", "meta", WANT_META))
@@ -135,3 +147,87 @@ def _columns(rows: list[dict[str, bytes | int | None]], want: int) -> dict[str, 
             lines.append(line + b"\n")
         out["lines"] = b"".join(lines)
     return out
+
+
+def _members(raw: bytes) -> list[tuple[bytes, bytes]] | None:
+    """(raw key, raw value) of a JSON object's members, or None if it is not one."""
+    text = raw.decode("latin-1")
+    try:
+        pos = _skip_ws(text, 0)
+        if text[pos] != "{":
+            return None
+        out = []
+        pos = _skip_ws(text, pos + 1)
+        while text[pos] != "}":
+            _, key_end = _DEC.raw_decode(text, pos)
+            key = raw[pos + 1 : key_end - 1]
+            pos = _skip_ws(text, _skip_ws(text, key_end) + 1)  # past ':'
+            _, end = _DEC.raw_decode(text, pos)
+            out.append((key, raw[pos:end]))
+            pos = _skip_ws(text, end)
+            if text[pos] == ",":
+                pos = _skip_ws(text, pos + 1)
+    except (IndexError, ValueError):
+        return None
+    return out
+
+
+def _field(kind: int, raw: bytes) -> tuple[bool, bytes] | None:
+    """(present, encoded value) of one member for ``kind``; None for a wrong type."""
+    value = json.loads(raw)
+    if value is None:
+        return False, b""
+    if kind == KIND_BOOL:
+        return (True, bytes([value])) if isinstance(value, bool) else None
+    if kind == KIND_INT:
+        if isinstance(value, int) and not isinstance(value, bool) and raw.lstrip(b"-").isdigit():
+            return (True, struct.pack("<q", value)) if _INT64[0] <= value <= _INT64[1] else None
+        return None
+    if kind == KIND_FLOAT:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return (True, struct.pack("<d", float(raw))) if ok else None
+    if isinstance(value, str):
+        return True, _text(raw)
+    return (True, raw) if kind == KIND_STRING else None
+
+
+def data_fields(
+    offsets: Any, values: Any, first: int, rows: int, spec: list[tuple[str, int]]
+) -> tuple[bytes, list[tuple[bytes, bytes, bytes | None]]]:
+    """Typed columns of top-level data members; see _columns.pyi."""
+    offs = struct.unpack_from(f"<{first + rows + 1}i", bytes(offsets))
+    data = bytes(values)
+    names = [name.encode() for name, _ in spec]
+    bad: list[int] = []
+    cells: list[list[tuple[bool, bytes]]] = [[] for _ in spec]
+    for row in range(first, first + rows):
+        members = _members(data[offs[row] : offs[row + 1]])
+        found: dict[int, tuple[bool, bytes]] = {}
+        verdict = -2 if members is None else -1
+        for key, raw in members or []:
+            if key in names:
+                k = names.index(key)
+                cell = _field(spec[k][1], raw)
+                if cell is None:
+                    verdict = k
+                    break
+                found[k] = cell  # a repeated key: the last one wins
+        bad.append(verdict)
+        for k, (_, kind) in enumerate(spec):
+            cell = found.get(k, (False, b"")) if verdict == -1 else (False, b"")
+            if not cell[0] and kind < KIND_STRING:
+                cell = (False, b"\0" if kind == KIND_BOOL else b"\0" * 8)
+            cells[k].append(cell)
+    out = []
+    for k, (_, kind) in enumerate(spec):
+        valid = bytes(int(present) for present, _ in cells[k])
+        vals = b"".join(v for _, v in cells[k])
+        offsets_out = None
+        if kind >= KIND_STRING:
+            ends, size = [0], 0
+            for _, v in cells[k]:
+                size += len(v)
+                ends.append(size)
+            offsets_out = struct.pack(f"<{rows + 1}i", *ends)
+        out.append((valid, vals, offsets_out))
+    return struct.pack(f"<{rows}i", *bad), out

@@ -13,12 +13,18 @@ from typing import TYPE_CHECKING
 
 __all__ = [
     "IMPLEMENTATION",
+    "KIND_BOOL",
+    "KIND_FLOAT",
+    "KIND_INT",
+    "KIND_STRING",
+    "KIND_TEXT",
     "WANT_ALL",
     "WANT_DATA",
     "WANT_LINES",
     "WANT_META",
     "WANT_NODE",
     "WANT_TAG",
+    "data_fields",
     "record_columns",
 ]
 
@@ -27,12 +33,18 @@ IMPLEMENTATION: str
 if TYPE_CHECKING:
     # mypy reads the compiled module's interface from _columns.pyi.
     from ._columns import (
+        KIND_BOOL,
+        KIND_FLOAT,
+        KIND_INT,
+        KIND_STRING,
+        KIND_TEXT,
         WANT_ALL,
         WANT_DATA,
         WANT_LINES,
         WANT_META,
         WANT_NODE,
         WANT_TAG,
+        data_fields,
         record_columns,
     )
 else:

@@ -117,3 +117,56 @@ def test_selector_exports_the_same_names() -> None:
             assert hasattr(PURE, name)
             assert EXT is None or hasattr(EXT, name)
     assert ("pure" if EXT is None else "cython") == selector.IMPLEMENTATION
+
+
+DATA = [
+    b'{"a":1,"b":"x\\u00e9","c":true,"d":2.5,"e":"2024-01-02","f":{"z":[1]}}',
+    b"null",
+    b'{"a":1.5}',
+    b'{"a":-9223372036854775808,"b":7,"d":1,"c":null}',
+    b'{"a":9223372036854775808}',
+    b"{}",
+    b'{"a":2,"a":3,"e":5}',
+    b'  {"b":[1, 2]} ',
+    b'"s"',
+    b'{"c":1}',
+    b'{"d":-1e3,"b":"\\ud800"}',
+]
+SPEC = [("a", 2), ("b", 4), ("c", 1), ("d", 3), ("e", 5), ("f", 4)]
+
+
+def _data_buffers() -> tuple[bytes, bytes]:
+    offsets = [0]
+    for text in DATA:
+        offsets.append(offsets[-1] + len(text))
+    return struct.pack(f"<{len(offsets)}i", *offsets), b"".join(DATA)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_data_fields(impl: ModuleType) -> None:
+    offsets, values = _data_buffers()
+    bad, cols = impl.data_fields(offsets, values, 0, len(DATA), SPEC)
+    assert struct.unpack(f"<{len(DATA)}i", bad) == (-1, -2, 0, -1, 0, -1, 4, -1, -2, 2, -1)
+    a_valid, a_values, _ = cols[0]
+    assert list(a_valid) == [1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
+    assert struct.unpack("<11q", a_values)[3] == -(1 << 63)
+    b_valid, b_values, b_offsets = cols[1]
+    ends = struct.unpack("<12i", b_offsets)
+    texts = [b_values[ends[i] : ends[i + 1]] if b_valid[i] else None for i in range(11)]
+    assert texts[0] == "xé".encode()
+    assert texts[3] == b"7"  # a string field keeps another value's JSON text
+    assert texts[7] == b"[1, 2]"
+    assert texts[10] == "\ufffd".encode()
+    assert struct.unpack("<11d", cols[3][1])[10] == -1000.0
+    assert cols[5][1] == b'{"z":[1]}'
+
+
+@needs_ext
+def test_data_fields_compiled_matches_pure() -> None:
+    assert PURE is not None
+    assert EXT is not None
+    offsets, values = _data_buffers()
+    for first, rows in ((0, len(DATA)), (2, 5), (4, 0)):
+        assert EXT.data_fields(offsets, values, first, rows, SPEC) == PURE.data_fields(
+            offsets, values, first, rows, SPEC
+        )
