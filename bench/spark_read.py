@@ -76,8 +76,10 @@ def export(spark: SparkSession, path: str, n: int) -> tuple[str, str]:
     """JSON lines and Parquet copies of the topic, written once by the data source."""
     out = {"json": path + ".jsonl", "parquet": path + ".parquet"}
     marker = path + ".exported"
-    if os.path.exists(marker) and open(marker).read() == str(n):
-        return out["json"], out["parquet"]
+    if os.path.exists(marker):
+        with open(marker) as f:
+            if f.read() == str(n):
+                return out["json"], out["parquet"]
     df = (
         spark.read.format("topics")
         .option("path", path)
