@@ -10,7 +10,8 @@ on a free loopback port and alternates rounds:
   that trickle a request head one byte every ``--trickle-s`` seconds (never finishing it)
   and ``--preauth`` connections that send a write head with ``Content-Length: 1048575``
   and no valid key (half none, half a wrong one), then trickle the body. The attacker
-  reconnects whatever the server closes, as a real one would.
+  reopens whatever the server closes ``--reconnect-s`` later (default: the trickle
+  interval; 0 makes the refused holders a connection flood, a different attack).
 
 Rounds go a/b/a/b/... (``--rounds`` pairs) so both see the same neighbours; the report gives
 medians, b/a per pair, and the server's RSS growth under attack (the peak during a b round
@@ -71,6 +72,12 @@ def start_server(log: Path) -> tuple[subprocess.Popen[bytes], tuple[str, int]]:
     return proc, (host, int(port))
 
 
+def cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` so far (seconds)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -110,7 +117,9 @@ def _write_request(method: str = "POST", body: bytes = BODY, path: str = "") -> 
 # -- writers ---------------------------------------------------------------------------------
 
 
-def write_round(addr: tuple[str, int], writers: int, duration: float) -> dict[str, Any]:
+def write_round(
+    addr: tuple[str, int], server_pid: int, writers: int, duration: float
+) -> dict[str, Any]:
     """``writers`` threads writing batches for ``duration`` s: records/s and statuses."""
     statuses: collections.Counter[int] = collections.Counter()
     lock = threading.Lock()
@@ -137,6 +146,7 @@ def write_round(addr: tuple[str, int], writers: int, duration: float) -> dict[st
                 statuses.update(mine)
 
     t0 = time.monotonic()
+    cpu0 = cpu_s(server_pid)
     threads = [threading.Thread(target=writer) for _ in range(writers)]
     for t in threads:
         t.start()
@@ -145,6 +155,7 @@ def write_round(addr: tuple[str, int], writers: int, duration: float) -> dict[st
     took = time.monotonic() - t0
     ok = statuses[200] + statuses[201]
     return {
+        "server_cpu_s": cpu_s(server_pid) - cpu0,
         "records_s": ok * BATCH / took,
         "requests": sum(statuses.values()),
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
@@ -171,9 +182,18 @@ def _preauth_head(i: int) -> bytes:
 class Attacker:
     """Holds the hostile connections: one selector, one queue of due trickles."""
 
-    def __init__(self, addr: tuple[str, int], slowloris: int, preauth: int, trickle_s: float):
+    def __init__(
+        self,
+        addr: tuple[str, int],
+        slowloris: int,
+        preauth: int,
+        trickle_s: float,
+        reconnect_s: float,
+    ) -> None:
         self.addr = addr
         self.trickle_s = trickle_s
+        self.reconnect_s = reconnect_s
+        self.reconnects: collections.deque[tuple[float, str, int]] = collections.deque()
         self.sel = selectors.DefaultSelector()
         self.due: collections.deque[tuple[float, socket.socket]] = collections.deque()
         self.state: dict[socket.socket, tuple[str, int, int]] = {}  # kind, index, offset
@@ -202,7 +222,7 @@ class Attacker:
         self.sel.unregister(sock)
         sock.close()
         self.stats[f"{kind}_closed_by_server"] += 1
-        self.open(kind, i, time.monotonic() + self.trickle_s)
+        self.reconnects.append((time.monotonic() + self.reconnect_s, kind, i))
 
     def trickle(self, sock: socket.socket) -> None:
         kind, i, offset = self.state[sock]
@@ -220,11 +240,15 @@ class Attacker:
     def run(self, stop: threading.Event | None = None) -> None:
         while stop is None or not stop.is_set():
             now = time.monotonic()
+            while self.reconnects and self.reconnects[0][0] <= now:
+                _, kind, i = self.reconnects.popleft()
+                self.open(kind, i, now + self.trickle_s)
             while self.due and self.due[0][0] <= now:
                 _, sock = self.due.popleft()
                 if sock in self.state:
                     self.trickle(sock)
-            timeout = max(0.0, min(0.5, self.due[0][0] - now)) if self.due else 0.5
+            waits = [q[0][0] - now for q in (self.due, self.reconnects) if q]
+            timeout = max(0.0, min([0.5, *waits]))
             for key, _ in self.sel.select(timeout):
                 ready = key.fileobj
                 assert isinstance(ready, socket.socket)
@@ -243,11 +267,11 @@ class Attacker:
         return len(self.state)
 
 
-def attack_main(host: str, port: int, slowloris: int, preauth: int, trickle_s: float) -> None:
+def attack_main(addr: tuple[str, int], args: argparse.Namespace) -> None:
     """``--attack``: hold the connections until SIGTERM, then print the stats as JSON."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    attacker = Attacker((host, port), slowloris, preauth, trickle_s)
+    attacker = Attacker(addr, args.slowloris, args.preauth, args.trickle_s, args.reconnect_s)
     print(f"attached {attacker.attached()}", flush=True)
     attacker.run(stop)
     print(json.dumps(dict(attacker.stats)), flush=True)
@@ -256,7 +280,7 @@ def attack_main(host: str, port: int, slowloris: int, preauth: int, trickle_s: f
 def start_attacker(addr: tuple[str, int], args: argparse.Namespace) -> subprocess.Popen[str]:
     cmd = [sys.executable, __file__, "--attack", f"{addr[0]}:{addr[1]}"]
     cmd += ["--slowloris", str(args.slowloris), "--preauth", str(args.preauth)]
-    cmd += ["--trickle-s", str(args.trickle_s)]
+    cmd += ["--trickle-s", str(args.trickle_s), "--reconnect-s", str(args.reconnect_s)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -293,9 +317,11 @@ def attacked_round(
 
     sampler = threading.Thread(target=sample)
     sampler.start()
+    cpu = (cpu_s(server.pid), cpu_s(attacker.pid))
     try:
-        result = write_round(addr, args.writers, args.duration)
+        result = write_round(addr, server.pid, args.writers, args.duration)
     finally:
+        cpu = (cpu_s(server.pid) - cpu[0], cpu_s(attacker.pid) - cpu[1])
         done.set()
         sampler.join()
         result_attack = stop_attacker(attacker)
@@ -304,6 +330,7 @@ def attacked_round(
         rss_attached_mib=rss_attached,
         rss_peak_mib=max(peak),
         rss_growth_mib=max(peak) - rss_before,
+        attacker_cpu_s=cpu[1],
         attacker=result_attack,
     )
     return result
@@ -317,13 +344,22 @@ def main() -> None:
     ap.add_argument("--slowloris", type=int, default=1000)
     ap.add_argument("--preauth", type=int, default=200)
     ap.add_argument("--trickle-s", type=float, default=3.0, help="seconds between bytes")
+    ap.add_argument(
+        "--reconnect-s",
+        type=float,
+        default=None,
+        help="seconds before the attacker reopens a connection the server closed "
+        "(default: --trickle-s; 0 turns the holders into a connection flood)",
+    )
     ap.add_argument("--quick", action="store_true", help="1 pair of 2 s rounds, 200 + 50")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--attack", help=argparse.SUPPRESS)  # HOST:PORT: run as the attacker
     args = ap.parse_args()
+    if args.reconnect_s is None:
+        args.reconnect_s = args.trickle_s
     if args.attack:
         host, port = args.attack.rsplit(":", 1)
-        attack_main(host, int(port), args.slowloris, args.preauth, args.trickle_s)
+        attack_main((host, int(port)), args)
         return
     if args.quick:
         args.rounds, args.duration, args.slowloris, args.preauth = 1, 2.0, 200, 50
@@ -339,24 +375,28 @@ def main() -> None:
             f"topics-server {addr[0]}:{addr[1]} (memory-only, keys on); {args.writers} writers "
             f"x {BATCH}-record batches, {args.duration:.0f} s rounds; attack: "
             f"{args.slowloris} slowloris + {args.preauth} pre-auth body holders, a byte every "
-            f"{args.trickle_s:.0f} s"
+            f"{args.trickle_s:g} s, reopened {args.reconnect_s:g} s after the server closes one"
         )
-        write_round(addr, args.writers, min(2.0, args.duration))  # warm-up
+        write_round(addr, server.pid, args.writers, min(2.0, args.duration))  # warm-up
         rounds: list[dict[str, Any]] = []
         for i in range(args.rounds):
             for kind in ("a", "b"):
                 load = Path("/proc/loadavg").read_text()[:14]
                 if kind == "a":
-                    r = write_round(addr, args.writers, args.duration)
+                    r = write_round(addr, server.pid, args.writers, args.duration)
                 else:
                     r = attacked_round(server, addr, args)
                 r.update(kind=kind, pair=i, load=load)
                 rounds.append(r)
                 extra = ""
                 if kind == "b":
-                    extra = f", RSS +{r['rss_growth_mib']:.1f} MiB, attacker {r['attacker']}"
+                    extra = (
+                        f", RSS +{r['rss_growth_mib']:.1f} MiB, attacker CPU "
+                        f"{r['attacker_cpu_s']:.1f} s, {r['attacker']}"
+                    )
                 print(
-                    f"round {i + 1}{kind}: {r['records_s']:,.0f} records/s, "
+                    f"round {i + 1}{kind}: {r['records_s']:,.0f} records/s, server CPU "
+                    f"{r['server_cpu_s']:.1f} s, "
                     f"statuses {r['statuses']}{extra} (load {load})",
                     flush=True,
                 )
@@ -394,6 +434,7 @@ def report(rounds: list[dict[str, Any]], args: argparse.Namespace) -> None:
             "slowloris": args.slowloris,
             "preauth": args.preauth,
             "trickle_s": args.trickle_s,
+            "reconnect_s": args.reconnect_s,
         }
         Path(args.json).write_text(json.dumps(out, indent=2))
 
