@@ -7,6 +7,10 @@ Rule 1: a change is applied in memory first and logged right after, with no awai
 between, so WAL order is apply order (recovery replays it exactly).
 Rule 2: before a write hands out seqs above a topic's durable watermark, a higher
 watermark is logged and synced (``_reserve``): after a crash no seq is ever reused.
+Rule 2a: a topic whose head has not moved for a whole ``RELEASE_AFTER_S`` releases what it
+reserved above its head (a HEAD entry, unsynced: entries.py rule 5), so a crash keeps a
+quiet topic's head exactly. A watermark entry logged before that release no longer counts
+when its sync completes (``_raise_watermark``); the next write reserves again.
 Rule 3: only ``fsync``-class changes are awaited before the caller is answered; a WAL
 failure then surfaces as the contract's ``internal`` error, never as a storage exception.
 Rule 4 (a disk that fills): a change is refused with ``insufficient_storage`` *before*
@@ -42,6 +46,10 @@ __all__ = ["WATERMARK_RESERVE", "DurabilityOps", "open_data_dir"]
 #: batch) seqs skipped. A topic logs one synced WATERMARK entry per half this many seqs
 #: (the next is started when half of the current one is used).
 WATERMARK_RESERVE = 4096
+#: A topic whose head stayed put for this long (between one and two of these) releases its
+#: reservation (Rule 2a). Shorter means more topics keep their head exactly through a
+#: crash; the cost is one synced reservation for the first write after the pause.
+RELEASE_AFTER_S = 0.1
 
 
 class DurabilityOps:
@@ -64,21 +72,26 @@ class DurabilityOps:
     async def _log_append(
         self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
     ) -> tuple[float, float]:
-        """Log a published batch; for the fsync class wait until it is synced (§2)."""
+        """Log an applied batch, then wake its listeners (watchers, queue streams, long
+        polls, routers: apply -> WAL -> fan-out, in this one place for every write); for
+        the fsync class wait until it is synced (§2)."""
         store = self._store
         if store is None:
+            log.wake()
             await self._yield_point()
             return (0.0, 0.0)
         # A created topic's TOPIC_PUT and its first APPEND are queued with no await in
         # between, so another writer's APPEND of this topic can never precede them.
         put = target = None
         if created:
-            target = log.head + max(WATERMARK_RESERVE, n)
-            put = store.log_topic(log, max(target, log.watermark))
+            target = max(log.head + max(WATERMARK_RESERVE, n), log.watermark)
+            put = store.log_topic(log, target)
+            log.reserved_to = max(log.reserved_to, target)
         ticket = store.log_append(log, salt, frames)
+        log.wake()  # the WAL entry is queued: the readers may see the batch now
         if put is not None and target is not None:
             await self._wait(put)
-            log.watermark = max(log.watermark, target)
+            self._raise_watermark(log, target, put)
         if ticket is None or log.config.durability != "fsync":
             await self._yield_point()
             return (0.0, 0.0)
@@ -104,9 +117,12 @@ class DurabilityOps:
             ) from exc
 
     def _init_durability(self) -> None:
-        """A topic's reservation in flight lives on its TopicLog; only the free-space
-        reading (set up with the data directory) lives here."""
+        """A topic's reservation in flight lives on its TopicLog; the free-space reading
+        (set up with the data directory) and the topics that may release live here."""
         self._space: DiskSpace | None = None
+        # Topics holding seqs reserved above their head -> their head at the last release
+        # pass (None: not looked at yet), Rule 2a.
+        self._unreleased: dict[TopicLog, int | None] = {}
 
     def _check_storage(self) -> None:
         """Refuse a change before it is applied when storage cannot take it (Rule 4)."""
@@ -187,6 +203,7 @@ class DurabilityOps:
             assert store is not None
             target = log.head + n + WATERMARK_RESERVE
             log.reservation = (target, store.log_watermark(log, target))
+            log.reserved_to = max(log.reserved_to, target)
         return True
 
     async def _reserve(
@@ -216,6 +233,7 @@ class DurabilityOps:
                 target = log.head + n + max(WATERMARK_RESERVE, n)
                 pending = (target, store.log_watermark(log, target))
                 log.reservation = pending
+                log.reserved_to = max(log.reserved_to, target)
             await self._wait(pending[1])
             self._settle(log, pending)
             log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
@@ -223,17 +241,51 @@ class DurabilityOps:
 
     def _settle(self, log: TopicLog, reservation: tuple[int, WalTicket]) -> None:
         """Apply a reservation whose ticket was committed (synced)."""
-        log.watermark = max(log.watermark, reservation[0])
+        self._raise_watermark(log, reservation[0], reservation[1])
         if log.reservation is reservation:
             log.reservation = None
+
+    def _raise_watermark(self, log: TopicLog, target: int, ticket: WalTicket) -> None:
+        """Apply a synced watermark entry, unless a HEAD entry logged after it released
+        the topic's reservation meanwhile (Rule 2a): replay would end below it too."""
+        if ticket.lsn < log.released_lsn:
+            return
+        log.watermark = max(log.watermark, target)
+        if log.watermark > log.head and log not in self._unreleased:
+            self._unreleased[log] = None
 
     async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
         """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""
         if self._store is None:
             return
         target = log.head + (max(WATERMARK_RESERVE, reserve) if reserve else 0)
-        await self._wait(self._store.log_topic(log, max(target, log.watermark)))
-        log.watermark = max(log.watermark, target)
+        target = max(target, log.watermark)
+        ticket = self._store.log_topic(log, target)
+        log.reserved_to = max(log.reserved_to, target)
+        await self._wait(ticket)
+        self._raise_watermark(log, target, ticket)
+
+    async def _release_quiet_topics(self) -> None:
+        """Rule 2a, forever (a background task of the engine nursery)."""
+        while True:
+            await trio.sleep(RELEASE_AFTER_S)
+            self._release_pass()
+
+    def _release_pass(self) -> None:
+        """Release the reservation of every topic whose head stayed put since the last
+        pass. Skipped while the WAL cannot take entries (they would only queue)."""
+        store = self._store
+        if store is None or store.wal.read_only or store.wal.full:
+            return
+        for log, seen in list(self._unreleased.items()):
+            if log.deleted or log.watermark <= log.head:
+                del self._unreleased[log]
+            elif seen != log.head or log.reservation is not None or log.reserved_to > log.watermark:
+                self._unreleased[log] = log.head  # moved, or a reservation is in flight
+            else:
+                log.released_lsn = store.log_head(log).lsn
+                log.watermark = log.reserved_to = log.head
+                del self._unreleased[log]
 
     def wal_statistics(self) -> WalStatistics | None:
         """WAL counters for /v0/metrics, or None for a memory-only engine."""
@@ -263,12 +315,14 @@ class DurabilityOps:
         # The gap markers recovery made for head jumps exist only in memory: log them
         # (synced) before serving, so a second crash replays them at the same seqs.
         tickets = [store.log_gap(log, marker) for log, marker in rec.new_gaps]
+        tickets += [store.log_head(log, sync=True) for log in rec.new_heads]
         await nursery.start(wal.run)
         self._space = DiskSpace(fs, paths.root, self.limits.min_free_bytes)
         await nursery.start(self._space.run)
         for ticket in tickets:
             await self._wait(ticket)
         await nursery.start(store.run, rec.registry)
+        nursery.start_soon(self._release_quiet_topics)
         self._start_services(nursery)
         self._recovery_progress = 1.0
 

@@ -115,6 +115,12 @@ class TopicLog:
         # Seqs up to here may have been handed out; a synced WATERMARK/TOPIC_PUT entry says
         # so on disk (0 for a memory-only engine, which never reserves).
         self.watermark = 0
+        # The highest watermark logged, synced or not (a checkpoint must not drop one that
+        # is in flight), and the LSN of the last HEAD entry, which released everything
+        # above the head: a reservation logged before it no longer counts when its sync
+        # completes (``_durability``; entries.py rule 5).
+        self.reserved_to = 0
+        self.released_lsn = 0
         # The WATERMARK entry in flight that will raise ``watermark`` (target, ticket):
         # one per topic, shared by every writer that needs it (``_durability``).
         self.reservation: tuple[int, WalTicket] | None = None
@@ -400,6 +406,27 @@ class TopicLog:
         self.count += n
         self.bytes += size
         self.last_ts = seg.last_ts
+
+    def skip_silently(self, head: int) -> None:
+        """Advance the head past seqs no reader saw and no writer was told of (recovery):
+        they hold nothing, a reader's cursor just passes them, no floor moves."""
+        if head <= self.head:
+            return
+        if self.segments and not self.segments[-1].sealed:
+            self.segments[-1].seal()
+        self.head = head
+        self._settle_front()
+
+    def next_live(self, seq: int) -> int:
+        """The first live seq at or above ``seq``, or ``head + 1``."""
+        i = max(bisect.bisect_right(self.bases, seq) - 1, 0)
+        for seg in self.segments[i:]:
+            idx = max(seq - seg.base_seq, 0)
+            if idx < seg.count:
+                j = seg.first_live(idx)
+                if j < seg.count:
+                    return seg.base_seq + j
+        return self.head + 1
 
     def skip_to(self, head: int) -> None:
         """Advance the head past seqs that may have been handed out but were lost (a crash

@@ -5,9 +5,12 @@ a topic's floors (docs/SEMANTICS.md rules 10-15); the rendering itself is the lo
 
 Gap markers (``TopicLog.add_gap``, a router's ``source_trim``, SEMANTICS rule 28) end a
 window just before them, so one response never carries records from both sides of a
-marker; a read that reaches a marker before any record gets the marker's tombstone
-(``gap_from == gap_to ==`` the marker) and continues after it. At most one tombstone per
-response: an eviction tombstone wins, and covers any marker below ``earliest_seq``.
+marker; a read that reaches a marker before any live record (deleted seqs are passed for
+free) gets the marker's tombstone at once and continues after it, so a cursor just below
+a marker never waits for a write to learn of it. A ``source_trim`` marker reports itself
+(``gap_from == gap_to ==`` the marker); a ``crash`` marker (recovery.py rule 4) the seqs
+the crash may have lost from the reader's cursor on. At most one tombstone per response:
+an eviction tombstone wins, and covers any marker below ``earliest_seq``.
 """
 
 from __future__ import annotations
@@ -32,19 +35,20 @@ def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
     return Tombstone(first, gap_to, reason, gap_to - first + 1, log.earliest, log.head)
 
 
-def gap_tombstone(log: TopicLog, marker: GapMarker) -> Tombstone:
-    """The tombstone a reader gets at a gap marker.
+def gap_tombstone(log: TopicLog, marker: GapMarker, start: int = 0) -> Tombstone:
+    """The tombstone a reader whose window starts at ``start`` gets at a gap marker.
 
     A ``source_trim`` marker stands for another topic's seqs, so its own seq is the gap; a
-    local loss (seqs skipped after a crash) names this topic's lost range itself.
+    local loss (seqs a crash skipped) names this topic's lost range itself, from the
+    reader's start on (a reader already inside the range saw the seqs below its cursor).
     """
     if marker.reason == "source_trim":
-        gap_from = gap_to = marker.seq
-    else:
-        gap_from, gap_to = marker.source_from, marker.source_to
-    return Tombstone(
-        gap_from, gap_to, marker.reason, marker.missed_estimate, log.earliest, log.head
-    )
+        return Tombstone(
+            marker.seq, marker.seq, marker.reason, marker.missed_estimate, log.earliest, log.head
+        )
+    gap_from = max(marker.source_from, start)
+    gap_to = marker.source_to
+    return Tombstone(gap_from, gap_to, marker.reason, gap_to - gap_from + 1, log.earliest, log.head)
 
 
 def read_diff(
@@ -74,9 +78,9 @@ def read_diff(
             gap is not None
             and tombstone is None
             and (not bounded or gap.seq <= head)
-            and gap.seq < max(start + 1, log.earliest)
+            and log.next_live(start) > gap.seq
         ):
-            tombstone = gap_tombstone(log, gap)
+            tombstone = gap_tombstone(log, gap, start)
             start = gap.seq + 1
             gap = log.gap_from(start)
         if gap is not None:

@@ -137,8 +137,10 @@ async def _reserve(engine: Engine, dest: TopicLog, n: int) -> None:
     store = engine._store
     assert store is not None
     target = dest.head + n + max(WATERMARK_RESERVE, n)
-    await store.log_watermark(dest, target).wait()
-    dest.watermark = max(dest.watermark, target)
+    ticket = store.log_watermark(dest, target)
+    dest.reserved_to = max(dest.reserved_to, target)
+    await ticket.wait()
+    engine._raise_watermark(dest, target, ticket)
 
 
 def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: TopicLog) -> int:
@@ -164,6 +166,7 @@ def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: Topi
         engine._apply_retention(dest)
         try:
             engine._append_batch(dest, batch.records, None, False, engine.clock.now_ms())
+            dest.wake()  # copies are not WAL-logged (rule 2): applied is published
         except (TopicFullError, ThrottledError, RecordTooLargeError) as exc:  # rule 4
             if n > 1:
                 router.batch_limit = max(1, n // 2)

@@ -31,7 +31,9 @@ __all__ = [
     "WriteResult",
 ]
 
-TombstoneReason = Literal["cap", "ttl", "mixed", "recreated", "source_trim", "from_seq_too_old"]
+TombstoneReason = Literal[
+    "cap", "ttl", "mixed", "recreated", "source_trim", "crash", "from_seq_too_old"
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,14 @@ calls and compares every answer, like tests/property/test_engine_model.py. Two m
   delete). The test finds the newest such prefix state that matches the engine and makes
   it the model, after the crash rules: the idempotency window is gone; ``ephemeral``
   records are gone (readers below the head get a tombstone); any other head may jump to
-  the durable watermark (never below the pre-crash head: no seq is handed out twice), the
-  skipped seqs reading as a silent gap (docs: recovery.py rule 4).
+  the durable watermark (never below the pre-crash head: no seq is handed out twice): an
+  ``fsync`` topic's skipped seqs read as a silent gap, a ``disk``/``memory`` topic's as a
+  ``crash`` tombstone (docs: recovery.py rule 4).
   So: acknowledged fsync writes and deletes survive, nothing appears that was not written,
   and nothing disappears out of order.
+* ``quiet``: time passes with no write, so every topic releases its reserved seqs and the
+  WAL tick syncs that (_durability.py Rule 2a). A topic not written since keeps its head
+  exactly through a later crash: no skip, so no tombstone either.
 
 TTL is left out (its floors across restarts have their own tests in
 tests/integration/test_persistence.py), and a topic's durability class is fixed when it is
@@ -157,6 +161,8 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
         # newest one that is certainly durable.
         self.history: list[dict[str, _Topic]] = [copy.deepcopy(self.model.topics)]
         self.synced = 0
+        # Topics not written since the last ``quiet`` (Rule 2a): their heads then.
+        self.quiet_heads: dict[str, int] = {}
 
     def teardown(self) -> None:
         if self.host is not None:
@@ -219,6 +225,7 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
     ) -> None:
         created_class = None if name in self.model.topics else durability
         pre = copy.deepcopy(self.model.topics)
+        self.quiet_heads.pop(name, None)  # even a refused write may have reserved seqs
         res = self.both(
             "write", name, batch, idempotency_key=key, config={"durability": durability}
         )
@@ -249,6 +256,7 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES))
     def delete_topic(self, name: str) -> None:
+        self.quiet_heads.pop(name, None)
         res = self.both("delete_topic", name)
         self.record(synced=res is not None and res.deleted)
 
@@ -260,6 +268,18 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
     def checkpoint(self) -> None:
         self.host.run(lambda engine: engine._store.checkpoint(engine._registry))
         self.record(synced=True)  # a checkpoint covers the WAL it flushed
+
+    @rule()
+    def quiet(self) -> None:
+        async def settle(engine: Engine) -> None:
+            engine._release_pass()  # notes each head
+            engine._release_pass()  # and releases those that stayed put
+            assert engine._store is not None
+            await engine._store.wal.flush()  # the tick that would follow
+
+        self.host.run(settle)
+        self.record(synced=True)
+        self.quiet_heads = {name: t.head_seq for name, t in self.model.topics.items()}
 
     # -- restarts ---------------------------------------------------------------------
 
@@ -282,6 +302,11 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
         for name, head in pre_heads.items():
             if name in internals:  # 5: no seq is handed out twice
                 assert internals[name][0] >= head, f"{name}: head {internals[name][0]} < {head}"
+            if name in internals and name in self.quiet_heads:  # Rule 2a: exactly
+                assert internals[name][0] == head == self.quiet_heads[name], (
+                    f"{name}: quiet at head {self.quiet_heads[name]}, "
+                    f"{head} before the crash, {internals[name][0]} after"
+                )
         problems = []
         for k in range(len(self.history) - 1, self.synced - 1, -1):
             candidate = self._after_restart(self.history[k], crashed=True)
@@ -316,10 +341,12 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
                     topic.cap_floor = max(topic.cap_floor, topic.head_seq + 1)
                 topic.live = []
             if head > topic.head_seq:  # the head jumped to the durable watermark: what
-                # survived stays readable, and a marker on the last skipped seq reports the
-                # skipped range as a loss to readers that reach it (SEMANTICS rule 13a)
+                # survived stays readable; for disk/memory a marker on the last skipped seq
+                # reports the skipped range as a loss to readers that reach it, for fsync
+                # (nothing acknowledged can be in it) the skip is silent (SEMANTICS 13a)
                 assert crashed, f"{name}: a clean restart moved the head {topic.head_seq}->{head}"
-                topic.gaps.append((head, topic.head_seq + 1, head))
+                if topic.config.durability != "fsync":
+                    topic.gaps.append((head, topic.head_seq + 1, head))
                 topic.head_seq = head
         return out
 
@@ -342,6 +369,8 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
         self.model.topics = trial.topics  # with the reads above applied, like the engine
         self.history = [copy.deepcopy(self.model.topics)]
         self.synced = 0
+        # A restart reserves nothing: every head is exact until the next write.
+        self.quiet_heads = {name: t.head_seq for name, t in self.model.topics.items()}
 
     # -- always -------------------------------------------------------------------------
 

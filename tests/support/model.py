@@ -196,7 +196,8 @@ class _Topic:
     last_write_ts: int | None = None
     last_read_ts: int | None = None
     # Gap markers (SEMANTICS rule 13a, after a crash): (seq, lost_from, lost_to). A marker
-    # holds no record; a reader reaching it gets a "cap" tombstone for the lost range.
+    # holds no record; a reader reaching it gets a "crash" tombstone for the lost range
+    # from its own start on.
     gaps: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
@@ -688,13 +689,18 @@ class ContractModel:
         end: int | None = None
         markers = [g for g in topic.gaps if g[0] >= topic.evict_floor]
         gap = next((g for g in markers if g[0] >= start), None)
-        if gap is not None and tombstone is None and gap[0] < max(start + 1, earliest):
+        if (
+            gap is not None
+            and tombstone is None
+            and not any(start <= rec.seq < gap[0] for rec in topic.live)
+        ):
             # Nothing live between the cursor and the marker: report the loss now.
+            gap_from = max(gap[1], start)
             tombstone = Tombstone(
-                gap_from=gap[1],
+                gap_from=gap_from,
                 gap_to=gap[2],
-                reason="cap",
-                missed_estimate=gap[2] - gap[1] + 1,
+                reason="crash",
+                missed_estimate=gap[2] - gap_from + 1,
                 earliest_seq=earliest,
                 head_seq=head,
             )

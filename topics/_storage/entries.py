@@ -12,6 +12,10 @@ Rule 3: cap eviction is not logged: it is a pure function of the appends and the
   entries before it, and replay re-runs it at the same points.
 Rule 4: a WATERMARK entry is synced before any seq above the previous watermark is handed
   out, so after a crash no seq is ever reused (docs/STORAGE_FORMATS.md).
+Rule 5: a HEAD entry says "here the topic's head is exactly this, and no seq above it has
+  been handed out": replay sets the watermark to it (the only entry that may lower it). It
+  needs no sync: the WAL survives as a prefix, so if it survived, so did every append
+  before it. A quiet topic logs one, so a crash keeps its head exactly (recovery.py rule 4).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "EXPIRE",
     "FIRST_EXTENSION_ENTRY",
     "GAP",
+    "HEAD",
     "TOPIC_DELETE",
     "TOPIC_PUT",
     "WATERMARK",
@@ -49,6 +54,7 @@ DELETE_SEQS = 5  # u64 topic_id, u64 seq * n
 EXPIRE = 6  # u64 topic_id, u64 bound, u64 ttl_floor
 WATERMARK = 7  # u64 topic_id, u64 watermark
 GAP = 8  # u64 topic_id, u64 marker seq, u64 lost_from, u64 lost_to (a crash's head jump)
+HEAD = 9  # u64 topic_id, u64 head (rule 5; WAL format version 2)
 #: Entry types from here up belong to store extensions (routers, queues): recovery hands
 #: them, in log order, to the extension that declared them (store.StoreExtension).
 FIRST_EXTENSION_ENTRY = 32

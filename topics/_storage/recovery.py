@@ -10,14 +10,18 @@ Rules:
    ``TopicLog`` operations the engine used (docs: entries.py rules 1-4), streaming.
 3. A torn tail of the newest WAL file ends the log (repaired when writable); corruption
    anywhere else, or in a segment, raises — it is never served as data.
-4. After replay a topic whose durable watermark is above its head may have handed out
-   seqs that were lost: its head moves to the watermark, so no seq is ever handed out
-   twice. Records that did survive stay readable (an acknowledged fsync write survives
-   any crash), so the jump cannot move the eviction floor (that would retire them): the
-   skipped seqs read as a silent gap. Only an ``ephemeral`` topic, which never stores a
-   record, moves its floor to the new head (readers below get a tombstone). The rule
-   depends on nothing but the class, so recovering again after another crash decides the
-   same way. The jump is a writer's decision (``repair=True``): a read-only Reader beside a
+4. After replay a topic whose durable watermark is above its head had a write in flight
+   at the crash (a quiet topic logs a HEAD entry that lowers its watermark to its head,
+   entries.py rule 5, so it keeps its head exactly). Its head moves to the watermark, so no
+   seq is ever handed out twice; records that survived stay readable (the jump never moves
+   the eviction floor). What the skipped seqs mean depends on the class:
+   ``fsync`` — every acknowledged write is on disk, so they held at most writes nobody was
+   told of: the skip is silent (a HEAD entry). ``disk``/``memory`` — they may have held
+   acknowledged records of the un-synced tail: a gap marker with reason ``crash`` on the
+   last one reports ``[old head + 1, watermark]`` to readers that reach it (a GAP entry).
+   ``ephemeral`` — it stores nothing, so its floor moves past its head instead (rule 6).
+   The jump is logged (synced) before the engine serves, so a later recovery replays it at
+   the same seq. It is a writer's decision (``repair=True``): a read-only Reader beside a
    live writer keeps the recovered head, since the writer still owns those seqs.
 5. Running recovery twice on the same directory gives the same state.
 6. ``ephemeral`` records are never stored: a topic whose checkpoint says it held live
@@ -69,8 +73,10 @@ class Recovered:
     # Store extensions: their manifest sections, and their WAL entries in log order.
     extension_sections: dict[str, Any] = field(default_factory=dict)
     extension_entries: list[tuple[int, bytes]] = field(default_factory=list)
-    # Gap markers made by this recovery's head jumps (the engine logs them before serving).
+    # This recovery's head jumps (the engine logs them, synced, before serving): gap
+    # markers, and topics whose head moved silently (logged as HEAD entries).
     new_gaps: list[tuple[TopicLog, GapMarker]] = field(default_factory=list)
+    new_heads: list[TopicLog] = field(default_factory=list)
 
 
 def recover(
@@ -118,27 +124,30 @@ def recover(
                 marker = _jump(log, log.watermark)
                 if marker is not None:
                     out.new_gaps.append((log, marker))
+                elif log.config.durability != "ephemeral":
+                    out.new_heads.append(log)
     report(1.0)
     return out
 
 
 def _jump(log: TopicLog, head: int) -> GapMarker | None:
-    """Move the head past seqs that may have been handed out but are lost (rule 4)."""
+    """Move the head past seqs that may have been handed out but were not recovered
+    (rule 4). Returns the gap marker that reports them, if they may have held records
+    someone was told of."""
     if head <= log.head:
         return None
-    if log.config.durability == "ephemeral":
+    durability = log.config.durability
+    if durability == "ephemeral":
         log.skip_to(head)  # it stores nothing: the loss is reported to readers below
         return None
-    # Keep what survived, skip every seq that may have been handed out, and mark the skip
-    # with a gap marker so a reader crossing it gets a tombstone: acked records of a
-    # non-fsync class may be in that range, and loss is never silent.
+    if durability == "fsync":
+        log.skip_silently(head)  # no acknowledged record can be among them
+        return None
     # The marker sits ON the last skipped seq (never on a fresh one): a later recovery that
     # replays appends after this skip must find ``head`` exactly where this one left it.
     lost_from = log.head + 1
-    if log.segments and not log.segments[-1].sealed:
-        log.segments[-1].seal()
     log.head = head - 1
-    return log.add_gap("cap", head - lost_from + 1, lost_from, head)
+    return log.add_gap("crash", head - lost_from + 1, lost_from, head)
 
 
 def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None:
@@ -237,10 +246,17 @@ class _Replay:
             # A head jump an earlier recovery logged: redo it at the same seq.
             seq, lost_from, lost_to = values[1], values[2], values[3]
             if seq > log.head:
-                if log.segments and not log.segments[-1].sealed:
-                    log.segments[-1].seal()
                 log.head = seq - 1
-                log.add_gap("cap", lost_to - lost_from + 1, lost_from, lost_to)
+                log.add_gap("crash", lost_to - lost_from + 1, lost_from, lost_to)
+        elif kind == entries.HEAD:
+            # Exactly this head, nothing handed out above it (entries.py rule 5). Above the
+            # replayed head only after a silent jump, or for an ephemeral topic's records.
+            head = values[1]
+            if log.config.durability == "ephemeral":
+                log.skip_to(head)
+            else:
+                log.skip_silently(head)
+            log.watermark = head
         elif kind == entries.WATERMARK:
             log.watermark = max(log.watermark, values[1])
         elif kind == entries.DELETE_BEFORE:
@@ -278,7 +294,11 @@ class _Replay:
         n = len(iter_frames(entry.frames, entry.salt, verify=False))
         first = frame_seq(entry.frames, 0)
         if first > log.head + 1:
-            _jump(log, first - 1)  # seqs never logged (appended while ephemeral) are lost
+            # Seqs never logged (appended while the topic was ephemeral, before a crash)
+            # held records: whatever the class is now, report them.
+            lost_from = log.head + 1
+            log.head = first - 2
+            log.add_gap("crash", first - lost_from, lost_from, first - 1)
         log.replay_append(entry.frames, entry.salt, first, n)
         log.last_write_ts = log.last_ts
         if log.config.discard == "old":

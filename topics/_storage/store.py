@@ -199,6 +199,16 @@ class Store:
     def log_watermark(self, log: TopicLog, watermark: int) -> WalTicket:
         return self._submit(entries.WATERMARK, entries.encode_u64s(log.topic_id, watermark), True)
 
+    def log_head(self, log: TopicLog, *, sync: bool = False) -> WalTicket:
+        """The topic's exact head, releasing what it reserved above (entries.py rule 5).
+
+        A release needs no sync: it survives a crash only together with every append
+        before it, so it is true whenever it is replayed. A recovery's silent head jump
+        is synced (it must hold before anything is appended after it).
+        """
+        payload = entries.encode_u64s(log.topic_id, log.head)
+        return self._submit(entries.HEAD, payload, sync)
+
     def log_append(self, log: TopicLog, salt: int, frames: bytes) -> WalTicket | None:
         durability = log.config.durability
         if durability == "ephemeral":
@@ -374,7 +384,12 @@ class Store:
                     "config": log.config.to_dict(),
                     "head": log.head,
                     # A final (clean) checkpoint knows no seq above head was handed out.
-                    "watermark": log.head if final else max(log.watermark, log.head),
+                    # Otherwise a reservation logged at or below ``covered`` but not yet
+                    # synced counts too: replay starts after it, and it may be settled
+                    # (its seqs handed out) once this snapshot is taken.
+                    "watermark": log.head
+                    if final
+                    else max(log.watermark, log.reserved_to, log.head),
                     "earliest": log.earliest,
                     "cap_floor": log.cap_floor,
                     "ttl_floor": log.ttl_floor,

@@ -54,7 +54,10 @@ __all__ = [
 ]
 
 WAL_MAGIC = b"TOPICWAL"
-WAL_FORMAT_VERSION = 1
+WAL_FORMAT_VERSION = 2
+#: Versions a scan reads: version 1 files differ only in never holding a HEAD entry
+#: (entries.py rule 5), so a data directory written before it recovers unchanged.
+_READABLE_VERSIONS = frozenset({1, WAL_FORMAT_VERSION})
 # magic, version, header_size, salt, file_no, first_lsn, reserved, header crc
 _HEADER = struct.Struct("<8sHHIQQII")
 HEADER_SIZE = _HEADER.size  # 40
@@ -141,7 +144,7 @@ def decode_header(raw: bytes) -> WalFileHeader:
     magic, version, size, salt, file_no, first_lsn, _, crc = _HEADER.unpack_from(raw)
     if crc32c(raw[: HEADER_SIZE - 4]) != crc or magic != WAL_MAGIC:
         raise _HeaderError("header checksum or magic mismatch", torn=True)
-    if version != WAL_FORMAT_VERSION or size != HEADER_SIZE:
+    if version not in _READABLE_VERSIONS or size != HEADER_SIZE:
         raise _HeaderError(f"unsupported WAL format version {version}", torn=False)
     return WalFileHeader(file_no, salt, first_lsn, version)
 

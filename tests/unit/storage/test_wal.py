@@ -13,6 +13,8 @@ import trio.testing
 
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
+from topics._core import crc32c
+from topics._storage import entries
 from topics._storage.fs import Fs, RealFs
 from topics._storage.wal import Wal, WalCorruptionError, WalError, WalTicket, scan_wal
 from topics._storage.wal_reader import (
@@ -542,7 +544,22 @@ def test_header_layout_is_stable() -> None:
     raw = disk.read_bytes(wal_path(D, 0x1234))
     assert len(raw) == HEADER_SIZE == 40
     magic, version, size, _salt, file_no, first = struct.unpack_from("<8sHHIQQ", raw)
-    assert (magic, version, size, file_no, first) == (b"TOPICWAL", 1, 40, 0x1234, 42)
+    assert (magic, version, size, file_no, first) == (b"TOPICWAL", 2, 40, 0x1234, 42)
+
+
+def test_a_version_1_file_is_still_read() -> None:
+    """Version 2 only adds the HEAD entry (entries.py rule 5): a directory written by
+    version 1 recovers unchanged."""
+    disk = _disk()
+    frames = encode_frames([(1, 3, b"old")], 0x12345678)
+    head = bytearray.fromhex(
+        "544f50494357414c010028007856341205000000000000000100000000000000000000000000000000"
+    )[:HEADER_SIZE]
+    head[36:40] = struct.pack("<I", crc32c(bytes(head[:36])))
+    path = wal_path(D, 5)
+    disk.open(path, write=True, create=True).write_at(0, bytes(head) + bytes(frames))
+    assert read_wal_header(disk, path).version == 1
+    assert _scan(disk) == [(1, 3, b"old")]
 
 
 @pytest.mark.parametrize("err", [errno.EIO, errno.ENOSPC])
@@ -554,11 +571,16 @@ async def test_scan_surfaces_read_errors(err: int) -> None:
 
 
 def test_golden_vectors() -> None:
-    """Format version 1 bytes; any change here must bump WAL_FORMAT_VERSION."""
+    """Format version 2 bytes; any change here must bump WAL_FORMAT_VERSION."""
     frames = encode_frames([(1, 7, b"abc"), (2, 0, b"")], 0x12345678)
     assert bytes(frames).hex() == (
         "0300000057528d2301000000000000000700000061626300000000e7f304ad020000000000000000000000"
     )
     assert encode_header(5, 0x12345678, 42).hex() == (
-        "544f50494357414c010028007856341205000000000000002a000000000000000000000021f8ac2e"
+        "544f50494357414c020028007856341205000000000000002a00000000000000000000008c137ecd"
+    )
+    # The HEAD entry version 2 added (entries.py rule 5): topic 3's head is exactly 4101.
+    assert (entries.HEAD, entries.encode_u64s(3, 4101).hex()) == (
+        9,
+        "03000000000000000510000000000000",
     )
