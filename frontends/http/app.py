@@ -123,6 +123,9 @@ class TopicsHttpApp:
         elif kind == "lifespan":
             await self._lifespan(scope, receive, send)
         else:  # websocket: its module gates it (no HTTP route table entry to match)
+            connection = scope.get("state", {}).get(CONNECTION_KEY)
+            if connection is not None:  # the upgrade's head is whole: no head deadline
+                connection.request_started("websocket")
             await self._quart_asgi(scope, receive, send)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -134,23 +137,39 @@ class TopicsHttpApp:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()
-        raw_headers = scope["headers"]
-        headers: dict[bytes, bytes] = dict(raw_headers)
+        headers: dict[bytes, bytes] = dict(scope["headers"])
         given = headers.get(b"x-request-id")
         if given is not None and _REQUEST_ID.fullmatch(given):
             request_id = given.decode()
         else:
             request_id = _new_request_id()
         connection = scope.get("state", {}).get(CONNECTION_KEY)
-        if connection is not None:  # the connection guard logs it if the connection dies
-            connection.request_id = request_id
+        if connection is not None:  # the head is whole; the guard logs this id if it dies
+            connection.request_started(request_id)
+            try:
+                await self._serve(scope, receive, send, headers, request_id, t0)
+            finally:
+                connection.request_ended()
+        else:
+            await self._serve(scope, receive, send, headers, request_id, t0)
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+        request_id: str,
+        t0: float,
+    ) -> None:
+        raw_headers = scope["headers"]
         state = self.state
         ctx = RequestContext(
             state, scope["method"], scope["path"], headers, scope["query_string"], request_id, t0
         )
         problem = None
         try:
-            problem = framing_error(ctx.method, raw_headers)
+            problem = framing_error(ctx.method, raw_headers, scope.get("extensions"))
             if problem is not None:
                 raise InvalidRequestError(f"{problem}; the connection is closed")
             route, ctx.name = self.table.match(ctx.method, ctx.path)

@@ -22,11 +22,17 @@ Rules:
    :class:`GuardedStream`, the stream hypercorn is given, sees the close frame go out and
    gives the client :data:`CLOSE_HANDSHAKE_TIMEOUT_S` to answer (RFC 6455 §7.1.1 lets
    the server then drop the TCP connection).
+5. The head deadline holds on connections hypercorn owns too: :class:`GuardedStream`
+   arms it when bytes arrive while no request is in flight, and the dispatcher disarms
+   it when a request reaches the app (:meth:`ConnectionInfo.request_started`, and
+   ``request_ended`` once it is answered). A head that is not whole by then closes the
+   connection, as in the lane; hypercorn alone would hold it until its keep-alive timer.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -49,14 +55,34 @@ _SWITCHING = b"HTTP/1.1 101 "
 
 
 class ConnectionInfo:
-    """What the guard knows of a connection when it has to log its failure."""
+    """What the guard knows of a connection: who, its last request, its deadlines."""
 
-    __slots__ = ("peer", "request_id", "scope")
+    __slots__ = ("_head_armed", "busy", "peer", "request_id", "scope")
 
     def __init__(self, peer: str) -> None:
         self.peer = peer
         self.request_id: str | None = None
         self.scope = trio.CancelScope()
+        #: Requests of this connection the app is serving now (rule 5).
+        self.busy = 0
+        self._head_armed = False
+
+    def request_started(self, request_id: str) -> None:
+        """A request reached the app: its head is whole (rule 5)."""
+        self.request_id = request_id
+        self.busy += 1
+        if self._head_armed:
+            self._head_armed = False
+            self.scope.deadline = math.inf
+
+    def request_ended(self) -> None:
+        self.busy -= 1
+
+    def head_begins(self, head_timeout: float) -> None:
+        """Bytes arrived: when no request is in flight, they begin a head (rule 5)."""
+        if not self.busy and not self._head_armed:
+            self._head_armed = True
+            self.close_within(head_timeout)
 
     def close_within(self, seconds: float) -> None:
         """Rule 4: end the connection ``seconds`` from now unless it ends sooner."""
@@ -70,12 +96,15 @@ class GuardedStream(trio.abc.HalfCloseableStream):
     write that starts with a close frame's first byte is the close frame.
     """
 
-    __slots__ = ("_info", "_stream", "_upgraded", "socket")
+    __slots__ = ("_head_timeout", "_info", "_stream", "_upgraded", "socket")
 
-    def __init__(self, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+    def __init__(
+        self, stream: trio.SocketStream, info: ConnectionInfo, head_timeout: float = math.inf
+    ) -> None:
         self._stream = stream
         self._info = info
         self._upgraded = False
+        self._head_timeout = head_timeout
         self.socket = stream.socket
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -90,7 +119,10 @@ class GuardedStream(trio.abc.HalfCloseableStream):
         await self._stream.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        return await self._stream.receive_some(max_bytes)
+        data = await self._stream.receive_some(max_bytes)
+        if data and not self._upgraded:
+            self._info.head_begins(self._head_timeout)
+        return data
 
     async def send_eof(self) -> None:
         await self._stream.send_eof()

@@ -38,7 +38,9 @@ Rules:
    ``connection: close``. Deadlines hypercorn lacks: once a head's first byte is in, the
    whole head must arrive within ``head_timeout`` or the connection closes; the body is
    the dispatcher's to time (``TOPICS_HTTP_BODY_TIMEOUT_MS``, 408), and each read inside
-   a request is bounded by ``read_timeout`` besides.
+   a request is bounded by ``read_timeout`` besides. A connection closed with input
+   still unread (a refusal before its body) shuts its write side first and drains the
+   input for a moment, or the close would send a reset that can destroy the answer.
 5. Shutdown: connections waiting for a head (idle, or mid-head) close at once, a request
    in progress finishes and its connection then closes (``connection: close``), within
    hypercorn's graceful timeout.
@@ -71,6 +73,7 @@ from wsgiref.handlers import format_date_time
 import trio
 
 from .connection import CONNECTION_KEY
+from .requests import FOLDED_HEADERS
 
 __all__ = ["HEAD_TIMEOUT_S", "MAX_BODY", "MAX_HEAD", "Lane", "LaneConnection", "parse_head"]
 
@@ -95,6 +98,10 @@ MAX_BODY = 1 << 20
 MAX_PENDING = 64 * 1024
 #: Default deadline for a whole request head, from its first byte (rule 4).
 HEAD_TIMEOUT_S = 10.0
+#: How long, and how much, a refused connection's unread input is drained before the
+#: close, so that the close does not reset the answer away (``_linger``).
+LINGER_S = 1.0
+LINGER_BYTES = 256 * 1024
 
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _TARGET = re.compile(rb"/[!-$&-~]*")  # printable ASCII, no '%', no space
@@ -107,6 +114,8 @@ Head = tuple[str, str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
 
 _METHODS = {b"POST": "POST", b"GET": "GET"}
 _SERVED = frozenset(_METHODS.values())
+#: What a head with an obs-folded line tells the app (its dispatcher refuses it).
+_OBS_FOLD = {FOLDED_HEADERS: True}
 
 
 def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
@@ -114,9 +123,10 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
     head (without its closing blank line) when the lane serves it by rule 2, else None.
 
     ``content_length`` -1 marks framing two parsers could read differently (two
-    Content-Lengths, or one beside Transfer-Encoding): the lane reads no body and passes
-    the head to the app, whose dispatcher refuses it (400, connection closed), rather than
-    handing it to h11, which picks one reading and may lose the answer (rule 1)."""
+    Content-Lengths, or one beside Transfer-Encoding), -2 an obs-folded header line: the
+    lane reads no body and passes the head to the app, whose dispatcher refuses it (400,
+    connection closed), rather than handing it to h11, which picks one reading (or
+    unfolds the line) and may lose the answer (rule 1)."""
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     method = _METHODS.get(parts[0])
@@ -133,11 +143,14 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
     length = -1
     hosts = 0
     close = False
-    conflict = chunked = False
+    conflict = chunked = folded = False
     for line in lines[1:]:
+        if line[:1] in (b" ", b"\t") and headers:  # obs-fold (RFC 9112 §5.2)
+            folded = True
+            continue
         name, colon, value = line.partition(b":")
         if not colon or _TOKEN.fullmatch(name) is None:
-            return None  # also obs-fold: a continuation line starts with whitespace
+            return None
         value = value.strip(b" \t")
         if _BAD_VALUE.search(value) is not None:
             return None
@@ -161,6 +174,8 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
         headers.append((name, value))
     if hosts != 1:
         return None
+    if folded:
+        return method, raw_path.decode("ascii"), raw_path, query, headers, -2, True
     if conflict or (chunked and length >= 0):
         return method, raw_path.decode("ascii"), raw_path, query, headers, -1, True
     if chunked or length > (max_body if method.upper() == "POST" else 0):
@@ -283,7 +298,6 @@ class LaneConnection:
             # route: its dispatcher refuses both before routing (rules 1-2).
             if method in _SERVED and length >= 0 and not lane.accepts(method, path):
                 return self.buf
-            length = max(length, 0)
             self.buf = self.buf[end + 4 :]
             served += 1
             self.closing = close or served >= lane.max_requests
@@ -291,7 +305,27 @@ class LaneConnection:
             if self.unread:  # answered without reading the body: no next request to find
                 self.closing = True
             if self.closing or self.dead or lane.terminated:
+                if (self.unread or self.buf) and not self.dead:
+                    await self._linger()
                 return None
+
+    async def _linger(self) -> None:
+        """Close after a refusal without losing the answer (rule 4). Closing a socket
+        with unread bytes in its receive buffer sends a reset, which can destroy the
+        answer before the client reads it; so the write side is shut first and what the
+        client still sends is read and dropped, for at most ``LINGER_S`` and
+        ``LINGER_BYTES``."""
+        with trio.move_on_after(LINGER_S):
+            try:
+                await self.stream.send_eof()
+                drained = 0
+                while drained < LINGER_BYTES:
+                    data = await self.stream.receive_some(MAX_RECV)
+                    if not data:
+                        break
+                    drained += len(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
 
     async def _read_head(self) -> int | None:
         """Read until ``buf`` holds a whole head; the index of its closing CRLFCRLF, -1
@@ -347,6 +381,7 @@ class LaneConnection:
         headers: list[tuple[bytes, bytes]],
         length: int,
     ) -> None:
+        """Call the app for one request; ``length`` < 0 is a refused head (``parse_head``)."""
         lane = self.lane
         scope = {
             "type": "http",
@@ -362,9 +397,9 @@ class LaneConnection:
             "client": self.client,
             "server": self.server,
             "state": self.state.copy(),
-            "extensions": {},
+            "extensions": _OBS_FOLD if length == -2 else {},
         }
-        self._reset(length)
+        self._reset(max(length, 0))
         try:
             await lane.app(scope, self._receive, self._send)
         except Exception:

@@ -19,7 +19,7 @@ Rules:
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, MutableMapping
 from typing import Any
 
 import ujson
@@ -30,6 +30,7 @@ __all__ = [
     "ClientDisconnected",
     "check_content_type",
     "decode_json_object",
+    "FOLDED_HEADERS",
     "framing_error",
     "read_body",
 ]
@@ -44,15 +45,27 @@ class ClientDisconnected(Exception):
 _METHOD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-def framing_error(method: str, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+#: The ASGI scope extension by which a server tells the app a head had obs-folded lines
+#: (the fast lane does; h11 unfolds them, which RFC 9112 §5.2 also allows).
+FOLDED_HEADERS = "topics.obs_fold"
+
+
+def framing_error(
+    method: str,
+    headers: Iterable[tuple[bytes, bytes]],
+    extensions: Mapping[str, object] | None = None,
+) -> str | None:
     """Why a request's framing cannot be trusted (rule 5), or None when it can.
 
     Methods are case-sensitive (RFC 9110 §9.1): ``post`` is not ``POST``, and a server
     that ran it as one would disagree with every proxy in front of it. A request with both
     ``Content-Length`` and ``Transfer-Encoding``, or with two ``Content-Length`` fields,
     has a body whose end two parsers can place differently (request smuggling, RFC 9112
-    §6.3); it is refused and its connection closed rather than guessed at.
+    §6.3); it is refused and its connection closed rather than guessed at. So is a head
+    with obs-folded lines (RFC 9112 §5.2 prefers a 400 to unfolding).
     """
+    if extensions and extensions.get(FOLDED_HEADERS):
+        return "the request has obs-folded header lines (RFC 9112 §5.2)"
     if not method or not _METHOD.issuperset(method.encode("latin-1")):
         return f"the method {method!r} is not an upper-case token (methods are case-sensitive)"
     lengths = 0

@@ -133,7 +133,7 @@ async def serve(
                 return
             read_ahead = handed
         state = ConnectionState({**lifespan_state, CONNECTION_KEY: info})
-        guarded = GuardedStream(stream, info)
+        guarded = GuardedStream(stream, info, head_timeout)
         server: TCPServer
         if read_ahead:
             server = _HandedOver(wrapped, config, context, state, guarded, read_ahead=read_ahead)

@@ -60,8 +60,27 @@ SMUGGLING = {
 }
 
 
+#: What hypercorn alone (``TOPICS_HTTP_LANE=0``) does not refuse, and why: its h11 parser
+#: unfolds obs-fold (RFC 9112 §5.2 allows that as well as a 400) and it upper-cases the
+#: method before any app sees it, so neither reaches the dispatcher's check. The lane, which
+#: owns every connection of a default server, refuses both (docs/HTTP.md, "Framing").
+HYPERCORN_ACCEPTS = {
+    SMUGGLING["lowercase-method"]: "hypercorn upper-cases the method before the app",
+    SMUGGLING["obs-fold"]: "h11 unfolds obs-fold lines (RFC 9112 section 5.2 allows it)",
+}
+
+
+def _known_hypercorn_gap(request: pytest.FixtureRequest, target: Target, payload: bytes) -> None:
+    reason = HYPERCORN_ACCEPTS.get(payload)
+    if target.lane == "0" and reason is not None:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
 @pytest.mark.parametrize("payload", SMUGGLING.values(), ids=SMUGGLING.keys())
-def test_ambiguous_framing_is_400_and_closes(target: Target, payload: bytes) -> None:
+def test_ambiguous_framing_is_400_and_closes(
+    request: pytest.FixtureRequest, target: Target, payload: bytes
+) -> None:
+    _known_hypercorn_gap(request, target, payload)
     assert target.server is not None
     data, closed = exchange(target.server, payload, timeout=3.0)
     assert status_of(data) == 400, data[:300]
@@ -71,16 +90,19 @@ def test_ambiguous_framing_is_400_and_closes(target: Target, payload: bytes) -> 
 
 @pytest.mark.parametrize("payload", SMUGGLING.values(), ids=SMUGGLING.keys())
 def test_a_request_pipelined_behind_ambiguous_framing_is_not_run(
-    target: Target, payload: bytes
+    request: pytest.FixtureRequest, target: Target, payload: bytes
 ) -> None:
     """The smuggling shape: a well-formed write follows in the same packet. A server that
     kept the connection might run it, and a desynchronised parser would run it wrongly.
-    (Whether the 400 itself still arrives is not asserted here: on the lane it is
-    sometimes lost, the connection closing without an answer.)"""
+    The lane's refusal always arrives whole (it shuts its write side and drains the rest
+    before closing, so no reset destroys the answer); through h11 the 400 is sometimes
+    lost, the connection closing without an answer, so there only the close is asserted."""
+    _known_hypercorn_gap(request, target, payload)
     assert target.server is not None
     follow = _post(f"Content-Length: {len(BODY)}\r\n")
     data, closed = exchange(target.server, payload + follow, timeout=3.0)
-    assert status_of(data) in (400, None), data[:300]
+    wanted = (400,) if target.lane == "1" else (400, None)
+    assert status_of(data) in wanted, data[:300]
     assert data.count(b"HTTP/1.1 ") <= 1, f"more than one response: {data[:600]!r}"
     assert closed, "the connection must close after a framing error"
     target.assert_unharmed()

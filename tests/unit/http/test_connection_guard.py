@@ -117,3 +117,37 @@ async def test_a_websocket_close_frame_sent_gives_the_client_a_deadline() -> Non
     assert before + CLOSE_HANDSHAKE_TIMEOUT_S <= info.scope.deadline
     assert info.scope.deadline <= trio.current_time() + CLOSE_HANDSHAKE_TIMEOUT_S
     await client.receive_some(1000)
+
+
+def test_an_obs_folded_head_the_lane_marked_is_refused() -> None:
+    from topics.frontends.http.requests import FOLDED_HEADERS
+
+    assert framing_error("POST", [], {FOLDED_HEADERS: True}) is not None
+    assert framing_error("POST", [], {}) is None
+
+
+async def test_bytes_on_an_idle_hypercorn_connection_start_the_head_deadline() -> None:
+    """Rule 5: bytes with no request in flight arm the deadline; the request reaching
+    the app disarms it; bytes while a request is served (a body, a pipelined head) do
+    not arm it."""
+    from topics.frontends.http.connection import GuardedStream
+
+    server, client = await _pair()
+    info = ConnectionInfo("test")
+    guarded = GuardedStream(server, info, head_timeout=3.0)
+    await client.send_all(b"GET /v0/he")
+    assert await guarded.receive_some(100) == b"GET /v0/he"
+    armed = info.scope.deadline
+    assert armed <= trio.current_time() + 3.0
+    await client.send_all(b"alth HTTP/1.1\r\n")
+    await guarded.receive_some(100)
+    assert info.scope.deadline == armed  # one deadline for the whole head
+    info.request_started("r1")
+    assert info.scope.deadline == math.inf
+    await client.send_all(b"body bytes")
+    await guarded.receive_some(100)
+    assert info.scope.deadline == math.inf  # busy: not a head
+    info.request_ended()
+    await client.send_all(b"G")
+    await guarded.receive_some(100)
+    assert info.scope.deadline <= trio.current_time() + 3.0

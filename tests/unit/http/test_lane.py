@@ -169,7 +169,6 @@ def test_a_get_without_a_body_is_accepted() -> None:
         GOOD + b"\r\nUpgrade: websocket",
         GOOD + b"\r\nConnection: Upgrade",
         GOOD + b"\r\nBad Name: x",  # not a token
-        GOOD + b"\r\n folded",  # obs-fold
         GOOD + b"\r\nX-A: a\x00b",  # a control byte
         GOOD + b"\r\nX-A: a\rb",  # a bare CR
         GOOD + b"\r\nX-A: a\nb",  # a bare LF
@@ -194,6 +193,15 @@ def test_conflicting_framing_is_marked_for_the_app_to_refuse(head: bytes) -> Non
     assert parsed is not None
     assert parsed[5] == -1
     assert parsed[6] is True
+
+
+def test_an_obs_folded_head_is_marked_for_the_app_to_refuse() -> None:
+    """h11 would unfold it; the lane hands it to the dispatcher instead (length -2)."""
+    parsed = parse_head(GOOD + b"\r\nX-A: a\r\n folded")
+    assert parsed is not None
+    assert parsed[5] == -2
+    assert parsed[6] is True
+    assert parse_head(b"POST /v0/topics/t HTTP/1.1\r\n Host: x") is None  # nothing to fold
 
 
 async def test_conflicting_framing_reaches_the_app_with_no_body_read() -> None:
