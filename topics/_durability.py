@@ -72,9 +72,12 @@ class DurabilityOps:
     async def _log_append(
         self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
     ) -> tuple[float, float]:
-        """Log a published batch; for the fsync class wait until it is synced (§2)."""
+        """Log an applied batch, then wake its listeners (watchers, queue streams, long
+        polls, routers: apply -> WAL -> fan-out, in this one place for every write); for
+        the fsync class wait until it is synced (§2)."""
         store = self._store
         if store is None:
+            log.wake()
             await self._yield_point()
             return (0.0, 0.0)
         # A created topic's TOPIC_PUT and its first APPEND are queued with no await in
@@ -85,6 +88,7 @@ class DurabilityOps:
             put = store.log_topic(log, target)
             log.reserved_to = max(log.reserved_to, target)
         ticket = store.log_append(log, salt, frames)
+        log.wake()  # the WAL entry is queued: the readers may see the batch now
         if put is not None and target is not None:
             await self._wait(put)
             self._raise_watermark(log, target, put)

@@ -166,6 +166,7 @@ def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: Topi
         engine._apply_retention(dest)
         try:
             engine._append_batch(dest, batch.records, None, False, engine.clock.now_ms())
+            dest.wake()  # copies are not WAL-logged (rule 2): applied is published
         except (TopicFullError, ThrottledError, RecordTooLargeError) as exc:  # rule 4
             if n > 1:
                 router.batch_limit = max(1, n // 2)

@@ -757,8 +757,8 @@ class WatchHub:
         call: the frames leave before the writer's reply and no task has to be scheduled
         first. Otherwise the relay task does it once the publisher yields, which coalesces
         the publishes of a busy topic into one pass and keeps a large fan-out off the
-        writer's reply. Strong listeners always go through the relay: the (lsn, head) pair
-        of rule 5 must be noted after the WAL submit, which follows the publish.
+        writer's reply. Strong listeners always go through the relay: nothing new is
+        visible to them before the WAL commits the entry just submitted (rule 5).
         """
         now = trio.current_time()
         if (

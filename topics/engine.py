@@ -276,11 +276,13 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         created: bool,
         now: int,
     ) -> tuple[DedupeEntry, int, bytes]:
-        """Validate, encode and publish one batch (synchronous: atomic between awaits).
+        """Validate, encode and apply one batch (synchronous: atomic between awaits).
 
         Registers ``log`` first when ``created``. Returns the seq range, the segment salt
         and the frames (what the WAL entry carries). Shared by client writes, router
-        forwarding and dead-lettering; the caller decides what to log.
+        forwarding and dead-lettering; the caller decides what to log, and wakes the
+        topic's listeners (``log.wake()``) once that is queued: apply -> WAL -> fan-out,
+        so no reader is handed a batch before its WAL entry exists.
         """
         n = self._batch_size(records)
         seg = log.writable_segment()
@@ -295,7 +297,6 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         log.last_write_ts = now
         if log.config.discard == "old":
             self._evict(log)
-        log.wake()
         return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
 
     def _topic_for_write(

@@ -640,3 +640,32 @@ async def test_strong_watch_on_a_memory_engine_is_immediate(engine: Engine) -> N
     await engine.write("a", recs(1))
     assert seqs(await drain(stream.feed)) == [1]
     stream.close()
+
+
+async def test_listeners_see_a_batch_only_after_its_wal_entry_is_submitted(
+    durable_engine: tuple[Engine, GatedDisk], mock_clock: trio.testing.MockClock
+) -> None:
+    """Apply -> WAL -> fan-out: the synchronous pass inside the write (and any wake-up)
+    runs after the batch's WAL entry was queued, so no reader is handed a batch the WAL
+    has not been asked to keep."""
+    engine, _ = durable_engine
+    store = engine._store
+    assert store is not None
+    await engine.put_topic("w", {"durability": "disk"})
+    await engine.write("w", recs(0))  # creates the segment and reserves seqs ahead
+    stream = await open_session(engine, {"w": {"tail": True}})
+    await drain(stream.feed)
+    seen: list[tuple[list[int], int]] = []
+
+    def deliver() -> bool:
+        seen.append((seqs(stream.feed.poll()), store.wal.next_lsn))
+        return True
+
+    stream.feed.deliver = deliver
+    mock_clock.jump(1)  # a quiet topic: the pass runs inside the write
+    before = store.wal.next_lsn
+    await engine.write("w", recs(1))
+    assert seen
+    assert seen[0][0] == [2]
+    assert seen[0][1] > before  # the APPEND entry had its LSN when the watcher read it
+    stream.close()
