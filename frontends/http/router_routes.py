@@ -19,10 +19,10 @@ from __future__ import annotations
 from topics.errors import ForbiddenError, RouterNotFoundError
 from topics.router_types import RouterSummary
 
+from .listing import filtered_page
 from .requests import decode_json_object
 from .routing import Route
 from .state import Reply, RequestContext
-from .topic_routes import MAX_FILTERED_PAGES
 
 __all__ = ["ROUTES"]
 
@@ -78,41 +78,28 @@ async def _check_existing(ctx: RequestContext) -> None:
 
 async def list_routers(ctx: RequestContext) -> Reply:
     """GET /v0/routers — one page of routers, filtered to the key's allowlist (rule 3)."""
-    prefix = ctx.query_str("prefix") or None
     source = ctx.query_str("source") or None
     dest = ctx.query_str("dest") or None
-    page_size = ctx.query_int("page_size", 100)
-    cursor = ctx.query_str("cursor") or None
     engine = ctx.engine
     principal = ctx.principal
 
-    def visible(r: RouterSummary) -> bool:
-        return all(principal.may_touch(n) for n in (r.router, r.source, r.dest))
-
-    narrowed = principal.list_prefixes(prefix)
-    routers: list[RouterSummary] = []
-    next_cursor = cursor
-    if narrowed is None:
+    async def fetch(
+        prefix: str | None, page_size: int, cursor: str | None
+    ) -> tuple[list[RouterSummary], str | None]:
         page = await engine.list_routers(
             prefix=prefix, source=source, dest=dest, page_size=page_size, cursor=cursor
         )
-        routers, next_cursor = page.routers, page.next_cursor
-    elif narrowed:
-        want = min(page_size, _MAX_PAGE_SIZE) if page_size else 0
-        for _ in range(MAX_FILTERED_PAGES):
-            page = await engine.list_routers(
-                prefix=narrowed[0] if len(narrowed) == 1 else prefix,
-                source=source,
-                dest=dest,
-                page_size=max(1, want - len(routers)) if want else page_size,
-                cursor=next_cursor,
-            )
-            routers += [r for r in page.routers if visible(r)]
-            next_cursor = page.next_cursor
-            if next_cursor is None or len(routers) >= want:
-                break
-    else:
-        next_cursor = None
+        return page.routers, page.next_cursor
+
+    routers, next_cursor = await filtered_page(
+        principal,
+        ctx.query_str("prefix") or None,
+        ctx.query_int("page_size", 100),
+        ctx.query_str("cursor") or None,
+        max_page_size=_MAX_PAGE_SIZE,
+        fetch=fetch,
+        visible=lambda r: all(principal.may_touch(n) for n in (r.router, r.source, r.dest)),
+    )
     payload: dict[str, object] = {"routers": [r.to_dict() for r in routers]}
     if next_cursor is not None:
         payload["next_cursor"] = next_cursor

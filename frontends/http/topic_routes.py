@@ -3,10 +3,8 @@
 Rules:
 1. PUT's body is the topic config object (§0.10); an empty body means all defaults.
    201 when the call created the topic, else 200.
-2. Listing is filtered to the key's name prefixes (§0.2): a prefix-limited key never sees
-   a name outside its allowlist. With one allowed prefix the listing is narrowed in the
-   engine (exact pages); with several, engine pages are scanned and filtered, so a page
-   may hold fewer than ``page_size`` topics while ``next_cursor`` is present.
+2. Listing is filtered to the key's name prefixes (§0.2, ``listing.py``): a
+   prefix-limited key never sees a name outside its allowlist.
 3. A body's ``dead_letter`` is a name too: outside the key's allowlist it is 403 before
    the engine runs (``Principal.check_body``), so no key routes dead jobs to another tenant.
 """
@@ -16,15 +14,12 @@ from __future__ import annotations
 from topics.engine import MAX_PAGE_SIZE
 from topics.types import TopicSummary
 
+from .listing import filtered_page
 from .requests import decode_json_object
 from .routing import Route
 from .state import HttpState, Reply, RequestContext
 
 __all__ = ["ROUTES"]
-
-#: How many engine pages one filtered listing may scan before answering (bounds the work
-#: a multi-prefix key's request can cause).
-MAX_FILTERED_PAGES = 16
 
 
 async def put_topic(ctx: RequestContext) -> Reply:
@@ -49,35 +44,27 @@ async def delete_topic(ctx: RequestContext) -> Reply:
 
 async def list_topics(ctx: RequestContext) -> Reply:
     """GET /v0/topics — one page of topics, filtered to the key's allowlist (§1.3)."""
-    prefix = ctx.query_str("prefix") or None
-    page_size = ctx.query_int("page_size", 100)
-    cursor = ctx.query_str("cursor") or None
-    touch = ctx.query_bool("touch", False)
     engine = ctx.engine
     principal = ctx.principal
-    narrowed = principal.list_prefixes(prefix)
-    topics: list[TopicSummary]
-    if narrowed is None or len(narrowed) == 1:
+    touch = ctx.query_bool("touch", False)
+
+    async def fetch(
+        prefix: str | None, page_size: int, cursor: str | None
+    ) -> tuple[list[TopicSummary], str | None]:
         page = await engine.list_topics(
-            prefix=narrowed[0] if narrowed else prefix,
-            page_size=page_size,
-            cursor=cursor,
-            touch=touch,
+            prefix=prefix, page_size=page_size, cursor=cursor, touch=touch
         )
-        topics, next_cursor = page.topics, page.next_cursor
-    elif not narrowed:
-        topics, next_cursor = [], None
-    else:
-        topics, next_cursor = [], cursor
-        want = min(page_size, MAX_PAGE_SIZE)
-        for _ in range(MAX_FILTERED_PAGES):
-            page = await engine.list_topics(
-                prefix=prefix, page_size=max(1, want - len(topics)), cursor=next_cursor, touch=touch
-            )
-            topics += [t for t in page.topics if principal.may_touch(t.topic)]
-            next_cursor = page.next_cursor
-            if next_cursor is None or len(topics) >= want:
-                break
+        return page.topics, page.next_cursor
+
+    topics, next_cursor = await filtered_page(
+        principal,
+        ctx.query_str("prefix") or None,
+        ctx.query_int("page_size", 100),
+        ctx.query_str("cursor") or None,
+        max_page_size=MAX_PAGE_SIZE,
+        fetch=fetch,
+        visible=lambda t: principal.may_touch(t.topic),
+    )
     payload: dict[str, object] = {"topics": [t.to_dict() for t in topics]}
     if next_cursor is not None:
         payload["next_cursor"] = next_cursor
