@@ -41,7 +41,7 @@ import trio
 from quart import Quart, websocket
 from werkzeug.datastructures import Headers
 
-from topics.auth import DEV_PRINCIPAL, BodyKind, Principal, Scope
+from topics.auth import DEV_PRINCIPAL, BodyKind, Principal, Scope, bearer_token
 from topics.errors import (
     ForbiddenError,
     InternalError,
@@ -234,9 +234,7 @@ class WsConnection:
 def _authenticate(state: HttpState, headers: dict[bytes, bytes]) -> Principal:
     if not state.auth_enabled:
         return DEV_PRINCIPAL
-    header = headers.get(b"authorization", b"")
-    scheme, _, credential = header.strip().partition(b" ")
-    token = credential.strip() if scheme.lower() == b"bearer" else b""
+    token = bearer_token(headers.get(b"authorization"))
     if not token:
         raise UnauthorizedError(
             "missing API key; send Authorization: Bearer <key> with the upgrade request "

@@ -43,6 +43,7 @@ __all__ = [
     "KeyStore",
     "Principal",
     "Scope",
+    "bearer_token",
     "names_in",
     "parse_api_keys",
     "required_scopes",
@@ -93,6 +94,15 @@ ROUTE_SCOPES: Mapping[tuple[str, str], frozenset[Scope]] = {
     ("PUT", "/v0/topics/{topic}"): _ADMIN,
     ("PUT", "/v0/routers/{router}"): _ADMIN,
 }
+
+
+def bearer_token(header: bytes | None) -> bytes:
+    """The credential of an ``Authorization: Bearer <key>`` header value; ``b""`` when
+    the header is absent, empty or of another scheme (the one parser of every frontend)."""
+    if not header:
+        return b""
+    scheme, _, credential = header.strip().partition(b" ")
+    return credential.strip() if scheme.lower() == b"bearer" else b""
 
 
 def required_scopes(method: str, pattern: str) -> frozenset[Scope]:

@@ -45,6 +45,7 @@ from typing import Any, cast
 import trio
 from quart_trio import QuartTrio
 
+from topics.auth import bearer_token
 from topics.engine import Engine
 from topics.errors import (
     ForbiddenError,
@@ -255,12 +256,7 @@ class TopicsHttpApp:
             raise ThrottledError.for_limit("max_inflight_per_key", state.max_inflight_per_key)
 
     def _authenticate(self, ctx: RequestContext, route: Route) -> None:
-        token: bytes | str | None = None
-        header = ctx.headers.get(b"authorization")
-        if header is not None:
-            scheme, _, credential = header.strip().partition(b" ")
-            if scheme.lower() == b"bearer":
-                token = credential.strip()
+        token: bytes | str = bearer_token(ctx.headers.get(b"authorization"))
         if not token and ctx.query_string and "token" in ctx.query:
             if not route.query_token:
                 raise UnauthorizedError(

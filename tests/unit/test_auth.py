@@ -7,7 +7,14 @@ import hashlib
 import pytest
 
 import topics.auth as auth
-from topics.auth import ALL_SCOPES, KeyStore, Principal, parse_api_keys, required_scopes
+from topics.auth import (
+    ALL_SCOPES,
+    KeyStore,
+    Principal,
+    bearer_token,
+    parse_api_keys,
+    required_scopes,
+)
 
 
 def _one(spec: str) -> Principal:
@@ -180,3 +187,20 @@ def test_list_prefixes_narrowing() -> None:
 )
 def test_route_scope_table(method: str, pattern: str, scopes: set[str]) -> None:
     assert required_scopes(method, pattern) == frozenset(scopes)
+
+
+@pytest.mark.parametrize(
+    ("header", "token"),
+    [
+        (None, b""),
+        (b"", b""),
+        (b"Bearer abc", b"abc"),
+        (b"bearer  abc ", b"abc"),
+        (b"  BEARER abc", b"abc"),
+        (b"Basic abc", b""),
+        (b"Bearer", b""),
+        (b"Bearerabc", b""),
+    ],
+)
+def test_one_bearer_parser_serves_every_frontend(header: bytes | None, token: bytes) -> None:
+    assert bearer_token(header) == token
