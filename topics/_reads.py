@@ -84,7 +84,10 @@ def read_diff(
             start = gap.seq + 1
             gap = log.gap_from(start)
         if gap is not None:
-            end = gap.seq - 1 if end is None else min(end, gap.seq - 1)
+            # A window ends before the first seq the marker stands for: a crash's range
+            # starts below the marker, and the next read must report all of it.
+            last = (gap.seq if gap.reason == "source_trim" else gap.source_from) - 1
+            end = last if end is None else min(end, last)
     skip = skip_nodes if log.config.dedupe_node else None
     if end is not None and start > end:  # nothing committed past the reader yet
         window = ReadWindow(b"[]", 0, 0, start - 1)

@@ -707,7 +707,7 @@ class ContractModel:
             start = gap[0] + 1
             gap = next((g for g in markers if g[0] >= start), None)
         if gap is not None:
-            end = gap[0] - 1
+            end = gap[1] - 1  # before the first seq the crash may have lost
         if not topic.config.dedupe_node:
             skip = frozenset()
         rendered: list[bytes] = []
