@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 
 import topics
 import topics.spark
+from topics.spark._options import DEFAULT_PARTITION_RECORDS
 
 TOPIC = "orders"
 DATA_SCHEMA = "sku string, qty bigint, price double, c string"
@@ -136,11 +137,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--only", default="path,url,stream,json,parquet")
-    parser.add_argument("--partition-records", type=int, default=0, help="0: records / 8")
+    parser.add_argument(
+        "--partition-records", type=int, default=0, help="0: the data source's default"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     n, only = args.records, set(args.only.split(","))
-    parts = str(args.partition_records or max(1, n // 8))
+    parts = str(args.partition_records or DEFAULT_PARTITION_RECORDS)
     build(args.dir, n)
     spark = (
         SparkSession.builder.master(args.master)

@@ -28,15 +28,16 @@ from typing import Any
 
 from .._storage.reader import Reader
 
-__all__ = ["ReaderHandle"]
+__all__ = ["ReaderHandle", "directory_state"]
 
 # (pid, absolute path) -> (Reader, monotonic time of its last refresh, files then)
 _CACHE: dict[tuple[int, str], tuple[Reader, float, object]] = {}
 _LOCK = threading.Lock()
 
 
-def _files(path: str) -> object:
-    """What rule 4 compares: every file of the directory and of its subdirectories."""
+def directory_state(path: str) -> tuple[tuple[str, int, int, int], ...]:
+    """What rule 4 compares: every file of the directory and of its subdirectories, as
+    sorted (path, inode, size, mtime_ns)."""
     out: list[tuple[str, int, int, int]] = []
     dirs = [path]
     while dirs:
@@ -47,7 +48,7 @@ def _files(path: str) -> object:
                 else:
                     st = entry.stat(follow_symlinks=False)
                     out.append((entry.path, st.st_ino, st.st_size, st.st_mtime_ns))
-    return frozenset(out)
+    return tuple(sorted(out))
 
 
 class ReaderHandle:
@@ -83,7 +84,7 @@ class ReaderHandle:
             cached = _CACHE.get(key)
             now = time.monotonic()
             if cached is None:
-                files = _files(self.path)
+                files = directory_state(self.path)
                 _CACHE[key] = (Reader(self.path), now, files)
             elif self.max_age_s is not None and now - cached[1] > self.max_age_s:
                 return self._refresh(key, cached)
@@ -91,11 +92,16 @@ class ReaderHandle:
 
     def _refresh(self, key: tuple[int, str], cached: tuple[Reader, float, object]) -> Reader:
         """Refresh the cached Reader unless the directory is unchanged (rule 4)."""
-        files = _files(self.path)
+        files = directory_state(self.path)
         if files != cached[2]:
             cached[0].refresh()
         _CACHE[key] = (cached[0], time.monotonic(), files)
         return cached[0]
+
+    def is_open(self) -> bool:
+        """Whether this process has the Reader open already."""
+        with _LOCK:
+            return (os.getpid(), self.path) in _CACHE
 
     def fresh(self) -> Reader:
         """The shared Reader, refreshed now so it sees every record durable so far
@@ -105,7 +111,7 @@ class ReaderHandle:
             cached = _CACHE.get(key)
             if cached is not None:
                 return self._refresh(key, cached)
-            files = _files(self.path)
+            files = directory_state(self.path)
             reader = Reader(self.path)
             _CACHE[key] = (reader, time.monotonic(), files)
             return reader

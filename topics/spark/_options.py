@@ -48,7 +48,9 @@ _WRITE = _COMMON | {"batch_records", "write_id", "create", "config", "node", "lo
 # Spark's own options that reach the data source too (writeStream's checkpointLocation).
 _SPARK_OWN = frozenset({"__path__", "checkpointlocation"})
 
-DEFAULT_PARTITION_RECORDS = 100_000
+# A Spark task costs far more than its planning: measured on 2 cores, 8 tasks of 125k
+# records took twice as long as 2 tasks of 500k (docs/BENCHMARKS.md, Spark reads).
+DEFAULT_PARTITION_RECORDS = 500_000
 DEFAULT_BATCH_RECORDS = 1000
 MAX_BATCH_RECORDS = 10_000
 

@@ -21,13 +21,22 @@ Rules:
    large batches; a tombstone only ever heads a page. A server page is one window,
    fetched as Arrow IPC (the diff route's Arrow answer), or as JSON from a server that
    does not offer it.
+5. Planning a data-directory read needs only each topic's head and segment bounds, but a
+   ``topics.Reader`` recovers every record (about 0.3 s per million), and Spark plans in
+   a fresh Python worker each time. So the planning view (topics, heads, segments) is
+   kept in a small file in the temp directory, keyed by the data directory's file state
+   (``_handle`` rule 4): planning a quiet directory reads that file; any change to the
+   directory misses it and a Reader is opened. The data directory itself is never
+   written.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,9 +45,10 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from .._core.columns import WANT_DATA, WANT_LINES, WANT_META, WANT_TAG
+from ..errors import TopicNotFoundError
 from ..types import DiffResult, Tombstone
 from ..wire.arrow import ARROW_STREAM, decode_diff, diff_batch
-from ._handle import ReaderHandle
+from ._handle import ReaderHandle, directory_state
 from ._http import HttpClient
 
 __all__ = ["HttpSource", "Page", "PathSource", "Source", "fixed_cuts", "segment_cuts"]
@@ -90,15 +100,55 @@ class PathSource:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"path: no topics data directory at {path!r}")
         self.handle = ReaderHandle(path)
+        self._view: dict[str, dict[str, Any]] | None = None
 
     def topic_names(self, prefix: str) -> list[str]:
-        return [t for t in self.handle.get().topics() if t.startswith(prefix)]
+        return [t for t in self._plan_view() if t.startswith(prefix)]
 
     def head_seq(self, topic: str) -> int:
-        return self.handle.get().head_seq(topic)
+        view = self._plan_view().get(topic)
+        if view is None:
+            raise TopicNotFoundError.for_topic(topic)
+        return int(view["head"])
 
     def refresh(self) -> None:
-        self.handle.fresh()
+        self._view = None
+        if self.handle.is_open():
+            self.handle.fresh()
+
+    def _plan_view(self) -> dict[str, dict[str, Any]]:
+        """{topic: {"head": seq, "segments": [[first, last], ...]}} (rule 5)."""
+        if self._view is not None:
+            return self._view
+        path = self.handle.path
+        state = directory_state(path)
+        key = hashlib.sha256(repr((path, state)).encode()).hexdigest()
+        cache = os.path.join(
+            tempfile.gettempdir(),
+            f"topics-spark-plan-{hashlib.sha256(path.encode()).hexdigest()[:16]}.json",
+        )
+        try:
+            with open(cache) as f:
+                saved = json.load(f)
+            if saved.get("key") == key:
+                self._view = dict(saved["topics"])
+                return self._view
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # absent, stale or unreadable: rebuild it
+        reader = self.handle.fresh()
+        view = {
+            t: {"head": reader.head_seq(t), "segments": reader.segments(t)} for t in reader.topics()
+        }
+        if directory_state(path) == state:  # nothing changed while the Reader recovered
+            tmp = f"{cache}.{os.getpid()}.tmp"
+            try:
+                with open(tmp, "w") as f:
+                    json.dump({"key": key, "topics": view}, f)
+                os.replace(tmp, cache)
+            except OSError:
+                pass  # a read-only temp directory: plan without the file
+        self._view = view
+        return view
 
     def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
         reader = self.handle.get()
@@ -139,7 +189,9 @@ class PathSource:
         )
 
     def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]:
-        return segment_cuts(self.handle.get().segments(topic), lo, hi, target)
+        view = self._plan_view().get(topic)
+        segments = [] if view is None else [(int(a), int(b)) for a, b in view["segments"]]
+        return segment_cuts(segments, lo, hi, target)
 
     def close(self) -> None:
         """Nothing to do: the Reader is shared by the process (``ReaderHandle``)."""
