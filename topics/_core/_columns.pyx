@@ -90,11 +90,15 @@ cdef struct State:
     Text text[N_TEXT]
 
 
-cdef int _grow(Out *o, Py_ssize_t extra) noexcept nogil:
-    cdef Py_ssize_t cap
-    cdef char *p
+cdef inline int _grow(Out *o, Py_ssize_t extra) noexcept nogil:
     if o.len + extra <= o.cap:
         return 0
+    return _grow_slow(o, extra)
+
+
+cdef int _grow_slow(Out *o, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef char *p
     cap = max(o.len + extra, o.cap * 2, 4096)
     p = <char *>realloc(o.p, cap)
     if p == NULL:
@@ -134,35 +138,67 @@ cdef Py_ssize_t _string_end(State *s, Py_ssize_t pos) noexcept nogil:
     return _fail(s, "unterminated string", pos)
 
 
+# Byte classes for _skip: 1 a quote, 2 an opening bracket, 3 a closing one, 4 a
+# backslash, 0 anything else (all that a container's inside needs told apart).
+cdef unsigned char _SKIP[256]
+
+
+cdef void _init_skip() noexcept:
+    cdef int i
+    for i in range(256):
+        _SKIP[i] = 0
+    _SKIP[0x22] = 1
+    _SKIP[0x7B] = 2
+    _SKIP[0x5B] = 2
+    _SKIP[0x7D] = 3
+    _SKIP[0x5D] = 3
+    _SKIP[0x5C] = 4
+
+
+_init_skip()
+
+
 cdef Py_ssize_t _skip(State *s, Py_ssize_t pos) noexcept nogil:
-    """Offset after the JSON value at ``pos`` (rule 3: structure only)."""
+    """Offset after the JSON value at ``pos`` (rule 3: structure only). A container is
+    walked with one table lookup per byte: only quotes, brackets and, inside strings,
+    backslashes matter (the value was validated when it was written)."""
     cdef const unsigned char *b = s.b
-    cdef Py_ssize_t depth = 0
-    cdef unsigned char ch
-    while pos < s.n:
-        ch = b[pos]
-        if ch == 0x22:
-            pos = _string_end(s, pos)
-            if pos < 0:
-                return -1
-        elif ch == 0x7B or ch == 0x5B:
+    cdef Py_ssize_t n = s.n, depth = 1
+    cdef unsigned char ch, k
+    if pos >= n:
+        return _fail(s, "unexpected end of records", pos)
+    ch = b[pos]
+    if ch == 0x22:
+        return _string_end(s, pos)
+    if ch != 0x7B and ch != 0x5B:  # a number or a literal: up to a delimiter
+        while pos < n and not (b[pos] == 0x2C or b[pos] == 0x7D or b[pos] == 0x5D
+                               or b[pos] == 0x20 or b[pos] == 0x0A or b[pos] == 0x0D
+                               or b[pos] == 0x09):
+            pos += 1
+        return pos
+    pos += 1
+    while pos < n:
+        k = _SKIP[b[pos]]
+        if k == 0:
+            pos += 1
+        elif k == 1:
+            pos += 1
+            while pos < n:  # inside a string
+                k = _SKIP[b[pos]]
+                if k == 1:
+                    break
+                pos += 2 if k == 4 else 1
+            pos += 1
+        elif k == 2:
             depth += 1
             pos += 1
-        elif ch == 0x7D or ch == 0x5D:
-            if depth == 0:
-                return pos
+        elif k == 3:
             depth -= 1
             pos += 1
-        elif ch == 0x2C and depth == 0:
-            return pos
-        elif depth == 0 and (ch == 0x20 or ch == 0x0A or ch == 0x0D or ch == 0x09):
-            return pos
+            if depth == 0:
+                return pos
         else:
             pos += 1
-        if depth == 0 and (ch == 0x22 or ch == 0x7D or ch == 0x5D):
-            return pos
-    if depth == 0:
-        return pos
     return _fail(s, "unexpected end of records", pos)
 
 
@@ -294,14 +330,6 @@ cdef inline int _close_text(State *s, Text *t, bint present) noexcept nogil:
     return 0
 
 
-cdef inline int _key_is(const unsigned char *k, Py_ssize_t size, const char *word) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(size):
-        if word[i] == 0 or k[i] != <unsigned char>word[i]:
-            return 0
-    return word[size] == 0
-
-
 cdef Py_ssize_t _record(State *s, Py_ssize_t pos, int64_t hi) noexcept nogil:
     """Parse the record object at ``pos`` into the columns; return the offset after it,
     -1 on a fault, -2 when its seq is above ``hi`` (rule 4; nothing of it is kept)."""
@@ -335,20 +363,21 @@ cdef Py_ssize_t _record(State *s, Py_ssize_t pos, int64_t hi) noexcept nogil:
             return _fail(s, "unexpected end of records", pos)
         k = key_end - 1 - key
         col = -1
-        if _key_is(b + key, k, b"$seq"):
+        if k == 4 and memcmp(b + key, b"$seq", 4) == 0:
             pos = _int(s, pos, &seq)
             has_seq = True
-        elif _key_is(b + key, k, b"$ts"):
+        elif k == 3 and memcmp(b + key, b"$ts", 3) == 0:
             pos = _int(s, pos, &ts)
         else:
-            if _key_is(b + key, k, b"$node"):
+            if k == 4:
+                if memcmp(b + key, b"data", 4) == 0:
+                    col = C_DATA
+                elif memcmp(b + key, b"$tag", 4) == 0:
+                    col = C_TAG
+                elif memcmp(b + key, b"meta", 4) == 0:
+                    col = C_META
+            elif k == 5 and memcmp(b + key, b"$node", 5) == 0:
                 col = C_NODE
-            elif _key_is(b + key, k, b"$tag"):
-                col = C_TAG
-            elif _key_is(b + key, k, b"data"):
-                col = C_DATA
-            elif _key_is(b + key, k, b"meta"):
-                col = C_META
             if col >= 0 and not s.want & (1 << col):
                 col = -1
             if col < 0:

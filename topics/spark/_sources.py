@@ -18,9 +18,10 @@ Rules:
    a server, where no segment layout is visible.
 4. A page stops at ``hi``: records above it are left out. A data-directory page joins
    consecutive diff windows (up to ``PAGE_RECORDS``) into one batch, so Spark gets few,
-   large batches; a tombstone only ever heads a page. A server page is one window,
-   fetched as Arrow IPC (the diff route's Arrow answer), or as JSON from a server that
-   does not offer it.
+   large batches; a tombstone only ever heads a page. A server page is one window of
+   up to ``URL_PAGE_RECORDS`` (a server clamps it to its ``TOPICS_MAX_LIMIT``, 1000 by
+   default: raise it on a server that Spark reads), fetched as Arrow IPC (the diff
+   route's Arrow answer), or as JSON from a server that does not offer it.
 5. Planning a data-directory read needs only each topic's head and segment bounds, but a
    ``topics.Reader`` recovers every record (about 0.3 s per million), and Spark plans in
    a fresh Python worker each time. So the planning view (topics, heads, segments) is
@@ -57,6 +58,9 @@ __all__ = ["HttpSource", "Page", "PathSource", "Source", "fixed_cuts", "segment_
 PAGE_LIMIT = 1000
 #: Records per data-directory page (rule 4): diff windows joined into one batch.
 PAGE_RECORDS = 16_000
+#: Records per server diff answer (rule 4): larger answers cost the server less per
+#: record, up to about this size (measured: 1000 -> 1.6 M, 8000 -> 5 M records/s).
+URL_PAGE_RECORDS = 8000
 #: Bytes per server diff answer (the route's ceiling is 8 MiB).
 PAGE_BYTES = 8 << 20
 
@@ -230,7 +234,7 @@ class HttpSource:
         client = self.client
         request = {
             "from_seq": from_seq,
-            "limit": PAGE_LIMIT,
+            "limit": URL_PAGE_RECORDS,  # the server clamps it to its TOPICS_MAX_LIMIT
             "max_batch_bytes": PAGE_BYTES,
             **_diff_flags(want),
         }

@@ -46,6 +46,7 @@ __all__ = [
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 METADATA_KEY = b"topics.diff"
 
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _TEXT = (("node", WANT_NODE), ("tag", WANT_TAG), ("data", WANT_DATA), ("meta", WANT_META))
 
 
@@ -98,10 +99,12 @@ def encode_diff(records_json: bytes, want: int, fields: dict[str, Any]) -> bytes
     members (``tombstone`` as its dict or None)."""
     batch, _, _ = diff_batch(records_json, want & ~WANT_LINES)
     schema = batch.schema.with_metadata({METADATA_KEY: json.dumps(fields).encode()})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        writer.write_batch(batch.replace_schema_metadata(schema.metadata))
-    return bytes(sink.getvalue().to_pybytes())
+    # The stream's three parts written directly (a schema message, a record batch
+    # message, the end-of-stream marker): what ``pa.ipc.new_stream`` writes, without
+    # its per-stream setup, which cost a sixth of the answer's time.
+    return b"".join(
+        (schema.serialize().to_pybytes(), batch.serialize().to_pybytes(), _END_OF_STREAM)
+    )
 
 
 def decode_diff(body: bytes) -> tuple[pa.RecordBatch, dict[str, Any]]:
