@@ -728,15 +728,24 @@ def _records() -> dict[str, Schema]:
                 "gap_to": _ref("Seq"),
                 "reason": _str(
                     "Why the range was lost (informational; the range is authoritative).",
-                    enum=["cap", "ttl", "mixed", "recreated", "source_trim", "from_seq_too_old"],
+                    enum=[
+                        "cap",
+                        "ttl",
+                        "mixed",
+                        "recreated",
+                        "source_trim",
+                        "crash",
+                        "from_seq_too_old",
+                    ],
                 ),
                 "missed_estimate": _int("Approximate records lost.", minimum=0),
                 "earliest_seq": _ref("Seq"),
                 "head_seq": _ref("Seq"),
             },
             ["gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq"],
-            description="An explicit gap [gap_from, gap_to] lost to cap/TTL (§3.3); a 200 "
-            "in-band signal, never an error.",
+            description="An explicit gap [gap_from, gap_to] lost to cap/TTL (§3.3), or in a "
+            "crash (reason crash: the un-synced tail of a disk/memory topic, docs/SEMANTICS.md "
+            "rule 13a); a 200 in-band signal, never an error.",
         ),
         "DiffRequest": _obj(
             {
@@ -983,7 +992,15 @@ def _watch() -> dict[str, Schema]:
                 "topic": _ref("TopicName"),
                 "reason": _str(
                     "Why.",
-                    enum=["cap", "ttl", "mixed", "recreated", "source_trim", "from_seq_too_old"],
+                    enum=[
+                        "cap",
+                        "ttl",
+                        "mixed",
+                        "recreated",
+                        "source_trim",
+                        "crash",
+                        "from_seq_too_old",
+                    ],
                 ),
                 "gap_from": _ref("Seq"),
                 "gap_to": _ref("Seq"),
