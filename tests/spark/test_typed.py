@@ -202,3 +202,53 @@ def test_typed_stream_restart_is_exactly_once(
         run()
     run()
     assert seen == [(s, s - 1) for s in range(1, 26)]  # no duplicate, no gap
+
+
+def test_a_struct_data_column_is_written_as_json_once(spark: SparkSession, server: Server) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame(
+        [
+            (1, "a", Decimal("1.50"), dt.date(2024, 1, 2), [1, 2], "t1"),
+            (2, None, None, None, [], None),
+        ],
+        "id bigint, name string, price decimal(10,2), day date, xs array<int>, tag string",
+    )
+    out = df.select(
+        F.struct("id", "name", "price", "day", "xs").alias("data"),
+        F.create_map(F.lit("src"), F.lit("test")).alias("meta"),
+        "tag",
+    )
+    out.write.format("topics").mode("append").option("url", server.url).option(
+        "topic", "typed-written"
+    ).save()
+    back = (
+        spark.read.format("topics")
+        .option("url", server.url)
+        .option("topic", "typed-written")
+        .load()
+        .orderBy("seq")
+        .collect()
+    )
+    back = sorted(back, key=lambda r: r.data)  # two tasks: either may write first
+    assert [r.data for r in back] == [
+        '{"id":1,"name":"a","price":1.50,"day":"2024-01-02","xs":[1,2]}',
+        '{"id":2,"name":null,"price":null,"day":null,"xs":[]}',
+    ]
+    assert [r.meta for r in back] == ['{"src":"test"}'] * 2
+    assert [r.tag for r in back] == ["t1", None]
+    typed = (
+        spark.read.format("topics")
+        .option("url", server.url)
+        .option("topic", "typed-written")
+        .option("data_schema", "id bigint, price decimal(10,2), day date, xs array<int>")
+        .option("mode", "FAILFAST")
+        .load()
+        .orderBy("id")
+        .collect()
+    )
+    assert (typed[0].price, typed[0].day, typed[0].xs) == (
+        Decimal("1.50"),
+        dt.date(2024, 1, 2),
+        [1, 2],
+    )

@@ -7,7 +7,10 @@ engine (``path``).
 
 Rules:
 1. Columns: ``data`` (required; JSON text, stored verbatim; SQL NULL writes JSON null),
-   optional ``tag``, ``node`` and ``meta`` (JSON text of an object). The read side's
+   optional ``tag``, ``node`` and ``meta`` (JSON text of an object). ``data`` may also
+   be a struct, map or array column and ``meta`` a struct or map: each value is then
+   encoded to JSON once, in the task (``_json``: dates and timestamps as ISO 8601
+   strings, decimals as exact JSON numbers), with no ``to_json`` round trip. The read side's
    ``topic``, ``seq``, ``ts`` and ``gap`` are ignored (seqs are assigned by the topic), so
    a DataFrame read from one topic can be written to another as it is. Any other column
    is an error at planning time.
@@ -31,6 +34,11 @@ Rules:
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import decimal
+import json
+import math
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -43,7 +51,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import Row, StringType, StructType
+from pyspark.sql.types import ArrayType, MapType, Row, StringType, StructType
 
 from .._storage.fs import DataDirLockedError
 from ..errors import TopicNotFoundError
@@ -81,10 +89,14 @@ def column_positions(schema: StructType) -> dict[str, int]:
                 "data (JSON text), tag, node, meta (JSON text of an object); "
                 "topic, seq, ts and gap are ignored"
             )
-        if not isinstance(f.dataType, StringType):
+        nested = (StructType, MapType) if f.name == "meta" else (StructType, MapType, ArrayType)
+        if not isinstance(f.dataType, StringType) and not (
+            f.name in ("data", "meta") and isinstance(f.dataType, nested)
+        ):
             raise OptionError(
-                f"column {f.name!r} must be a string (JSON text for data/meta), "
-                f"got {f.dataType.simpleString()}; use to_json() for structs"
+                f"column {f.name!r} must be a string (JSON text for data/meta; or, for "
+                f"data, a struct, map or array, and for meta a struct or map), "
+                f"got {f.dataType.simpleString()}"
             )
         positions[f.name] = i
     if "data" not in positions:
@@ -98,15 +110,54 @@ def _records(rows: Sequence[Row], pos: dict[str, int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for row in rows:
         data = row[data_i]
-        rec: dict[str, Any] = {"data": b"null" if data is None else data.encode()}
+        rec: dict[str, Any] = {"data": _json(data)}
         if tag_i is not None and row[tag_i] is not None:
             rec["tag"] = row[tag_i]
         if node_i is not None and row[node_i] is not None:
             rec["node"] = row[node_i]
         if meta_i is not None and row[meta_i] is not None:
-            rec["meta"] = row[meta_i].encode()
+            rec["meta"] = _json(row[meta_i])
         out.append(rec)
     return out
+
+
+def _json(value: Any) -> bytes:
+    """A data/meta cell as JSON bytes: text as it is, anything nested encoded (rule 1)."""
+    if value is None:
+        return b"null"
+    if isinstance(value, str):
+        return value.encode()
+    return "".join(_encode(value)).encode()
+
+
+def _encode(value: Any) -> Iterator[str]:
+    if isinstance(value, Row):
+        value = value.asDict(recursive=False)
+    if value is None or isinstance(value, bool | int | str):
+        yield json.dumps(value, ensure_ascii=False)
+    elif isinstance(value, float):
+        yield json.dumps(value) if math.isfinite(value) else "null"
+    elif isinstance(value, decimal.Decimal):
+        yield str(value) if value.is_finite() else "null"
+    elif isinstance(value, dt.datetime | dt.date):
+        yield '"' + value.isoformat() + '"'
+    elif isinstance(value, dict):
+        yield "{"
+        for i, (k, v) in enumerate(value.items()):
+            yield ("," if i else "") + json.dumps(str(k), ensure_ascii=False) + ":"
+            yield from _encode(v)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for i, v in enumerate(value):
+            if i:
+                yield ","
+            yield from _encode(v)
+        yield "]"
+    elif isinstance(value, bytes | bytearray):
+        yield json.dumps(base64.b64encode(value).decode())
+    else:
+        raise TypeError(f"cannot write a {type(value).__name__} value as JSON")
 
 
 def _chunks(rows: Iterator[Row], size: int) -> Iterator[list[Row]]:
