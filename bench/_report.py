@@ -463,15 +463,16 @@ def spark_section(results: Results) -> list[str]:
     d = nb.data(results, "spark_read")
     if d is None:
         return lines
-    reader = d.get("reader", {})
-    lines += [f"{_n(d.get('records'))} records. Plain single-process `topics.Reader` loop: raw pages "
-              f"{_n(reader.get('raw_pages_records_s'))} records/s, split into columns "
-              f"{_n(reader.get('split_columns_records_s'))}/s, decoded Records "
-              f"{_n(reader.get('decoded_records_s'))}/s.", ""]  # fmt: skip
+    if "rows" not in d:  # an older run of spark_read.py (a Reader loop beside the source)
+        return [*lines, "_Results from an older bench/spark_read.py; re-run it._", ""]
+    lines += [f"{_n(d.get('records'))} records of ~45-byte JSON, `{d.get('master')}`, best of "
+              f"{_n(d.get('repeat'))} after a warm-up, planning included. JSON lines and Parquet "
+              "hold the same records (seq, ts and the data fields as columns), exported once by "
+              "the data source.", ""]  # fmt: skip
     lines += table(
-        ["master", "mode", "action", "records/s", "seconds", "partitions"],
-        [[str(r.get("master")), str(r.get("mode")), f"`{r.get('action')}`", _n(r.get("records_s")),
-          _ms(r.get("seconds")), _n(r.get("partitions"))] for r in d.get("spark", []) if isinstance(r, dict)],
+        ["source", "action", "records/s", "seconds"],
+        [[str(r.get("source")), str(r.get("action")), _n(r.get("records_s")), _ms(r.get("seconds"))]
+         for r in d.get("rows", []) if isinstance(r, dict)],
     )  # fmt: skip
     return lines
 

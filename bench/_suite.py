@@ -121,7 +121,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench(
         "spark_read",
         "bench/spark_read.py",
-        "Spark data source vs a plain Reader loop",
+        "Spark data source vs Spark's JSON-lines and Parquet readers",
+        full=("--records", "10000000"),
+        quick=("--records", "200000", "--repeat", "1"),
         precheck=_spark_ready,
     ),
     Bench("encode_dict", "bench/encode_dict.py", "encode_batch of dict payloads vs ujson.dumps"),

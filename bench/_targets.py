@@ -233,6 +233,35 @@ def hostile_targets(results: Results) -> list[Verdict]:
     ]  # fmt: skip
 
 
+def spark_targets(results: Results) -> list[Verdict]:
+    issue = "17 (Spark)"
+    rows = nb.dig(nb.data(results, "spark_read"), "rows") or []
+    rate = {(r.get("source"), r.get("action")): nb.num(r.get("records_s")) for r in rows}
+
+    def ratio(top: tuple[str, str], bottom: tuple[str, str]) -> float | None:
+        a, b = rate.get(top), rate.get(bottom)
+        return a / b if a is not None and b else None
+
+    json_count, json_agg = (
+        ("JSON lines (schema)", "count()"),
+        ("JSON lines (schema)", "agg (typed)"),
+    )
+    path_count, url_count = ("topics path", "count()"), ("topics url", "count()")
+    path_agg = ("topics path data_schema", "agg (typed)")
+    url_agg = ("topics url data_schema", "agg (typed)")
+    return [
+        _at_least(issue, "path mode count() >= the JSON-lines reader", ratio(path_count, json_count), 1.0, _times),
+        _at_least(issue, "path mode group-by-sum (data_schema) >= the JSON-lines reader",
+                  ratio(path_agg, json_agg), 1.0, _times),
+        _at_least(issue, "url mode >= 50 % of path mode, count()", ratio(url_count, path_count), 0.5, _pct),
+        _at_least(issue, "url mode >= 50 % of path mode, group-by-sum", ratio(url_agg, path_agg), 0.5, _pct),
+        _at_least(issue, "streaming (AvailableNow) >= 70 % of batch, path mode",
+                  ratio(("topics path stream", "AvailableNow"), path_count), 0.7, _pct),
+        _at_least(issue, "streaming (AvailableNow) >= 70 % of batch, url mode",
+                  ratio(("topics url stream", "AvailableNow"), url_count), 0.7, _pct),
+    ]  # fmt: skip
+
+
 def all_targets(results: Results) -> list[Verdict]:
     return (
         engine_targets(results)
@@ -241,4 +270,5 @@ def all_targets(results: Results) -> list[Verdict]:
         + watch_targets(results)
         + queue_targets(results)
         + hostile_targets(results)
+        + spark_targets(results)
     )

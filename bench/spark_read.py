@@ -228,7 +228,11 @@ def main() -> None:
         server.wait(60)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"records": n, "master": args.master, "rows": rows}, f, indent=2)
+            json.dump(
+                {"records": n, "master": args.master, "repeat": args.repeat, "rows": rows},
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":
