@@ -21,7 +21,7 @@ Rules:
 4. Publish keeps record payloads verbatim: the message is split by
    ``topics._core.scan.split_write_body`` (``wire.ws.decode_op``), exactly like an HTTP
    write body, and the engine stores the raw ``data``/``meta`` bytes.
-5. Outbound frames go through the same bounded queue as SSE (``watch_routes.Outbound``:
+5. Outbound frames go through the same bounded queue as SSE (``http.streams.Outbound``:
    coalescing, 5 s grace for lossy topics, 30 s slow-consumer cut-off). Server shutdown
    sends ``error`` ``shutting_down`` and closes with 1001; a slow consumer gets ``error``
    ``slow_consumer`` and 1013.
@@ -59,7 +59,7 @@ from .http.errors import error_reply
 from .http.respond import finish
 from .http.routing import Route
 from .http.state import HttpState, Reply, RequestContext
-from .http.watch_routes import Outbound
+from .http.streams import Outbound
 
 if TYPE_CHECKING:
     from topics._watch import StreamSlot

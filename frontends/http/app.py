@@ -21,7 +21,7 @@ hypercorn for what the lane hands over), which in one pass:
    without a valid key holds no buffer; any answer given while a body is unread says
    ``Connection: close`` (the lane and h11 then close rather than parse the rest);
 6. calls the route's handler (matched once, in step 2) and sends its reply, or runs the
-   stream a :class:`watch_routes.StreamReply` carries.
+   stream a :class:`streams.StreamReply` carries.
 
 Why not Quart for HTTP: Quart-trio costs a nursery, two tasks and a request object per
 request, about a third of the throughput of a bare ASGI handler on the same hypercorn
@@ -74,6 +74,7 @@ from .requests import ClientDisconnected, drain_body, framing_error, read_body
 from .respond import send_reply
 from .routing import Route, RouteTable
 from .state import HttpSettings, HttpState, Reply, RequestContext
+from .streams import StreamReply
 
 __all__ = ["ROUTE_MODULES", "TopicsHttpApp", "create_app"]
 
@@ -203,7 +204,7 @@ class TopicsHttpApp:
                 return
             except Exception as exc:
                 reply = reply_for(ctx, exc)
-            if isinstance(reply, watch_routes.StreamReply) and reply.run is not None:
+            if isinstance(reply, StreamReply) and reply.run is not None:
                 # A long-lived stream counts against the SSE caps, not the in-flight cap (§11).
                 state.release_slot(ctx.principal)
                 streaming = True

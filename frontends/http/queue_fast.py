@@ -4,7 +4,7 @@ The stream used to be a Quart streaming view. Quart's per-chunk machinery (a bod
 generator, its task and the response wrapper) cost about as much server CPU as the jobs
 it carried, and the push stream is how a worker avoids a claim round trip per batch, so
 it has to be cheap. The handler checks everything that can fail before answering, then
-returns a :class:`~.watch_routes.StreamReply` whose ``run`` writes straight to ASGI
+returns a :class:`~.streams.StreamReply` whose ``run`` writes straight to ASGI
 ``send``; the dispatcher gives the request's in-flight slot back first.
 
 Rules:
@@ -55,7 +55,7 @@ from topics.wire.sse import (
 from .direct import RawSocket, chunk
 from .respond import finish
 from .state import Reply, RequestContext
-from .watch_routes import StreamReply
+from .streams import StreamReply, accepts_event_stream, wait_for_disconnect
 
 if TYPE_CHECKING:
     from topics._queue_ops import WorkSession
@@ -80,7 +80,7 @@ _HEADERS = [(b"cache-control", b"no-store"), (b"x-accel-buffering", b"no")]
 async def open_work(ctx: RequestContext) -> Reply:
     """GET /v0/topics/:q/work — PUSH-mode delivery over SSE (rule 1)."""
     accept = ctx.headers.get(b"accept", b"")
-    if b"text/event-stream" not in accept:
+    if not accepts_event_stream(ctx.headers, explicit=True):
         raise NotAcceptableError(
             "the /work stream is text/event-stream; send Accept: text/event-stream",
             detail={"accept": accept.decode("latin-1")},
@@ -261,8 +261,7 @@ class _WorkStream:
     # -- the pump (rule 4) ---------------------------------------------------------------------
 
     async def _watch_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await wait_for_disconnect(receive)
         self.gone = True
         scope.cancel()
 
