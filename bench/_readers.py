@@ -7,7 +7,12 @@ parsed when the benchmark asks for them. Each benchmark brings its protocol as a
 this module owns the loop, the control protocol on stdin/stdout and the parent's handle.
 
 Control (one command a line on stdin, one answer a line on stdout): ``count`` -> stamps
-seen so far; ``take`` -> JSON list of latencies (ms) since the last take; ``stop``.
+seen so far; ``take`` -> JSON list of latencies (ms) since the last take; ``per_socket`` ->
+JSON list of the stamps each subscriber has seen so far (a starved one shows); ``stop``.
+
+Many subscribers (10,000) are spread over several such processes (``ReaderGroup``): one
+process per ``per_process`` sockets, each with its own descriptors and epoll set; the
+parent sums their answers. Their CPU time is the client's own overhead (``cpu_s``).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ def serve(socks: dict[int, socket.socket], frame: Framer, latencies: Latencies) 
     out.write("ready\n")
     out.flush()
     bufs = dict.fromkeys(socks, b"")
+    per_socket = dict.fromkeys(socks, 0)
     got: list[tuple[int, bytes]] = []
     count = 0
     now_ns = time.monotonic_ns
@@ -74,6 +80,8 @@ def serve(socks: dict[int, socket.socket], frame: Framer, latencies: Latencies) 
                     elif cmd == b"take":
                         out.write(json.dumps(latencies(got)) + "\n")
                         got = []
+                    elif cmd == b"per_socket":
+                        out.write(json.dumps(list(per_socket.values())) + "\n")
                     elif cmd == b"stop" or not cmd:
                         return
                     out.flush()
@@ -92,13 +100,14 @@ def serve(socks: dict[int, socket.socket], frame: Framer, latencies: Latencies) 
             if whole is not None:
                 got.append((t, whole))
                 count += stamps
+                per_socket[fd] += stamps
 
 
 class ReaderProcess:
     """The reader child seen from the benchmark: started with ``script --_readers`` and
     handed ``spec`` (JSON) on its first stdin line; ready once it printed ``ready``."""
 
-    def __init__(self, script: str, spec: dict[str, Any]) -> None:
+    def __init__(self, script: str, spec: dict[str, Any], *, wait: bool = True) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(script), "--_readers"],
             stdin=subprocess.PIPE,
@@ -110,6 +119,10 @@ class ReaderProcess:
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.stdin.write(json.dumps(spec) + "\n")
         self.stdin.flush()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
         if self.stdout.readline().strip() != "ready":
             raise RuntimeError("the reader process did not get ready")
 
@@ -124,6 +137,12 @@ class ReaderProcess:
     def take(self) -> list[float]:
         return list(json.loads(self._ask("take")))
 
+    def per_socket(self) -> list[int]:
+        return list(json.loads(self._ask("per_socket")))
+
+    def cpu_s(self) -> float:
+        return process_cpu_s(self.proc.pid)
+
     def close(self) -> None:
         with contextlib.suppress(BrokenPipeError):
             self.stdin.write("stop\n")
@@ -133,3 +152,45 @@ class ReaderProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ReaderGroup:
+    """Subscribers spread over ``ceil(len(ids) / per_process)`` reader processes, seen as
+    one: ``spec`` goes to every process with its own slice of ``ids``. The processes
+    connect at the same time and answer ``count``/``take`` in turn."""
+
+    def __init__(self, script: str, spec: dict[str, Any], ids: list[str], per_process: int) -> None:
+        parts = [ids[i : i + per_process] for i in range(0, len(ids), per_process)] or [[]]
+        self.procs: list[ReaderProcess] = []
+        try:
+            for part in parts:
+                self.procs.append(ReaderProcess(script, {**spec, "ids": part}, wait=False))
+            for proc in self.procs:
+                proc.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def count(self) -> int:
+        return sum(p.count() for p in self.procs)
+
+    def take(self) -> list[float]:
+        return [x for p in self.procs for x in p.take()]
+
+    def per_socket(self) -> list[int]:
+        return [x for p in self.procs for x in p.per_socket()]
+
+    def cpu_s(self) -> float:
+        """CPU seconds the reader processes used so far: the client's own overhead."""
+        return sum(p.cpu_s() for p in self.procs)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.close()

@@ -3,12 +3,13 @@
 Measures, with a real ``topics-server --memory`` and a real ``redis-server`` (both started
 here on free loopback ports and stopped at the end):
 
-  * write -> deliver latency p50/p99/max with 1, 10, 100 and 1000 SSE watchers of one
-    topic (each record carries a monotonic stamp taken just before the write; a watcher
-    stamps again when the frame's bytes arrive);
+  * write -> deliver latency p50/p99/max with 1, 10, 100, 1000 and 10,000 SSE watchers of
+    one topic (each record carries a monotonic stamp taken just before the write; a watcher
+    stamps again when the frame's bytes arrive), and the fewest records any one watcher got
+    (a starved watcher shows there, the slowest in ``max_ms``);
   * deliveries per second (a burst of writes, until every watcher has every record);
   * server memory per idle SSE connection (RSS growth with N idle streams, each on its
-    own watch session, divided by N);
+    own watch session, divided by N; N = 1000, and 10,000 when that point is measured);
   * the same fan-out on Redis Streams: N readers in XREAD BLOCK on one stream, XADD per
     message, in the same run.
 
@@ -24,11 +25,21 @@ path, same process layout, same stamping point for both systems. A watcher's lat
 includes the client time spent on the watchers served before it in the same epoll batch,
 for both systems alike.
 
-The floors (``--floors``, default at 1, 10 and 100 watchers): the same writer and readers
-against bench/_floor_server.py, a relay that does nothing but read a POST, write its body
-as one SSE frame to every watcher socket and answer, once on trio (the loop topics is built
-on) and once on a bare ``select.epoll`` loop. They say how much of a latency is any Python
-server's on this machine, and how much is topics' own.
+At 10,000 watchers the readers are spread over several such processes (``--per-process``
+sockets each, default 2500), which connect in batches so that no server's accept queue
+overflows; every process here and every server started here (topics, Redis, the floors)
+raises its soft open-file limit to the hard one (``RLIMIT_NOFILE``). The reader processes'
+CPU per delivery is reported beside the server's (``client_cpu_us_per_delivery``): it is the
+client's own overhead, and on two cores it competes with the server for the same CPU.
+Writes are 10 ms apart (50 ms at 1,000 watchers, 1 s at 10,000, where fewer are sent),
+so every write finds the server idle.
+
+The floors (``--floors``, default at 1, 10, 100 and 10,000 watchers): the same writer and
+readers against bench/_floor_server.py, a relay that does nothing but read a POST, write its
+body as one SSE frame to every watcher socket and answer, once on trio (the loop topics is
+built on) and once on a bare ``select.epoll`` loop. They say how much of a latency is any
+Python server's on this machine, and how much is topics' own; at 10,000 the epoll relay is
+mostly the client and the kernel's loopback sends.
 
 ``--baseline DIR`` also runs a second topics-server whose ``topics`` package is imported
 from ``DIR`` (a copy of an earlier tree), interleaved with the current one in the same run
@@ -36,8 +47,8 @@ from ``DIR`` (a copy of an earlier tree), interleaved with the current one in th
 
 Never asserts; targets are printed beside the numbers.
 
-Usage: python bench/watch.py [--quick] [--watchers 1,10,100,1000] [--json out.json]
-                             [--baseline DIR] [--rounds R]
+Usage: python bench/watch.py [--quick] [--watchers 1,10,100,1000,10000] [--json out.json]
+                             [--baseline DIR] [--rounds R] [--per-process N]
 """
 
 from __future__ import annotations
@@ -57,14 +68,23 @@ import time
 from typing import Any
 
 import httpx
-from _readers import Framer, ReaderProcess, raise_fd_limit, serve
+from _readers import Framer, ReaderGroup, process_cpu_s, raise_fd_limit, serve
 
 LISTENING = "topics-server listening on "
 STAMP = re.compile(rb'"stamp":(\d+)')
 TARGETS = {
     100: "p50 <= 2 ms, p99 <= 8 ms",
     1000: "p99 <= 60 ms",
+    10_000: "every watcher gets every record",
 }
+#: Issue 15: topics' p99 at most this times the trio relay's at 1, 10 and 100 watchers.
+TRIO_FLOOR_FACTOR = 1.25
+#: Issue 15: server memory per idle watcher at the 10,000 point.
+IDLE_KIB_10K = 13.5
+#: Reader sockets per reader process (bench/_readers.py ReaderGroup).
+PER_PROCESS = 2500
+#: Sockets a reader process connects before it waits for their streams to open.
+CONNECT_BATCH = 200
 
 
 def _free_port() -> int:
@@ -95,11 +115,16 @@ def _summary(lat_ms: list[float]) -> dict[str, Any]:
     }
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds used so far by process ``pid``."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+_cpu_s = process_cpu_s
+
+
+def _gap_s(n: int) -> float:
+    """Seconds between two latency writes: long enough for the fan-out to end."""
+    return 0.01 if n < 1000 else 0.05 if n < 10_000 else 1.0
+
+
+def _messages(n: int, messages: int) -> int:
+    return messages if n < 1000 else messages // 2 if n < 10_000 else max(5, messages // 10)
 
 
 def _loadavg() -> list[float]:
@@ -112,7 +137,11 @@ def _loadavg() -> list[float]:
 def start_topics(src: str | None = None) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ, TOPICS_LOG_LEVEL="WARNING", TOPICS_THROTTLE_LAG_MS="0")
     env.pop("TOPICS_API_KEYS", None)
+    # 0 = unlimited: the 10,000 point (and its idle-memory run) needs more than the
+    # default 10,000 sessions and streams, counting earlier points' sessions.
     env["TOPICS_MAX_SSE_CONNECTIONS_PER_KEY"] = "0"
+    env["TOPICS_MAX_SSE_CONNECTIONS"] = "0"
+    env["TOPICS_MAX_WATCH_SESSIONS"] = "0"
     if src is not None:
         # The editable install's finder comes after PYTHONPATH: ``src``'s package wins.
         env["PYTHONPATH"] = os.path.abspath(src)
@@ -122,6 +151,7 @@ def start_topics(src: str | None = None) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.PIPE,
         text=True,
         cwd=tempfile.gettempdir(),
+        preexec_fn=raise_fd_limit,  # 10,000 streams need more than the default 1024
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -150,10 +180,11 @@ def start_redis() -> tuple[subprocess.Popen[bytes], int, str]:
             "--dir",
             workdir,
             "--maxclients",
-            "10000",
+            "16000",  # 10,000 readers + the writer; Redis keeps 32 descriptors more
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=raise_fd_limit,
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -207,25 +238,31 @@ def reader_main() -> None:
     kind, host, port, ids = spec["kind"], spec["host"], spec["port"], spec["ids"]
     socks: dict[int, socket.socket] = {}
     key = str(spec.get("key", "")).encode()
-    for ident in ids:
-        s = socket.create_connection((host, port))
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if kind == "sse":
-            s.sendall(
-                f"GET /v0/watch/{ident} HTTP/1.1\r\nHost: b\r\n"
-                "Accept: text/event-stream\r\n\r\n".encode()
-            )
-        else:
-            s.sendall(_xread(key, b"$"))
-        socks[s.fileno()] = s
-    if kind == "sse":  # live once the stream said caught-up
-        for s in socks.values():
-            buf = b""
-            while b"caught-up" not in buf:
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise RuntimeError("stream closed before caught-up")
-                buf += chunk
+    # In batches: a batch's streams open (or its XREADs are sent) before the next batch
+    # connects, so a server's accept queue never holds more than a few batches.
+    for start in range(0, len(ids), CONNECT_BATCH):
+        batch = []
+        for ident in ids[start : start + CONNECT_BATCH]:
+            s = socket.create_connection((host, port))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if kind == "sse":
+                s.sendall(
+                    f"GET /v0/watch/{ident} HTTP/1.1\r\nHost: b\r\n"
+                    "Accept: text/event-stream\r\n\r\n".encode()
+                )
+            else:
+                s.sendall(_xread(key, b"$"))
+            socks[s.fileno()] = s
+            batch.append(s)
+        if kind == "sse":  # live once the stream said caught-up
+            for s in batch:
+                buf = b""
+                while b"caught-up" not in buf:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise RuntimeError("stream closed before caught-up")
+                    buf += chunk
+    if kind == "sse":
         serve(socks, _sse_framer, lambda got: _latencies(got, STAMP))
     else:
         serve(socks, _redis_framer(socks, key), lambda got: _latencies(got, REDIS_STAMP))
@@ -266,13 +303,12 @@ def _latencies(got: list[tuple[int, bytes]], pattern: re.Pattern[bytes]) -> list
     return [(t - int(m.group(1))) / 1e6 for t, data in got for m in pattern.finditer(data)]
 
 
-class Readers(ReaderProcess):
-    """The reader child process seen from here."""
+class Readers(ReaderGroup):
+    """The reader child processes seen from here (one per ``PER_PROCESS`` readers)."""
 
     def __init__(self, kind: str, host: str, port: int, ids: list[str], key: str = "") -> None:
-        super().__init__(
-            __file__, {"kind": kind, "host": host, "port": port, "ids": ids, "key": key}
-        )
+        spec = {"kind": kind, "host": host, "port": port, "key": key}
+        super().__init__(__file__, spec, ids, PER_PROCESS)
 
     def wait_count(self, target: int, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -356,16 +392,17 @@ class RedisWriter:
 def _fanout(
     readers: Readers, write: Any, n: int, messages: int, burst: int, pid: int
 ) -> dict[str, Any]:
-    time.sleep(0.3)
+    time.sleep(0.3 if n < 10_000 else 1.0)
     # Server CPU per delivery: much steadier than latency on a shared machine (another
     # process's load delays us, it does not make our work bigger).
-    cpu0 = _cpu_s(pid)
-    gap_s = 0.01 if n < 1000 else 0.05
+    cpu0, client0 = _cpu_s(pid), readers.cpu_s()
+    gap_s = _gap_s(n)
     for _ in range(messages):
         write()
         time.sleep(gap_s)
     readers.wait_count(n * messages, 30)
     latency = readers.take()
+    per_socket = readers.per_socket()
     # Throughput: a burst of writes, until everyone has everything.
     before = readers.count()
     t0 = time.perf_counter()
@@ -374,9 +411,15 @@ def _fanout(
     got = readers.wait_count(before + n * burst, 120)
     elapsed = time.perf_counter() - t0
     cpu = _cpu_s(pid) - cpu0
+    client = readers.cpu_s() - client0
     delivered = got - before
     out: dict[str, Any] = _summary(latency) if latency else {}
+    # Every watcher's count of the latency writes: fewer than ``messages`` is a starved one.
+    out["min_records_per_watcher"] = min(per_socket, default=0)
+    out["watchers_with_every_record"] = sum(c >= messages for c in per_socket)
+    out["messages"] = messages
     out["server_cpu_us_per_delivery"] = round(cpu * 1e6 / max(1, got), 2)
+    out["client_cpu_us_per_delivery"] = round(client * 1e6 / max(1, got), 2)
     out["deliveries_per_s"] = round(delivered / elapsed)
     out["complete"] = delivered == n * burst
     return out
@@ -406,7 +449,12 @@ def floor_fanout(loop: str, n: int, messages: int, burst: int) -> dict[str, Any]
     """The same fan-out through bench/_floor_server.py (``loop``: "trio" or "epoll"), on a
     fresh server per measurement (it forgets nothing about closed watchers)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_floor_server.py")
-    proc = subprocess.Popen([sys.executable, script, loop], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, script, loop],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=raise_fd_limit,
+    )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
@@ -429,10 +477,24 @@ def redis_fanout(port: int, n: int, messages: int, burst: int, pid: int) -> dict
     writer.command(b"XADD", key.encode(), b"*", b"stamp", b"0")
     readers = Readers("redis", "127.0.0.1", port, [""] * n, key)
     try:
+        _wait_blocked(writer, n)
         return _fanout(readers, writer.write, n, messages, burst, pid)
     finally:
         writer.close()
         readers.close()
+
+
+def _wait_blocked(writer: RedisWriter, n: int, timeout_s: float = 60.0) -> None:
+    """Until ``n`` clients wait in XREAD BLOCK (a reader whose first XREAD ``$`` came after
+    the first XADD would miss it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = writer.command(b"INFO", b"clients")
+        match = re.search(rb"blocked_clients:(\d+)", info)
+        if match is not None and int(match.group(1)) >= n:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"fewer than {n} Redis readers blocked after {timeout_s} s")
 
 
 def idle_memory(src: str | None, n: int) -> float:
@@ -476,38 +538,61 @@ def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "samples",
         "deliveries_per_s",
         "server_cpu_us_per_delivery",
+        "client_cpu_us_per_delivery",
     ):
         vals = [r[k] for r in rows if k in r]
         if vals:
             out[k] = statistics.median(vals)
+    # Starvation is judged on the worst round, not a median.
+    maxes = [r["max_ms"] for r in rows if "max_ms" in r]
+    if maxes:
+        out["max_ms_worst_round"] = max(maxes)
+    fewest = [r["min_records_per_watcher"] for r in rows if "min_records_per_watcher" in r]
+    if fewest:
+        out["min_records_per_watcher"] = min(fewest)
+        out["watchers_with_every_record"] = min(r["watchers_with_every_record"] for r in rows)
+        out["messages"] = min(r["messages"] for r in rows if "messages" in r)
     out["complete"] = all(r.get("complete", False) for r in rows)
     out["rounds"] = rows
     return out
 
 
 def main() -> None:
+    global PER_PROCESS
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages")
-    parser.add_argument("--watchers", default="1,10,100,1000")
+    parser.add_argument("--watchers", default="1,10,100,1000,10000")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--baseline", help="also run a topics-server importing topics from here")
     parser.add_argument("--rounds", type=int, default=1, help="repeat; report medians")
     parser.add_argument("--no-idle", action="store_true", help="skip the idle-memory run")
     parser.add_argument(
         "--floors",
-        default="1,10,100",
+        default="1,10,100,10000",
         help="watcher counts to also measure the minimal trio and epoll relays at ('' = none)",
+    )
+    parser.add_argument(
+        "--per-process",
+        type=int,
+        default=PER_PROCESS,
+        help="reader sockets per reader process (more readers: more processes)",
     )
     parser.add_argument("--_readers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._readers:
         reader_main()
         return
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    PER_PROCESS = args.per_process
+    raise_fd_limit()
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     counts = [int(x) for x in args.watchers.split(",")]
+    if max(counts) + 64 > soft:
+        raise SystemExit(f"{max(counts)} watchers need more descriptors than RLIMIT_NOFILE {soft}")
     messages = 50 if args.quick else 200
-    idle_n = 1000 if not args.quick else 200
+    # Memory per idle watcher at 1,000 streams (the long-standing figure), and at the
+    # largest point too when that is bigger (issue 15's 10,000).
+    idle_counts = [1000 if not args.quick else 200]
+    idle_counts += [n for n in sorted(set(counts)) if n > idle_counts[0] and n >= 10_000]
     floor_counts = {int(x) for x in args.floors.split(",") if x}
     floors = ["floor_trio", "floor_epoll"] if floor_counts & set(counts) else []
     systems = ["sse", "redis"] + (["sse_baseline"] if args.baseline else []) + floors
@@ -515,13 +600,20 @@ def main() -> None:
     results["client"] = "one epoll reader process, raw sockets, for both systems"
     results["loadavg_start"] = _loadavg()
     if not args.no_idle:
-        results["idle_kib_per_connection"] = idle_memory(None, idle_n)
-        line = f"memory per idle SSE connection (incl. its session, {idle_n} streams): "
-        line += f"{results['idle_kib_per_connection']} KiB"
-        if args.baseline:
-            results["idle_kib_per_connection_baseline"] = idle_memory(args.baseline, idle_n)
-            line += f" (baseline {results['idle_kib_per_connection_baseline']} KiB)"
-        print(line + "  (target <= 20 KiB)\n", flush=True)
+        results["idle_kib_by_streams"] = {}
+        for idle_n in idle_counts:
+            kib = idle_memory(None, idle_n)
+            results["idle_kib_by_streams"][idle_n] = kib
+            if idle_n == idle_counts[0]:
+                results["idle_kib_per_connection"] = kib
+            line = f"memory per idle SSE connection (incl. its session, {idle_n} streams): "
+            line += f"{kib} KiB"
+            if args.baseline and idle_n == idle_counts[0]:
+                results["idle_kib_per_connection_baseline"] = idle_memory(args.baseline, idle_n)
+                line += f" (baseline {results['idle_kib_per_connection_baseline']} KiB)"
+            target = "<= 20 KiB" if idle_n < 10_000 else f"<= {IDLE_KIB_10K} KiB"
+            print(line + f"  (target {target})", flush=True)
+        print(flush=True)
     topics_proc, base = start_topics()
     base_proc, base_base = start_topics(args.baseline) if args.baseline else (None, "")
     redis_proc, redis_port, redis_dir = start_redis()
@@ -529,7 +621,7 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             for n in counts:
-                msgs = messages if n < 1000 else messages // 2
+                msgs = _messages(n, messages)
                 burst = max(20, 5_000 // n) if not args.quick else max(10, 1_000 // n)
                 rows["sse"][n].append(sse_fanout(base, n, msgs, burst, topics_proc.pid))
                 if base_proc is not None:
@@ -570,18 +662,30 @@ def _print_row(n: int, rows: dict[str, dict[str, Any]]) -> None:
         _print_row.header = True  # type: ignore[attr-defined]
         print(
             f"{'watchers':>8} | {'system':<12} | {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-            f"| {'deliveries/s':>12} | {'cpu us/dlv':>10} | target"
+            f"| {'deliveries/s':>12} | {'cpu us/dlv':>10} | {'client us':>10} | target"
         )
     red = rows.get("redis", {})
+    trio = rows.get("floor_trio", {})
     for name, row in rows.items():
         target = TARGETS.get(n, "") if name == "sse" else ""
         if name == "sse" and red.get("p99_ms") is not None:
             target = (target + "; " if target else "") + f"p99 <= redis ({red['p99_ms']})"
+        if name == "sse" and n <= 100 and trio.get("p99_ms") is not None:
+            bound = round(TRIO_FLOOR_FACTOR * trio["p99_ms"], 3)
+            target += f"; p99 <= {TRIO_FLOOR_FACTOR}x trio relay ({bound})"
+        fewest = row.get("min_records_per_watcher")
+        starved = (
+            f"  (a watcher got {fewest} of {row.get('messages')})"
+            if fewest is not None and fewest < row.get("messages", 0)
+            else ""
+        )
         print(
             f"{n:>8} | {name:<12} | {row.get('p50_ms', 0):>8} {row.get('p99_ms', 0):>8} "
             f"{row.get('max_ms', 0):>8} | {row.get('deliveries_per_s', 0):>12} "
-            f"| {row.get('server_cpu_us_per_delivery', 0):>10} | {target}"
+            f"| {row.get('server_cpu_us_per_delivery', 0):>10} "
+            f"| {row.get('client_cpu_us_per_delivery', 0):>10} | {target}"
             + ("" if row.get("complete") else "  (INCOMPLETE)")
+            + starved
         )
     sys.stdout.flush()
 
