@@ -23,6 +23,14 @@ Rules (docs/SEMANTICS.md has the user-facing version):
    no record: the tail segment is sealed first, so a marker always falls between two
    segments and rule 1 still holds. ``gaps`` is ascending; markers below ``evict_floor``
    are forgotten (the eviction tombstone a reader below it gets covers them).
+7. Change notification is one protocol (``wake``): every change calls each registered
+   listener (``listen``) synchronously, in registration order, then unparks the tasks
+   parked on ``waiters``. A subsystem that wants to act inside the change registers a
+   listener (the watch hub's fan-out); one that acts later either parks a task on
+   ``waiters`` (long-poll diffs, router workers) or registers a listener that unparks its
+   own task (the queue's relay). The engine calls ``wake`` after a batch's WAL entry is
+   queued (apply -> WAL -> fan-out), so no listener sees a batch the WAL was not asked
+   to keep.
 """
 
 from __future__ import annotations
@@ -124,11 +132,10 @@ class TopicLog:
         # The WATERMARK entry in flight that will raise ``watermark`` (target, ticket):
         # one per topic, shared by every writer that needs it (``_durability``).
         self.reservation: tuple[int, WalTicket] | None = None
-        # Waiters (long-poll diff, queues, routers) park here; a publish unparks all.
+        # Tasks that wait for a change (long-poll diff, routers) park here (rule 7).
         self.waiters = trio.lowlevel.ParkingLot()
-        # The watch hub's fan-out, called synchronously by every publish before the waiters
-        # wake (None while nobody watches the topic).
-        self.on_publish: Callable[[], None] | None = None
+        # Called synchronously by every change, before the waiters wake (rule 7).
+        self.listeners: tuple[Callable[[], object], ...] = ()
         # Gap markers (rule 6), ascending by seq.
         self.gaps: list[GapMarker] = []
 
@@ -139,12 +146,19 @@ class TopicLog:
         return max(self.cap_floor, self.ttl_floor)
 
     def wake(self) -> None:
-        """The topic changed (records published, removed, the topic deleted)."""
-        hook = self.on_publish
-        if hook is not None:
-            hook()
+        """The topic changed (records published, removed, the topic deleted): rule 7."""
+        for listener in self.listeners:
+            listener()
         if self.waiters:
             self.waiters.unpark_all()
+
+    def listen(self, listener: Callable[[], object]) -> None:
+        """Call ``listener`` on every change from now on (rule 7)."""
+        self.listeners = (*self.listeners, listener)
+
+    def unlisten(self, listener: Callable[[], object]) -> None:
+        """Stop calling ``listener`` (the object given to :meth:`listen`)."""
+        self.listeners = tuple(cb for cb in self.listeners if cb is not listener)
 
     # -- appends ----------------------------------------------------------------------
 

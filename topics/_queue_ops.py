@@ -759,13 +759,19 @@ class WorkSession:
 
 
 async def _relay_appends(log: TopicLog, q: QueueState) -> None:
-    """Wake the queue's waiters on every append while any wait (rule 6)."""
+    """Wake the queue's waiters on every append while any wait (rule 6). The relay hears
+    of changes as every subsystem does (``TopicLog.listen``, _log rule 7) and acts once
+    the publisher yields, so a burst of appends costs one pass."""
+    appended = trio.lowlevel.ParkingLot()
+    listener = appended.unpark_all
+    log.listen(listener)
     try:
         q.wake_claimers()  # an append between the waiter's read and this task's start
         while (q.waiting or q.hooked) and not log.deleted:
-            await log.waiters.park()
+            await appended.park()
             q.wake_claimers()
     finally:
+        log.unlisten(listener)
         q.relay_running = False
 
 

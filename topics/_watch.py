@@ -10,7 +10,7 @@ queues and the wire encoding; nothing here knows about HTTP.
 Rules:
 1. Register, read, wait. A feed topic joins its topic's listener set *before* its first
    read. Every publish of a watched topic (write, delete, topic delete) calls the hub
-   synchronously (``TopicLog.on_publish``), which marks each listener dirty, either right
+   synchronously (``TopicLog.listen``), which marks each listener dirty, either right
    there or through the topic's relay task: a feed reads only its dirty topics and waits
    on its own event when none is dirty. The relay marks every listener once when it
    starts (before it first parks) and re-parks in the same synchronous step after each
@@ -535,6 +535,7 @@ class _TopicWatch:
     __slots__ = (
         "cache",
         "committed",
+        "hook",
         "last_pass",
         "listeners",
         "log",
@@ -551,6 +552,8 @@ class _TopicWatch:
         self.listeners: dict[FeedTopic, None] = {}
         self.scope = trio.CancelScope()
         self.lot = trio.lowlevel.ParkingLot()  # the relay parks here (rule 1)
+        #: The hub's listener on the topic (``TopicLog.listen``), set by ``_listen``.
+        self.hook: Callable[[], None] | None = None
         self.last_pass = -math.inf  # trio time of the last fan-out pass
         self.cache: dict[tuple[int, int, FeedOptions], _Outcome] = {}
         self.version: tuple[int, ...] = ()
@@ -725,7 +728,8 @@ class WatchHub:
         tw = self._topics.get(ft.log)
         if tw is None:
             tw = self._topics[ft.log] = _TopicWatch(ft.log)
-            ft.log.on_publish = lambda: self._publish(tw)
+            tw.hook = lambda: self._publish(tw)
+            ft.log.listen(tw.hook)
             self._spawn(lambda: self._relay(tw))
         tw.listeners[ft] = None
         ft.tw = tw
@@ -748,7 +752,8 @@ class WatchHub:
         if not tw.listeners:
             tw.scope.cancel()
             del self._topics[tw.log]
-            tw.log.on_publish = None
+            if tw.hook is not None:
+                tw.log.unlisten(tw.hook)
 
     def _publish(self, tw: _TopicWatch) -> None:
         """Every publish of ``tw``'s topic calls this synchronously (``TopicLog.wake``).

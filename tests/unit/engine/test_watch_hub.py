@@ -499,14 +499,14 @@ async def test_the_publish_hook_lives_while_the_topic_is_watched(engine: Engine)
     await engine.put_topic("a")
     log = engine._registry.get("a")
     assert log is not None
-    assert log.on_publish is None
+    assert log.listeners == ()
     one = await open_session(engine, {"a": {"tail": True}})
     two = await open_session(engine, {"a": {"tail": True}})
-    assert log.on_publish is not None
+    assert len(log.listeners) == 1  # one listener per watched topic, however many feeds
     one.close()
-    assert log.on_publish is not None
+    assert len(log.listeners) == 1
     two.close()
-    assert log.on_publish is None
+    assert log.listeners == ()
 
 
 # -- resume order ------------------------------------------------------------------------------
