@@ -1,7 +1,7 @@
 """Record routes: write (§2), diff (§3), delete records (§5).
 
-Write and diff are the hot routes, served by the raw-ASGI dispatcher (``fast=True``);
-delete goes through Quart like every other route. Each handler parses, calls one Engine
+Write and diff are hot routes: the fast lane serves them on its connections (``fast=True``);
+delete reaches the dispatcher through hypercorn. Each handler parses, calls one Engine
 method and encodes.
 
 Rules:

@@ -9,8 +9,8 @@ Rules:
 1. Everything here is touched only from the trio thread, in synchronous code: counters
    need no lock (trio never interleaves code between two awaits).
 2. Handlers never send bytes themselves: they return a :class:`Reply` (status, body,
-   content type, extra headers) and the dispatcher or the Quart adapter finishes it
-   (request id, gzip, content length) in one place (``respond.finish``).
+   content type, extra headers) and the dispatcher finishes it (request id, gzip,
+   content length) in one place (``respond.finish``).
 3. ``RequestContext.t0`` is taken when the request reaches the dispatcher, so
    ``server_total_ms`` covers auth, body reading, parsing, the engine call and encoding.
 """
@@ -217,9 +217,8 @@ class RequestContext:
         self.name: str = ""
         self.principal: Principal = DEV_PRINCIPAL
         self.body = b""
-        #: Fast routes only (Quart owns ``receive`` otherwise): the ASGI ``receive``, which
-        #: after the body returns ``http.disconnect`` when the client goes away, for
-        #: handlers that wait and must notice a vanished client.
+        #: The ASGI ``receive``, which after the body returns ``http.disconnect`` when the
+        #: client goes away, for handlers that wait and must notice a vanished client.
         self.receive: Callable[[], Awaitable[Mapping[str, Any]]] | None = None
         self._query: dict[str, str] | None = None
 
