@@ -16,7 +16,9 @@ for), and prints records/s for, each the best of ``--repeat`` after a warm-up:
 - ``agg (typed)``: the same over typed columns (``data_schema`` for topics; the files'
   own columns for JSON lines with a schema and Parquet);
 - ``stream``: ``readStream`` with ``Trigger.AvailableNow`` over the whole backlog into the
-  ``noop`` sink, url mode and path mode.
+  ``noop`` sink, url mode and path mode, alternating round by round with its batch
+  counterpart (``noop sink``: the same read written to the ``noop`` sink), so the ratio
+  of the two compares runs under the same load.
 
 Planning is inside every number (path mode: the driver re-reads the data directory).
 """
@@ -116,6 +118,11 @@ def start_server(path: str) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("topics-server did not start")
 
 
+def noop(df: DataFrame) -> None:
+    """Every row through Spark into the ``noop`` sink: what a stream into it does."""
+    df.write.format("noop").mode("overwrite").save()
+
+
 def agg_json(df: DataFrame) -> int:
     sku = F.get_json_object("data", "$.sku")
     qty = F.get_json_object("data", "$.qty").cast("bigint")
@@ -166,7 +173,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
 
     def run(source: str, action: str, fn: Callable[[], Any]) -> None:
-        seconds = best(fn, args.repeat)
+        record(source, action, best(fn, args.repeat))
+
+    def record(source: str, action: str, seconds: float) -> None:
         rows.append(
             {"source": source, "action": action, "seconds": seconds, "records_s": n / seconds}
         )
@@ -174,6 +183,19 @@ def main() -> None:
             f"{source:24s} {action:14s} {n / seconds:>12,.0f} records/s ({seconds:.2f} s)",
             flush=True,
         )
+
+    def paired(*cases: tuple[str, str, Callable[[], Any]]) -> None:
+        """Run the cases in turn, ``--repeat`` rounds after a warm-up; best of each."""
+        for _, _, fn in cases:
+            fn()
+        times: list[list[float]] = [[] for _ in cases]
+        for _ in range(args.repeat):
+            for i, (_, _, fn) in enumerate(cases):
+                t = time.perf_counter()
+                fn()
+                times[i].append(time.perf_counter() - t)
+        for (source, action, _), ts in zip(cases, times, strict=True):
+            record(source, action, min(ts))
 
     def topics_df(mode: str, where: str, typed: bool) -> DataFrame:
         r = spark.read.format("topics").option(mode, where).option("topic", TOPIC)
@@ -211,9 +233,13 @@ def main() -> None:
             run(f"topics {mode}", "count()", plain.count)
             run(f"topics {mode}", "agg (json)", lambda df=plain: agg_json(df))
             run(f"topics {mode} data_schema", "agg (typed)", lambda df=typed: agg_typed(df))
-        if "stream" in only:
+        if "stream" in only:  # batch and stream alternate, so both see the same load
             for mode, where in (("path", args.dir), ("url", url)):
-                run(f"topics {mode} stream", "AvailableNow", stream(mode, where))
+                plain = topics_df(mode, where, False)
+                paired(
+                    (f"topics {mode}", "noop sink", lambda df=plain: noop(df)),
+                    (f"topics {mode} stream", "AvailableNow", stream(mode, where)),
+                )
         if "json" in only:
             files = spark.read.schema(FILE_SCHEMA).json(jsonl)
             run("JSON lines (schema)", "count()", files.count)

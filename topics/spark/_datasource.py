@@ -36,7 +36,7 @@ class TopicsDataSource(DataSource):
         topic | topic_prefix: one name or a comma list, or every topic under a prefix.
         from_seq, to_seq: read seqs ``> from_seq`` and ``<= to_seq``; ``from_seq`` may be
             ``latest`` or a JSON map of topic -> seq.
-        partition_records: about how many seqs one task reads (default 500000).
+        partition_records: about how many seqs one task reads (default 1000000).
         on_gap: ``fail`` (default) raises on a tombstone; ``emit`` adds a ``gap`` row.
         max_records_per_trigger: streaming admission limit (0 = no limit).
         data_schema: DDL of typed data fields ("sku string, qty bigint") returned in place

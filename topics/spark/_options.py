@@ -48,9 +48,10 @@ _WRITE = _COMMON | {"batch_records", "write_id", "create", "config", "node", "lo
 # Spark's own options that reach the data source too (writeStream's checkpointLocation).
 _SPARK_OWN = frozenset({"__path__", "checkpointlocation"})
 
-# A Spark task costs far more than its planning: measured on 2 cores, 8 tasks of 125k
-# records took twice as long as 2 tasks of 500k (docs/BENCHMARKS.md, Spark reads).
-DEFAULT_PARTITION_RECORDS = 500_000
+# A Spark task has a cost of its own: on 2 cores, 1M records took twice as long in 8
+# tasks of 125k as in 2 of 500k, and 10M records 25-40 % longer in 20 tasks than in 10.
+# A million records is ~90 MB of frames, near Spark's own 128 MB file splits.
+DEFAULT_PARTITION_RECORDS = 1_000_000
 DEFAULT_BATCH_RECORDS = 1000
 MAX_BATCH_RECORDS = 10_000
 
