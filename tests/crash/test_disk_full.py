@@ -326,3 +326,25 @@ async def test_a_checkpoint_that_meets_a_full_disk_backs_off_and_retries(
     async with open_engine(ROOT, clock=clock, fs=disk) as engine:
         got: list[Any] = [r["data"] for r in (await read_topic(engine, "f"))["records"]]
         assert got == ["x" * 500, "after"]
+
+
+async def test_a_rotation_out_of_descriptors_stalls_and_retries_instead_of_failing() -> None:
+    """EMFILE when the next WAL file is opened: nothing was created and the shortage passes,
+    so the batch stalls (Rule 9) instead of turning the WAL read-only, which would stop the
+    engine at its next checkpoint."""
+    disk = _disk()
+    fault = FaultFs(disk, op="open", at=2, errno=errno.EMFILE)  # #1 is the first file
+    wal = Wal.create(fault, D, next_lsn=1, file_no=0, max_file_bytes=100)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(wal.run)
+        await wal.submit(3, b"a" * 80, sync=True).wait()  # the file is now over 100 bytes
+        stalled = wal.submit(3, b"b", sync=True)
+        with pytest.raises(WalFullError, match="Too many open files"):
+            await stalled.wait()
+        assert not wal.read_only
+        await _until_not_full(wal)  # the next attempt opens the file
+        await stalled.wait()
+        assert fault.fired == 1
+        assert wal.statistics().rotations_total == 1
+        await wal.aclose()
+    assert wal_files(disk, D) == [0, 1]

@@ -43,12 +43,15 @@ Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) 
   with :class:`WalFullError` at once: its outcome is unknown until space returns. The
   owner refuses new changes meanwhile (``full``). A cut that fails, or a full disk seen by
   an fsync, is Rule 4. Closing while stalled makes one last attempt, then fails the rest.
+  A rotation that cannot open its new file for want of a descriptor (EMFILE/ENFILE)
+  stalls the same way: nothing was created, and the shortage passes.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import itertools
 import math
 import time
@@ -115,6 +118,10 @@ class WalError(Exception):
 class WalFullError(WalError):
     """The frame's batch is stalled on a full disk (Rule 9): not written yet, and written
     later if space returns before the Wal closes. Not a read-only Wal."""
+
+
+#: The process or the system is out of file descriptors: a passing shortage.
+_NO_DESCRIPTOR = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 class _NoSpace(Exception):
@@ -237,8 +244,8 @@ class WalTicket:
         while not batch.done.is_set():
             if batch.stall is not None:
                 raise WalFullError(
-                    f"WAL frame {self.lsn} is waiting for disk space ({batch.stall}); "
-                    "it is written if space returns before the WAL closes"
+                    f"WAL frame {self.lsn} is waiting for disk space or a file descriptor "
+                    f"({batch.stall}); it is written if one returns before the WAL closes"
                 ) from batch.stall
             await batch.changed.wait()
         error = batch.error
@@ -272,7 +279,9 @@ def _create_file(fs: Fs, dir: str, file_no: int, first_lsn: int) -> _OpenFile:
     try:
         handle = fs.open(path, create=True)
     except OSError as exc:
-        if is_no_space(exc):  # no inode left: nothing was created (Rule 9)
+        # No inode or no descriptor left: nothing was created, and both pass, so the
+        # batch stalls and retries like a full disk (Rule 9) instead of failing the WAL.
+        if is_no_space(exc) or exc.errno in _NO_DESCRIPTOR:
             raise _NoSpace(exc) from exc
         raise
     salt = new_salt()
