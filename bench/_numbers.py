@@ -140,6 +140,13 @@ class Latency:
     p99_ms: float | None
     deliveries_per_s: float | None
     complete: bool | None
+    # The slowest delivery of the worst round (of the one round in older results).
+    max_ms: float | None = None
+    # The fewest latency records any one watcher got, of ``messages`` (a starved one shows).
+    min_records_per_watcher: float | None = None
+    messages: float | None = None
+    server_cpu_us: float | None = None
+    client_cpu_us: float | None = None
 
 
 def _latency(row: Any) -> Latency | None:
@@ -151,6 +158,11 @@ def _latency(row: Any) -> Latency | None:
         num(row.get("p99_ms")),
         num(row.get("deliveries_per_s")),
         complete if isinstance(complete, bool) else None,
+        num(row.get("max_ms_worst_round", row.get("max_ms"))),
+        num(row.get("min_records_per_watcher")),
+        num(row.get("messages")),
+        num(row.get("server_cpu_us_per_delivery")),
+        num(row.get("client_cpu_us_per_delivery")),
     )
 
 
@@ -172,6 +184,16 @@ def watch_series(results: Results) -> dict[int, dict[str, Latency | None]]:
     return {
         n: {name: _latency(dig(tree, n)) for name, tree in sources.items()} for n in sorted(counts)
     }
+
+
+def watch_idle_kib(results: Results, streams: int) -> float | None:
+    """Server KiB per idle SSE watcher measured with ``streams`` idle streams (results
+    before the 10,000 point kept only the 1,000-stream figure)."""
+    watch = data(results, "watch")
+    value = num(dig(watch, "idle_kib_by_streams", streams))
+    if value is None and streams == 1000:
+        value = num(dig(watch, "idle_kib_per_connection"))
+    return value
 
 
 #: The minimal relays of bench/_floor_server.py, as bench/watch.py names their results.

@@ -387,19 +387,61 @@ def watch_section(results: Results, figures: dict[str, str]) -> list[str]:
              "epoll relay p50 / p99 ms", "Redis p50 / p99 ms"],
             frows,
         )  # fmt: skip
-    idle = nb.num(nb.dig(nb.data(results, "watch"), "idle_kib_per_connection"))
-    if idle is not None:
-        lines += [f"Server memory per idle SSE watcher (with its session): **{idle:.1f} KiB**.", ""]
+    lines += watch_tails(series)
+    idle = {n: nb.watch_idle_kib(results, n) for n in (1000, 10_000)}
+    idle_cells = [f"**{kib:.1f} KiB** with {n:,} idle streams" for n, kib in idle.items() if kib]
+    if idle_cells:
+        lines += [f"Server memory per idle SSE watcher (with its session): "
+                  f"{'; '.join(idle_cells)}.", ""]  # fmt: skip
     lines += [
-        "Every reader of every system is a raw socket in one epoll client process (topics SSE "
+        "Every reader of every system is a raw socket in an epoll client process (topics SSE "
         "and Redis XREAD BLOCK in bench/watch.py; NATS push consumers, no acks, one connection "
         "each, in bench/peers_nats.py) read into one preallocated buffer, stamped on arrival "
         "against a monotonic stamp taken just before the write; the writers are one client "
-        "each (raw HTTP POST, raw XADD, nats-py publish awaiting its PubAck). Writes are "
-        "10 ms apart (50 ms at 1,000 watchers), so every write finds the servers idle.",
+        "each (raw HTTP POST, raw XADD, nats-py publish awaiting its PubAck). Up to 2,500 "
+        "readers share one such process (four at 10,000 watchers). Writes are 10 ms apart "
+        "(50 ms at 1,000 watchers, 1 s at 10,000), so every write finds the servers idle.",
         "",
     ]
     return lines + _figure(figures, "watch", "watch latency vs watcher count")
+
+
+def watch_tails(series: dict[int, dict[str, nb.Latency | None]]) -> list[str]:
+    """The slowest delivery, the fewest records a watcher got and the CPU per delivery of
+    server and client, topics beside Redis (bench/watch.py measures these; NATS does not)."""
+    t, r, _ = nb.WATCH_SYSTEMS
+
+    def pair(a: float | None, b: float | None, digits: int = 1) -> str:
+        return f"{_n(a, digits)} / {_n(b, digits)}"
+
+    rows = []
+    for count, systems in series.items():
+        mine, redis = systems.get(t), systems.get(r)
+        if mine is None or mine.max_ms is None:
+            continue
+        other = redis or nb.Latency(None, None, None, None)
+        fewest = [
+            DASH if lat.min_records_per_watcher is None or lat.messages is None
+            else f"{lat.min_records_per_watcher:.0f} of {lat.messages:.0f}"
+            for lat in (mine, other)
+        ]  # fmt: skip
+        rows.append([f"{count:,}", pair(mine.max_ms, other.max_ms, 2), " / ".join(fewest),
+                     pair(mine.server_cpu_us, other.server_cpu_us),
+                     pair(mine.client_cpu_us, other.client_cpu_us)])  # fmt: skip
+    if not rows:
+        return []
+    lines = [
+        "The slowest delivery (worst round), the fewest of the latency writes any one watcher "
+        "received (fewer than all: a starved watcher), and CPU per delivery of the server and "
+        "of the reader processes (the client's own overhead, on the same two cores), topics / "
+        "Redis:",
+        "",
+    ]
+    return lines + table(
+        ["watchers", "max ms", "fewest records per watcher", "server CPU µs/delivery",
+         "client CPU µs/delivery"],
+        rows,
+    )  # fmt: skip
 
 
 def queues_section(results: Results, figures: dict[str, str]) -> list[str]:
