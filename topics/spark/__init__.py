@@ -30,7 +30,9 @@ from ._datasource import register as register
 from ._handle import ReaderHandle as ReaderHandle
 from ._options import OptionError as OptionError
 from ._rows import BASE_FIELDS as BASE_FIELDS
+from ._rows import CORRUPT as CORRUPT
 from ._rows import GAP_FIELD as GAP_FIELD
+from ._rows import BadRecordError as BadRecordError
 from ._rows import GapError as GapError
 from ._rows import read_schema as read_schema
 from ._write import LEDGER_TOPIC as LEDGER_TOPIC
@@ -41,6 +43,8 @@ __all__ = [
     "GAP_FIELD",
     "LEDGER_TOPIC",
     "SOURCE_NAME",
+    "BadRecordError",
+    "CORRUPT",
     "GapError",
     "OptionError",
     "ReaderHandle",
