@@ -510,7 +510,8 @@ def spark_section(results: Results) -> list[str]:
     lines += [f"{_n(d.get('records'))} records of ~45-byte JSON, `{d.get('master')}`, best of "
               f"{_n(d.get('repeat'))} after a warm-up, planning included. JSON lines and Parquet "
               "hold the same records (seq, ts and the data fields as columns), exported once by "
-              "the data source.", ""]  # fmt: skip
+              "the data source. The machine is shared: see the load above, and "
+              "[SPARK.md](SPARK.md#performance) for another run and what the rows mean.", ""]  # fmt: skip
     lines += table(
         ["source", "action", "records/s", "seconds"],
         [[str(r.get("source")), str(r.get("action")), _n(r.get("records_s")), _ms(r.get("seconds"))]
