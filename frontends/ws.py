@@ -54,7 +54,7 @@ from topics.errors import (
 from topics.wire import ws as wire
 from topics.wire.envelope import performance
 
-from .http.connection import CONNECTION_KEY
+from .http.connection import connection_of
 from .http.errors import error_reply
 from .http.respond import finish
 from .http.routing import Route
@@ -270,7 +270,7 @@ def register(quart_app: Quart, state: HttpState) -> None:
             slot = state.engine.acquire_stream_slot(principal.key_index)
         except TopicsError as exc:
             return _refusal(quart_app, ctx, error_reply(ctx, exc))
-        connection = scope.get("state", {}).get(CONNECTION_KEY)
+        connection = connection_of(scope)
         if connection is not None:
             connection.request_id = request_id
         try:

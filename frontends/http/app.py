@@ -68,7 +68,7 @@ from . import (
     topic_routes,
     watch_routes,
 )
-from .connection import CONNECTION_KEY
+from .connection import connection_of
 from .errors import reply_for
 from .requests import ClientDisconnected, drain_body, framing_error, read_body
 from .respond import send_reply
@@ -121,13 +121,23 @@ class TopicsHttpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._http(scope, receive, send)
+            connection = connection_of(scope)
+            if connection is None or connection.scope is None:
+                await self._http(scope, receive, send)  # one frame: an idle stream keeps it
+                return
+            # hypercorn serves the connection: the head is whole, so its deadline is off
+            # until the request is over (connection.py rule 5).
+            connection.request_started()
+            try:
+                await self._http(scope, receive, send)
+            finally:
+                connection.request_ended()
         elif kind == "lifespan":
             await self._lifespan(scope, receive, send)
         else:  # websocket: its module gates it (no HTTP route table entry to match)
-            connection = scope.get("state", {}).get(CONNECTION_KEY)
+            connection = connection_of(scope)
             if connection is not None:  # the upgrade's head is whole: no head deadline
-                connection.request_started("websocket")
+                connection.request_started()
             await self._quart_asgi(scope, receive, send)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -145,25 +155,9 @@ class TopicsHttpApp:
             request_id = given.decode()
         else:
             request_id = _new_request_id()
-        connection = scope.get("state", {}).get(CONNECTION_KEY)
-        if connection is not None:  # the head is whole; the guard logs this id if it dies
-            connection.request_started(request_id)
-            try:
-                await self._serve(scope, receive, send, headers, request_id, t0)
-            finally:
-                connection.request_ended()
-        else:
-            await self._serve(scope, receive, send, headers, request_id, t0)
-
-    async def _serve(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        headers: dict[bytes, bytes],
-        request_id: str,
-        t0: float,
-    ) -> None:
+        connection = connection_of(scope)
+        if connection is not None:  # the guard logs this id if the connection dies
+            connection.request_id = request_id
         raw_headers = scope["headers"]
         state = self.state
         ctx = RequestContext(

@@ -12,9 +12,11 @@ Rules:
    Cancellation (the drain deadline at shutdown) passes through untouched.
 2. The socket is closed however the connection ends, at once (shielded: a cancelled
    connection must not leave its descriptor behind).
-3. The dispatcher records each request's id on the connection's :class:`ConnectionInfo`,
-   which rides in the ASGI ``state`` under :data:`CONNECTION_KEY` (each request's state is
-   a shallow copy, so every request of a connection sees the same object).
+3. The dispatcher records each request's id on the connection's :class:`ConnectionInfo`
+   (:func:`connection_of` finds it): the lane puts it in the ASGI scope under
+   :data:`CONNECTION_KEY`, hypercorn's connection state carries it in ``state`` (each
+   request's state is a shallow copy, so every request of a connection sees the same
+   object).
 4. A connection may be given a deadline (:meth:`ConnectionInfo.close_within`) for a wait
    the server beneath has none for. hypercorn, having sent a WebSocket close frame (the
    session ended, or it refused an oversized message with 1009 and kept the up to 16 MiB
@@ -33,7 +35,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import trio
 
@@ -42,6 +45,7 @@ __all__ = [
     "CONNECTION_KEY",
     "ConnectionInfo",
     "GuardedStream",
+    "connection_of",
     "run_guarded",
 ]
 
@@ -57,21 +61,27 @@ _SWITCHING = b"HTTP/1.1 101 "
 class ConnectionInfo:
     """What the guard knows of a connection: who, its last request, its deadlines."""
 
-    __slots__ = ("_head_armed", "busy", "peer", "request_id", "scope")
+    # Kept small: an idle watch stream holds one for as long as it is open (the peer is
+    # looked up only when a failure is logged; the cancel scope exists only once hypercorn
+    # serves the connection, the only case that sets deadlines on it).
+    __slots__ = ("_head_armed", "busy", "request_id", "scope", "stream")
 
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
         self.request_id: str | None = None
-        self.scope = trio.CancelScope()
+        self.scope: trio.CancelScope | None = None
         #: Requests of this connection the app is serving now (rule 5).
         self.busy = 0
         self._head_armed = False
 
-    def request_started(self, request_id: str) -> None:
+    @property
+    def peer(self) -> str:
+        return _peer(self.stream)
+
+    def request_started(self) -> None:
         """A request reached the app: its head is whole (rule 5)."""
-        self.request_id = request_id
         self.busy += 1
-        if self._head_armed:
+        if self._head_armed and self.scope is not None:
             self._head_armed = False
             self.scope.deadline = math.inf
 
@@ -85,8 +95,18 @@ class ConnectionInfo:
             self.close_within(head_timeout)
 
     def close_within(self, seconds: float) -> None:
-        """Rule 4: end the connection ``seconds`` from now unless it ends sooner."""
-        self.scope.deadline = min(self.scope.deadline, trio.current_time() + seconds)
+        """Rule 4: end the connection ``seconds`` from now unless it ends sooner (a
+        connection with no deadline scope, one the lane serves, has its own deadlines)."""
+        if self.scope is not None:
+            self.scope.deadline = min(self.scope.deadline, trio.current_time() + seconds)
+
+
+def connection_of(scope: Mapping[str, Any]) -> ConnectionInfo | None:
+    """The :class:`ConnectionInfo` of the connection a scope came on (rule 3), if any."""
+    info = scope.get(CONNECTION_KEY)
+    if info is None:
+        info = scope.get("state", {}).get(CONNECTION_KEY)
+    return info if isinstance(info, ConnectionInfo) else None
 
 
 class GuardedStream(trio.abc.HalfCloseableStream):
@@ -131,15 +151,31 @@ class GuardedStream(trio.abc.HalfCloseableStream):
         await self._stream.aclose()
 
 
+#: Phase one of a connection (the fast lane): None when it is over, else the bytes it
+#: read that phase two must start from.
+FirstPhase = Callable[[trio.SocketStream, ConnectionInfo], Awaitable[bytes | None]]
+#: Phase two (hypercorn), given the stream, the connection's record and those bytes.
+SecondPhase = Callable[[trio.SocketStream, ConnectionInfo, bytes], Awaitable[None]]
+
+
 async def run_guarded(
-    serve_one: Callable[[trio.SocketStream, ConnectionInfo], Awaitable[None]],
-    stream: trio.SocketStream,
+    stream: trio.SocketStream, first: FirstPhase | None, second: SecondPhase
 ) -> None:
-    """Serve ``stream`` with ``serve_one`` under rules 1 and 2."""
-    info = ConnectionInfo(_peer(stream))
+    """Serve ``stream`` under rules 1 and 2: ``first`` (when given) until it is done or
+    hands the connection on, then ``second`` under the connection's deadline scope.
+
+    ``first`` is called, not wrapped in a coroutine of its own: an idle stream's task
+    keeps this frame and the lane's, and nothing more (every frame is memory an idle
+    watcher holds)."""
+    info = ConnectionInfo(stream)
     try:
-        with info.scope:
-            await serve_one(stream, info)
+        read_ahead = b"" if first is None else await first(stream, info)
+        if read_ahead is not None:
+            info.scope = trio.CancelScope()
+            with info.scope:
+                serving = second(stream, info, read_ahead)
+                del read_ahead  # a long-lived connection keeps this frame: keep it small
+                await serving
     except* Exception as group:
         log.error(
             "connection from %s failed (last request_id=%s); closed that connection only",

@@ -252,9 +252,9 @@ class LaneConnection:
         "closing",
         "dead",
         "eof",
+        "info",
         "lane",
         "server",
-        "state",
         "stream",
         "unread",
     )
@@ -262,9 +262,9 @@ class LaneConnection:
     def __init__(self, lane: Lane, stream: trio.SocketStream, info: object = None) -> None:
         self.lane = lane
         self.stream = stream
-        #: The ASGI state each request gets a copy of; ``info`` is the connection guard's
-        #: record (``connection.ConnectionInfo``), where the dispatcher notes request ids.
-        self.state = {**lane.lifespan_state, CONNECTION_KEY: info}
+        #: The connection guard's record (``connection.ConnectionInfo``), put in each
+        #: request's ASGI scope (``connection.connection_of``) for the dispatcher.
+        self.info = info
         sock = stream.socket
         try:
             self.client = _address(sock.getpeername())
@@ -396,7 +396,8 @@ class LaneConnection:
             "headers": headers,
             "client": self.client,
             "server": self.server,
-            "state": self.state.copy(),
+            "state": lane.lifespan_state.copy(),
+            CONNECTION_KEY: self.info,
             "extensions": _OBS_FOLD if length == -2 else {},
         }
         self._reset(max(length, 0))

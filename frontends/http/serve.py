@@ -125,13 +125,12 @@ async def serve(
         lifespan_state=lifespan_state,
     )
 
-    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
-        read_ahead = b""
-        if lane:
-            handed = await LaneConnection(fast, stream, info).run()
-            if handed is None:
-                return
-            read_ahead = handed
+    def in_lane(stream: trio.SocketStream, info: ConnectionInfo) -> Awaitable[bytes | None]:
+        return LaneConnection(fast, stream, info).run()
+
+    async def in_hypercorn(
+        stream: trio.SocketStream, info: ConnectionInfo, read_ahead: bytes
+    ) -> None:
         state = ConnectionState({**lifespan_state, CONNECTION_KEY: info})
         guarded = GuardedStream(stream, info, head_timeout)
         server: TCPServer
@@ -162,7 +161,7 @@ async def serve(
                     # backs off); each connection's own failures stop at run_guarded.
                     accepting.start_soon(
                         partial(trio.serve_listeners, handler_nursery=server_nursery),
-                        partial(run_guarded, serve_one),
+                        lambda stream: run_guarded(stream, in_lane if lane else None, in_hypercorn),
                         listeners,
                     )
                     await shutdown_trigger()

@@ -24,12 +24,15 @@ async def test_an_exception_in_one_connection_is_logged_and_closes_only_it(
 ) -> None:
     server, client = await _pair()
 
-    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+    async def first(stream: trio.SocketStream, info: ConnectionInfo) -> bytes | None:
+        return b"GET / HTTP/1.0\r\n\r\n"  # handed on
+
+    async def second(stream: trio.SocketStream, info: ConnectionInfo, read_ahead: bytes) -> None:
         info.request_id = "req-7"
         raise RuntimeError("h11 said: Can't send data when our state is ERROR")
 
     with caplog.at_level(logging.ERROR, logger="topics.http.connection"):
-        await run_guarded(serve_one, server)  # returns: nothing reaches the accept loop
+        await run_guarded(server, first, second)  # returns: nothing reaches the accept loop
     assert "req-7" in caplog.text
     assert "RuntimeError" in caplog.text
     with trio.fail_after(1):
@@ -39,12 +42,12 @@ async def test_an_exception_in_one_connection_is_logged_and_closes_only_it(
 async def test_a_group_of_failures_from_a_connections_tasks_is_contained() -> None:
     server, client = await _pair()
 
-    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+    async def second(stream: trio.SocketStream, info: ConnectionInfo, read_ahead: bytes) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.sleep_forever)
             raise ValueError("from the reader task")
 
-    await run_guarded(serve_one, server)
+    await run_guarded(server, None, second)
     with trio.fail_after(1):
         assert await client.receive_some(10) == b""
 
@@ -53,13 +56,16 @@ async def test_cancellation_passes_through_and_still_closes_the_socket() -> None
     server, client = await _pair()
     started = trio.Event()
 
-    async def serve_one(stream: trio.SocketStream, info: ConnectionInfo) -> None:
+    async def first(stream: trio.SocketStream, info: ConnectionInfo) -> bytes | None:
         started.set()
         await trio.sleep_forever()
 
+    async def second(stream: trio.SocketStream, info: ConnectionInfo, read_ahead: bytes) -> None:
+        raise AssertionError("never handed on")
+
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(run_guarded, serve_one, server)
+            nursery.start_soon(run_guarded, server, first, second)
             await started.wait()
             scope.cancel()
     assert scope.cancelled_caught
@@ -104,7 +110,8 @@ async def test_a_websocket_close_frame_sent_gives_the_client_a_deadline() -> Non
     )
 
     server, client = await _pair()
-    info = ConnectionInfo("test")
+    info = ConnectionInfo(server)
+    info.scope = trio.CancelScope()  # run_guarded's, once hypercorn serves the connection
     guarded = GuardedStream(server, info)
     assert guarded.socket is server.socket
     await guarded.send_all(b"HTTP/1.1 200 \r\n\r\n\x88 not a frame")  # not upgraded yet
@@ -133,7 +140,8 @@ async def test_bytes_on_an_idle_hypercorn_connection_start_the_head_deadline() -
     from topics.frontends.http.connection import GuardedStream
 
     server, client = await _pair()
-    info = ConnectionInfo("test")
+    info = ConnectionInfo(server)
+    info.scope = trio.CancelScope()
     guarded = GuardedStream(server, info, head_timeout=3.0)
     await client.send_all(b"GET /v0/he")
     assert await guarded.receive_some(100) == b"GET /v0/he"
@@ -142,7 +150,7 @@ async def test_bytes_on_an_idle_hypercorn_connection_start_the_head_deadline() -
     await client.send_all(b"alth HTTP/1.1\r\n")
     await guarded.receive_some(100)
     assert info.scope.deadline == armed  # one deadline for the whole head
-    info.request_started("r1")
+    info.request_started()
     assert info.scope.deadline == math.inf
     await client.send_all(b"body bytes")
     await guarded.receive_some(100)
@@ -151,3 +159,23 @@ async def test_bytes_on_an_idle_hypercorn_connection_start_the_head_deadline() -
     await client.send_all(b"G")
     await guarded.receive_some(100)
     assert info.scope.deadline <= trio.current_time() + 3.0
+
+
+async def test_a_lane_connection_has_no_deadline_scope_until_it_is_handed_on() -> None:
+    """An idle lane stream keeps its ConnectionInfo for as long as it is open: the cancel
+    scope (only hypercorn's phase needs one) is made at the hand-over, not before."""
+    server, _client = await _pair()
+    seen: list[object] = []
+
+    async def first(stream: trio.SocketStream, info: ConnectionInfo) -> bytes | None:
+        seen.append(info.scope)
+        info.close_within(0)  # no scope: the lane keeps its own deadlines
+        return b"x"
+
+    async def second(stream: trio.SocketStream, info: ConnectionInfo, read_ahead: bytes) -> None:
+        seen.append(info.scope)
+        assert read_ahead == b"x"
+
+    await run_guarded(server, first, second)
+    assert seen[0] is None
+    assert isinstance(seen[1], trio.CancelScope)
