@@ -42,16 +42,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from topics import __version__
 from topics.auth import required_scopes
 from topics.errors import error_class_for_code
 from topics.settings import Limits
+from topics.types import TombstoneReason
 from topics.wire.envelope import json_bytes
 
 from .routing import Route
 from .state import Reply, RequestContext
+
+#: Every tombstone reason, from the one Literal that declares them (topics.types).
+TOMBSTONE_REASONS: list[str] = list(get_args(TombstoneReason))
 
 __all__ = ["GENERATED_BY", "ROUTES", "build_document", "document_text", "main"]
 
@@ -728,15 +732,7 @@ def _records() -> dict[str, Schema]:
                 "gap_to": _ref("Seq"),
                 "reason": _str(
                     "Why the range was lost (informational; the range is authoritative).",
-                    enum=[
-                        "cap",
-                        "ttl",
-                        "mixed",
-                        "recreated",
-                        "source_trim",
-                        "crash",
-                        "from_seq_too_old",
-                    ],
+                    enum=TOMBSTONE_REASONS,
                 ),
                 "missed_estimate": _int("Approximate records lost.", minimum=0),
                 "earliest_seq": _ref("Seq"),
@@ -992,15 +988,7 @@ def _watch() -> dict[str, Schema]:
                 "topic": _ref("TopicName"),
                 "reason": _str(
                     "Why.",
-                    enum=[
-                        "cap",
-                        "ttl",
-                        "mixed",
-                        "recreated",
-                        "source_trim",
-                        "crash",
-                        "from_seq_too_old",
-                    ],
+                    enum=TOMBSTONE_REASONS,
                 ),
                 "gap_from": _ref("Seq"),
                 "gap_to": _ref("Seq"),
