@@ -306,8 +306,11 @@ async def _watch_signals(
                 serving.cancel()
 
 
-async def serve_forever(cfg: ServerConfig) -> None:
-    """Open the engine, serve HTTP until a signal, drain, close the engine (rule 5)."""
+async def serve_forever(cfg: ServerConfig, listening: trio.Event | None = None) -> None:
+    """Open the engine, serve HTTP until a signal, drain, close the engine (rule 5).
+
+    ``listening`` is set once the server listens (so a later failure is not reported as
+    a failure to start)."""
     async with open_engine(cfg.data_dir, limits=cfg.limits, wait_ready=False) as engine:
         app = create_app(engine, cfg.http)
         _tune_gc()
@@ -331,6 +334,8 @@ async def serve_forever(cfg: ServerConfig) -> None:
             binds = await nursery.start(run_http)
             where = binds[0] if binds else f"http://{cfg.host}:{cfg.port}"
             print(f"topics-server listening on {where}", flush=True)
+            if listening is not None:
+                listening.set()
             storage = cfg.data_dir if cfg.data_dir is not None else "memory-only"
             log.info("topics %s serving %s (storage: %s)", __version__, where, storage)
         log.info("HTTP drained; closing the engine")
@@ -357,11 +362,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Rule 2: the plaintext keys do not outlive parsing.
         os.environ.pop("TOPICS_API_KEYS", None)
         env.pop("TOPICS_API_KEYS", None)
+    listening = trio.Event()
     try:
-        trio.run(serve_forever, cfg)
-    except* OSError as group:  # a port in use, a locked or unwritable data directory
+        trio.run(serve_forever, cfg, listening)
+    except* OSError as group:
+        # Before listening: a port in use, a locked or unwritable data directory. After:
+        # storage that failed under the running engine (its own log lines say more).
+        what = "stopped" if listening.is_set() else "cannot start"
         for err in group.exceptions:
-            print(f"topics-server: cannot start: {err}", file=sys.stderr, flush=True)
+            print(f"topics-server: {what}: {err}", file=sys.stderr, flush=True)
         sys.exit(1)
     return 0
 

@@ -102,3 +102,26 @@ def test_keys_are_never_logged() -> None:
     log = server.stderr()
     assert "sekrit" not in log
     assert "auth enabled: 1 API key" in log
+
+
+def test_a_port_in_use_is_reported_as_a_failure_to_start() -> None:
+    """Before the server listens, an OSError means it could not start (and says so);
+    after, the same exit says ``stopped`` instead of a misleading ``cannot start``."""
+    import socket
+
+    env = {k: v for k, v in os.environ.items() if k != "TOPICS_API_KEYS"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "topics.frontends.server", "--port", str(port), "--memory"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert "topics-server: cannot start:" in proc.stderr
+    assert "listening on" not in proc.stdout
