@@ -36,7 +36,10 @@ class RouterOps:
         Forwarding is asynchronous and derived: a background worker copies every record
         appended to ``source`` after the router's creation into ``dest``; a write to
         ``source`` never waits for it. A PUT that changes ``source`` restarts at the new
-        source's head; any other change keeps the router's cursor.
+        source's head; any other change keeps the router's cursor. An absent ``source``
+        is auto-created on the router's behalf (default topic config), and so is an absent
+        ``dest`` unless ``create_dest`` is false; only once every check passed, so a
+        refused router leaves no topic behind.
 
         Args:
             router: the router name (topic charset plus ``>``, e.g. ``"orders->audit"``).
@@ -46,10 +49,10 @@ class RouterOps:
         Returns: ``created`` True only when this call made the router.
 
         Raises: invalid_request (bad field, missing source/dest, source == dest, bad
-        filter), topic_not_found (source absent; dest absent with ``create_dest`` false),
+        filter), topic_not_found (dest absent with ``create_dest`` false),
         router_cycle (``detail.cycle``), topic_exists_incompatible (``detail.reason``
-        ``router_dest_fan_in``), throttled (``max_routers``, or ``max_topics`` for the
-        dest it would create).
+        ``router_dest_fan_in``), throttled (``max_routers``, or ``max_topics`` and the
+        namespace quotas for the topics it would create).
 
         Example::
 

@@ -17,9 +17,11 @@ Rules:
    router_cycle, ``detail.cycle`` = [source, dest, ..., source]) unless it sets
    ``allow_cycle``. A router whose edge lies on a cycle (same strongly connected
    component) stamps loop-prevention state into the copies it makes.
-4. Checks come before any change, in this order: name and body (400), source and dest
-   existence (404), fan-in and cycle (409), ``max_routers`` (429, before any dest is
-   auto-created, so a refused router leaves no topic behind), ``max_topics`` for the dest.
+4. Checks come before any change, in this order: name and body (400), dest existence
+   when ``create_dest`` is false (404), fan-in and cycle (409), ``max_routers`` (429),
+   ``max_topics`` (and the namespace quotas) for the topics it would create. A source or
+   dest that does not exist is auto-created on the router's behalf (§0.2, §6) only after
+   every check passed, so a refused router leaves no phantom topic behind.
 5. A new router starts at its source's current head; a PUT that changes the source
    restarts the cursor at the new source's head; any other change keeps the cursor.
 6. Every change of the router set is synchronous (registry, graph, worker start/stop),
@@ -183,7 +185,10 @@ class Routers:
             await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
             return PutRouterResult(name, False, config)
         source, dest = self._check_put(name, config, old)
-        created_dest = dest is None
+        created = [t for t, log in ((config.source, source), (config.dest, dest)) if log is None]
+        # Auto-create (rule 4): only now that nothing can refuse the router any more.
+        if source is None:
+            source = engine._registry.create(config.source, TopicConfig())
         if dest is None:
             dest = engine._registry.create(config.dest, TopicConfig())
         # Rule 6: everything below up to the awaits is one synchronous step.
@@ -198,7 +203,8 @@ class Routers:
             router.dropped_total = old.dropped_total
         router.source_id, router.dest_id = source.topic_id, dest.topic_id
         self._link(router)
-        tickets = self._log_put(router, dest if created_dest else None, restart)
+        made = [log for log in (source, dest) if log.name in created]
+        tickets = self._log_put(router, made, restart)
         self._spawn(router)
         for ticket in tickets:
             await engine._wait(ticket)
@@ -285,12 +291,10 @@ class Routers:
 
     def _check_put(
         self, name: str, config: RouterConfig, old: Router | None
-    ) -> tuple[TopicLog, TopicLog | None]:
-        """Rule 4's checks after the body's: the source, and the dest if it exists."""
+    ) -> tuple[TopicLog | None, TopicLog | None]:
+        """Rule 4's checks after the body's; returns the source and dest that exist."""
         engine = self.engine
         source = engine._registry.get(config.source)
-        if source is None:
-            raise _topic_missing(config.source, "source")
         dest = engine._registry.get(config.dest)
         if dest is None and not config.create_dest:
             raise _topic_missing(config.dest, "dest")
@@ -302,8 +306,9 @@ class Routers:
             raise ThrottledError.for_limit("max_routers", cap)
         if old is None:
             engine._check_router_quota(name)
-        if dest is None:
-            engine._check_topic_cap(config.dest)
+        missing = [t for t, log in ((config.source, source), (config.dest, dest)) if log is None]
+        for i, topic in enumerate(missing):
+            engine._check_topic_cap(topic, missing[:i])
         return source, dest
 
     def _check_fan_in(self, name: str, config: RouterConfig) -> None:
@@ -464,15 +469,12 @@ class Routers:
 
     # -- persistence (rule 1) ------------------------------------------------------------
 
-    def _log_put(
-        self, router: Router, created_dest: TopicLog | None, restart: bool
-    ) -> list[WalTicket]:
+    def _log_put(self, router: Router, created: list[TopicLog], restart: bool) -> list[WalTicket]:
         store = self.engine._store
         if store is None:
             return []
-        tickets = []
-        if created_dest is not None:
-            tickets.append(store.log_topic(created_dest, created_dest.watermark))
+        # The auto-created topics come first: replay must know them before the router.
+        tickets = [store.log_topic(log, log.watermark) for log in created]
         record = router.to_record()
         if not restart:
             record["cursor"] = None  # replay keeps the cursor it has
@@ -594,8 +596,7 @@ def _compile_filter(spec: tuple[str, str, str] | None) -> tuple[bool, bytes] | N
 
 def _topic_missing(topic: str, field: str) -> TopicNotFoundError:
     return TopicNotFoundError(
-        f'{field} topic "{topic}" does not exist'
-        + ("; create it first" if field == "source" else "; create it or set create_dest"),
+        f'{field} topic "{topic}" does not exist; create it or set create_dest',
         detail={"topic": topic, "field": field},
     )
 

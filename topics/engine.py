@@ -658,13 +658,15 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         )
         self._quotas = quotas if quotas.active else None
 
-    def _check_topic_cap(self, name: str) -> None:
-        """429 before topic ``name`` is created: the instance cap, then the namespace quotas."""
+    def _check_topic_cap(self, name: str, pending: Sequence[str] = ()) -> None:
+        """429 before topic ``name`` is created: the instance cap, then the namespace quotas.
+        ``pending``: topics the same call creates first (a router's source and dest)."""
         cap = self.limits.max_topics
-        if cap and len(self._registry) >= cap:
+        if cap and len(self._registry) + len(pending) >= cap:
             raise ThrottledError.for_limit("max_topics", cap)
         if self._quotas is not None:
-            self._quotas.check_topic(name, self._registry.names)
+            names = sorted([*self._registry.names, *pending]) if pending else self._registry.names
+            self._quotas.check_topic(name, names)
 
     def _check_router_quota(self, name: str) -> None:
         """429 before router ``name`` is created when its namespace is full."""

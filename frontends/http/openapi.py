@@ -1807,11 +1807,14 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             op_id="putRouter",
             tag="routers",
             summary="Create or configure a router (idempotent upsert)",
-            description="§6.1. Forwarding is asynchronous and derived. 201 when created. A "
-            "cycle is 409 router_cycle (detail.cycle) unless allow_cycle; a second source into "
-            "a derived dest is 409 topic_exists_incompatible (detail.reason = "
-            "router_dest_fan_in); over TOPICS_MAX_ROUTERS is 429 throttled. The key's prefix "
-            "allowlist applies to source and dest (403)." + topic_body_note,
+            description="§6.1. Forwarding is asynchronous and derived. 201 when created. An "
+            "absent source (and an absent dest unless create_dest is false) is auto-created "
+            "with the default config, after every check passed: a refused router leaves no "
+            "topic behind. A cycle is 409 router_cycle (detail.cycle) unless allow_cycle; a "
+            "second source into a derived dest is 409 topic_exists_incompatible (detail.reason "
+            "= router_dest_fan_in); over TOPICS_MAX_ROUTERS is 429 throttled. The key's prefix "
+            "allowlist applies to source and dest, the topics it may create (403)."
+            + topic_body_note,
             params=["Content-Encoding"],
             body=_json_body("RouterPutRequest", required=True, description="The router."),
             ok=_ok("RouterPutResult", "The router as configured.", (200, 201)),

@@ -8,6 +8,7 @@ and limits deterministically.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -79,14 +80,10 @@ def test_errors_have_the_contract_codes(http: httpx.Client) -> None:
     _error(
         http.put("/v0/routers/e%20r", json={"source": "e.a", "dest": "e.b"}), 400, "invalid_request"
     )
-    err = _error(
-        http.put("/v0/routers/e.r", json={"source": "e.none", "dest": "e.b"}),
-        404,
-        "topic_not_found",
-    )
-    assert err["detail"] == {"topic": "e.none", "field": "source"}
-    body = {"source": "e.a", "dest": "e.b", "create_dest": False}
-    _error(http.put("/v0/routers/e.r", json=body), 404, "topic_not_found")
+    body = {"source": "e.none", "dest": "e.b", "create_dest": False}
+    err = _error(http.put("/v0/routers/e.r", json=body), 404, "topic_not_found")
+    assert err["detail"] == {"topic": "e.b", "field": "dest"}
+    _error(http.get("/v0/topics/e.none"), 404, "topic_not_found")  # no source was made
     assert (
         http.put("/v0/routers/e.a->e.b", json={"source": "e.a", "dest": "e.b"}).status_code == 201
     )
@@ -103,6 +100,39 @@ def test_errors_have_the_contract_codes(http: httpx.Client) -> None:
     assert err["detail"]["reason"] == "router_dest_fan_in"
     _error(http.get("/v0/routers", params={"cursor": "!!"}), 400, "invalid_request")
     _error(http.post("/v0/routers/e.a->e.b", json={}), 405, "method_not_allowed")
+
+
+def test_absent_source_and_dest_are_auto_created(http: httpx.Client) -> None:
+    r = http.put("/v0/routers/ac.r", json={"source": "ac.src", "dest": "ac.dst"})
+    assert (r.status_code, r.json()["created"]) == (201, True), r.text
+    for topic in ("ac.src", "ac.dst"):
+        state = http.get(f"/v0/topics/{topic}").json()
+        assert (state["head_seq"], state["count"]) == (0, 0)
+    assert http.post("/v0/topics/ac.src", json={"records": [{"data": 7}]}).status_code == 200
+    diff = http.post("/v0/topics/ac.dst/diff", json={"wait_ms": 10_000}).json()
+    assert [rec["data"] for rec in diff["records"]] == [7]
+
+
+def test_auto_create_keeps_to_the_allowlist_and_max_routers(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    server = start_server(
+        {"TOPICS_API_KEYS": "root,tenant::t1.|shared.", "TOPICS_MAX_ROUTERS": "1"}
+    )
+    with server.client("tenant") as tenant, server.client("root") as root:
+        # a source or dest outside the key's prefixes: 403, and nothing is created
+        for body in (
+            {"source": "other.src", "dest": "t1.d"},
+            {"source": "t1.s", "dest": "other.dst"},
+        ):
+            _error(tenant.put("/v0/routers/t1.x", json=body), 403, "forbidden")
+        r = tenant.put("/v0/routers/t1.r", json={"source": "t1.src", "dest": "shared.dst"})
+        assert r.status_code == 201, r.text
+        # the router cap refuses before anything is auto-created: no phantom topics
+        r = root.put("/v0/routers/t1.r2", json={"source": "t1.src2", "dest": "t1.dst2"})
+        assert _error(r, 429, "throttled")["detail"] == {"limit": "max_routers", "max": 1}
+        names = [t["topic"] for t in root.get("/v0/topics").json()["topics"]]
+        assert names == ["shared.dst", "t1.src"]
 
 
 def test_deleting_a_topic_lists_the_removed_routers(http: httpx.Client) -> None:

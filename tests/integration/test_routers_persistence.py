@@ -168,6 +168,19 @@ async def test_put_and_delete_survive_a_crash_between_checkpoints() -> None:
         assert engine._registry.get("d") is not None  # the auto-created dest too
 
 
+async def test_an_auto_created_source_and_its_router_survive_a_crash() -> None:
+    disk = FakeDisk()
+    async with opened(disk) as engine:
+        await engine.put_router("r", {"source": "fresh.src", "dest": "fresh.dst"})
+        image = disk.clone()  # nothing checkpointed: the WAL alone holds all three
+    async with opened(image) as engine:
+        assert [r.router for r in (await engine.list_routers()).routers] == ["r"]
+        assert engine._registry.get("fresh.src") is not None
+        await engine.write("fresh.src", [{"data": 1}])
+        await caught_up(engine, "r")
+        assert (await engine.get_topic("fresh.dst")).head_seq == 1
+
+
 async def test_a_topic_delete_cascade_survives_a_crash() -> None:
     disk = FakeDisk()
     async with opened(disk) as engine:

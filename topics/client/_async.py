@@ -258,8 +258,10 @@ class AsyncClient:
     async def put_router(
         self, router: str, body: Mapping[str, Any] | None = None
     ) -> PutRouterResult:
-        """Create or change a router (§6). Raises: invalid_request, topic_not_found,
-        router_cycle, topic_exists_incompatible, throttled."""
+        """Create or change a router (§6); an absent source (and dest, unless
+        ``create_dest`` is false) is auto-created. Raises: invalid_request, topic_not_found
+        (dest absent with create_dest false), router_cycle, topic_exists_incompatible,
+        throttled."""
         return await self._run(p.put_router(router, body))
 
     async def get_router(self, router: str) -> RouterInfo:

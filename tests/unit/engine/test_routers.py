@@ -114,10 +114,26 @@ async def test_router_names_take_the_arrow(engine):
     assert res.router == "orders->audit"
 
 
-async def test_absent_source_is_topic_not_found_and_creates_nothing(engine):
+async def test_absent_source_and_dest_are_auto_created_and_forward(engine):
+    res = await engine.put_router("r", route("src", "dst"))
+    assert res.created is True
+    assert [t.topic for t in (await engine.list_topics()).topics] == ["dst", "src"]
+    assert (await engine.get_topic("src")).config == TopicConfig()
+    await engine.write("src", recs("x"))
+    await settle()
+    assert datas(await read_all(engine, "dst")) == ["x"]
+
+
+async def test_absent_source_is_auto_created_even_without_create_dest(engine):
+    await engine.put_topic("b")
+    await engine.put_router("r", route("a", "b", create_dest=False))
+    assert [t.topic for t in (await engine.list_topics()).topics] == ["a", "b"]
+
+
+async def test_absent_dest_without_create_dest_creates_no_source_either(engine):
     with pytest.raises(TopicNotFoundError) as info:
-        await engine.put_router("r", route("nope", "b"))
-    assert info.value.detail == {"topic": "nope", "field": "source"}
+        await engine.put_router("r", route("a", "b", create_dest=False))
+    assert info.value.detail == {"topic": "b", "field": "dest"}
     assert (await engine.list_topics()).topics == []
 
 
@@ -280,6 +296,23 @@ async def test_max_routers_is_checked_before_the_dest_is_created(engine):
     assert [t.topic for t in (await engine.list_topics()).topics] == ["a", "b"]
     # an update of an existing router is not a new one
     assert (await engine.put_router("r1", route("a", "b", preserve_tag=False))).created is False
+
+
+@with_limits(max_routers=1)
+async def test_max_routers_refuses_before_auto_creating_the_source(engine):
+    await engine.put_router("r1", route("a", "b"))
+    with pytest.raises(ThrottledError):
+        await engine.put_router("r2", route("c", "d"))
+    assert [t.topic for t in (await engine.list_topics()).topics] == ["a", "b"]
+
+
+@with_limits(max_topics=1)
+async def test_max_topics_counts_both_auto_created_topics(engine):
+    with pytest.raises(ThrottledError) as info:
+        await engine.put_router("r", route("a", "b"))
+    assert info.value.detail == {"limit": "max_topics", "max": 1}
+    assert (await engine.list_topics()).topics == []
+    assert (await engine.list_routers()).routers == []
 
 
 @with_limits(max_topics=1)
