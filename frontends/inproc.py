@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import trio
 
 from topics._clock import Clock
+from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.engine import Engine, open_engine
 from topics.queue_types import AckResult, ClaimResult, ExtendResult, NackResult
 from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
@@ -160,6 +161,22 @@ class SyncEngine:
         self, topic: str, *, before_seq: int | None = None, match: object = None
     ) -> DeleteRecordsResult:
         return self._call(self.engine.delete_records, topic, before_seq=before_seq, match=match)
+
+    # -- named cursors -------------------------------------------------------------------
+
+    def put_cursor(
+        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+    ) -> CursorInfo:
+        return self._call(self.engine.put_cursor, topic, cursor, seq, expect_seq=expect_seq)
+
+    def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
+        return self._call(self.engine.get_cursor, topic, cursor)
+
+    def list_cursors(self, topic: str) -> list[CursorInfo]:
+        return self._call(self.engine.list_cursors, topic)
+
+    def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
+        return self._call(self.engine.delete_cursor, topic, cursor)
 
     # -- routers (§6) ------------------------------------------------------------------------
 

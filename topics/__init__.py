@@ -15,6 +15,8 @@ from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
 from ._storage.reader import Reader as Reader
 from .config import TopicConfig as TopicConfig
+from .cursor_types import CursorInfo as CursorInfo
+from .cursor_types import DeleteCursorResult as DeleteCursorResult
 from .engine import Engine as Engine
 from .engine import open_engine as open_engine
 from .errors import *  # noqa: F403 - the error classes are public by design
@@ -72,7 +74,9 @@ __all__ = [
     "ClaimResult",
     "Client",
     "Clock",
+    "CursorInfo",
     "DataDirLockedError",
+    "DeleteCursorResult",
     "DeleteRecordsResult",
     "DeleteRouterResult",
     "DeleteTopicResult",

@@ -65,6 +65,8 @@ class DurabilityOps:
         ) -> tuple[TopicLog, bool]: ...
         def _router_extension(self) -> StoreExtension | None: ...
         def _queue_extension(self) -> StoreExtension | None: ...
+        def _cursor_extension(self) -> StoreExtension: ...
+        def _start_cursors(self) -> None: ...
         def _start_routers(self, nursery: trio.Nursery) -> None: ...
         def _start_queues(self, nursery: trio.Nursery) -> None: ...
         async def _yield_point(self) -> None: ...
@@ -327,15 +329,16 @@ class DurabilityOps:
         self._recovery_progress = 1.0
 
     def _store_extensions(self) -> list[StoreExtension]:
-        """Subsystems that persist their own state through the store (routers, queues)."""
-        return [
-            ext for ext in (self._router_extension(), self._queue_extension()) if ext is not None
-        ]
+        """Subsystems that persist their own state through the store (routers, queues,
+        cursors)."""
+        exts = (self._router_extension(), self._queue_extension(), self._cursor_extension())
+        return [ext for ext in exts if ext is not None]
 
     def _start_services(self, nursery: trio.Nursery) -> None:
         """Start the subsystems' background work once state is final (after recovery)."""
         self._start_routers(nursery)
         self._start_queues(nursery)
+        self._start_cursors()
 
 
 def open_data_dir(fs: Fs, data_dir: str) -> tuple[Fs, StorePaths, DirLock]:

@@ -25,6 +25,7 @@ import ujson
 from . import _args
 from ._clock import Clock, SystemClock
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
+from ._cursor_ops import CursorOps
 from ._durability import DurabilityOps, open_data_dir
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
@@ -80,7 +81,7 @@ AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
 
 
-class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
+class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
     """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
     synchronous facade); every method must be called from the engine's trio thread."""
 
@@ -102,6 +103,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         self._init_durability()
         self._init_routers()
         self._init_queues()
+        self._init_cursors()
 
     # -- topics (§1) ------------------------------------------------------------------
 
@@ -207,6 +209,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         log.deleted = True
         routers = self._routers_on_topic_deleted(log)
         self._queues_on_topic_deleted(log)
+        self._cursors_on_topic_deleted(log)
         log.wake()
         if self._store is not None:
             await self._wait(self._store.log_topic_delete(log))
@@ -434,11 +437,16 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         include_data: bool = True,
         wait_ms: int = 0,
         max_bytes: int = DIFF_BYTE_BUDGET,
+        cursor: str | None = None,
+        commit: bool = False,
     ) -> DiffResult:
         """Records after ``from_seq`` (exclusive), windowed, with any tombstone (§3).
 
         ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
-        write (at most 30 s). Raises: invalid_request, topic_not_found (never creates).
+        write (at most 30 s). ``cursor`` starts after a named cursor's committed seq
+        instead of ``from_seq`` (_cursor_ops rule 1); ``commit`` then commits the answer's
+        ``next_from_seq`` to it before answering (at most once: an answer lost on the way
+        is not read again). Raises: invalid_request, topic_not_found (never creates).
 
         Example::
 
@@ -458,8 +466,14 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
             | (RENDER_DATA if _args.bool_arg("include_data", include_data) else 0)
         )
         budget = max(1, _args.u64("max_bytes", max_bytes))
-        self._check_ready()
+        cname = self._cursor_read_args(from_seq, cursor, commit)
+        if commit:
+            self._check_serving()
+        else:
+            self._check_ready()
         log = self._live_topic(name)
+        if cname is not None:
+            from_seq = self._cursor_start(log, cname)
         result = read_diff(log, from_seq, limit, skip, flags, budget)
         if wait_ms and result.caught_up and not result.record_count and result.tombstone is None:
             with trio.move_on_after(wait_ms / 1000):
@@ -471,6 +485,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps):
         else:
             await self._yield_point()
         log.last_read_ts = self.clock.now_ms()
+        if commit and cname is not None:
+            await self._commit_read(log, cname, result.next_from_seq)
         return result
 
     # -- deletes (§5) -----------------------------------------------------------------

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 __all__ = [
     "BatchTooLargeError",
     "ConflictError",
+    "CursorConflictError",
+    "CursorNotFoundError",
     "ForbiddenError",
     "InsufficientStorageError",
     "InternalError",
@@ -165,6 +167,18 @@ class RouterNotFoundError(NotFoundError):
         return cls(f'router "{router}" does not exist', detail={"router": router})
 
 
+class CursorNotFoundError(NotFoundError):
+    code = "cursor_not_found"
+    status = 404
+
+    @classmethod
+    def for_cursor(cls, topic: str, cursor: str) -> CursorNotFoundError:
+        return cls(
+            f'topic "{topic}" has no cursor "{cursor}"',
+            detail={"topic": topic, "cursor": cursor},
+        )
+
+
 # 405/406/413/415 ------------------------------------------------------------------
 
 
@@ -221,6 +235,13 @@ class TopicNotEmptyError(ConflictError):
 
 class NotAQueueError(ConflictError):
     code = "not_a_queue"
+    status = 409
+
+
+class CursorConflictError(ConflictError):
+    """A cursor commit's ``expect_seq`` did not match the committed seq (compare-and-set)."""
+
+    code = "cursor_conflict"
     status = 409
 
 

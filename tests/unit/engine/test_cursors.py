@@ -1,0 +1,202 @@
+"""Named consumer cursors on the engine (topics/_cursor_ops.py rules 1-4, _cursors.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from topics._clock import ManualClock
+from topics._cursors import MAX_CURSORS_PER_TOPIC
+from topics.engine import Engine, open_engine
+from topics.errors import (
+    CursorConflictError,
+    CursorNotFoundError,
+    InvalidRequestError,
+    ThrottledError,
+    TopicNotFoundError,
+)
+
+from ._support import START_MS
+
+
+async def fill(engine: Engine, topic: str = "t", n: int = 5) -> None:
+    await engine.write(topic, [{"data": i} for i in range(1, n + 1)])
+
+
+async def test_commit_get_list_and_lag(engine):
+    await fill(engine)
+    info = await engine.put_cursor("t", "billing", 2)
+    assert info.to_dict() == {
+        "topic": "t",
+        "cursor": "billing",
+        "seq": 2,
+        "head_seq": 5,
+        "earliest_seq": 1,
+        "lag": 3,
+        "updated_ts": START_MS,
+    }
+    await engine.put_cursor("t", "audit", 5)
+    assert (await engine.get_cursor("t", "billing")).seq == 2
+    listed = await engine.list_cursors("t")
+    assert [(c.cursor, c.seq, c.lag) for c in listed] == [("audit", 5, 0), ("billing", 2, 3)]
+    await fill(engine)
+    assert (await engine.get_cursor("t", "audit")).lag == 5
+
+
+async def test_an_unknown_cursor_is_not_found_but_reads_from_the_start(engine):
+    await fill(engine, n=3)
+    with pytest.raises(CursorNotFoundError):
+        await engine.get_cursor("t", "new")
+    res = await engine.diff("t", cursor="new")
+    assert [r.seq for r in res.records] == [1, 2, 3]
+    with pytest.raises(CursorNotFoundError):
+        await engine.get_cursor("t", "new")  # reading without commit creates nothing
+
+
+async def test_diff_from_a_cursor_and_commit_after_the_answer(engine):
+    await fill(engine)
+    res = await engine.diff("t", cursor="g", commit=True, limit=2)
+    assert [r.seq for r in res.records] == [1, 2]
+    assert (await engine.get_cursor("t", "g")).seq == 2
+    res = await engine.diff("t", cursor="g", commit=True)
+    assert [r.seq for r in res.records] == [3, 4, 5]
+    assert (await engine.get_cursor("t", "g")).seq == 5
+    res = await engine.diff("t", cursor="g")
+    assert res.records == []
+    assert res.caught_up
+
+
+async def test_compare_and_set(engine):
+    await fill(engine)
+    await engine.put_cursor("t", "g", 1, expect_seq=0)  # absent counts as 0
+    await engine.put_cursor("t", "g", 3, expect_seq=1)
+    with pytest.raises(CursorConflictError) as info:
+        await engine.put_cursor("t", "g", 4, expect_seq=1)
+    assert info.value.detail == {"topic": "t", "cursor": "g", "seq": 3, "expect_seq": 1}
+    assert (await engine.get_cursor("t", "g")).seq == 3  # nothing changed
+    await engine.put_cursor("t", "g", 1)  # a rewind is allowed
+    assert (await engine.get_cursor("t", "g")).seq == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"cursor": "bad name", "seq": 1}, "cursor"),
+        ({"cursor": "", "seq": 1}, "cursor"),
+        ({"cursor": "g", "seq": -1}, "seq"),
+        ({"cursor": "g", "seq": 6}, "seq"),  # beyond the head
+        ({"cursor": "g", "seq": 1, "expect_seq": "1"}, "expect_seq"),
+    ],
+)
+async def test_bad_commits_are_400_and_change_nothing(engine, kwargs, field):
+    await fill(engine)
+    with pytest.raises(InvalidRequestError) as info:
+        await engine.put_cursor("t", **kwargs)
+    assert info.value.detail is not None
+    assert info.value.detail["field"] == field
+    assert await engine.list_cursors("t") == []
+
+
+async def test_bad_read_arguments(engine):
+    await fill(engine)
+    with pytest.raises(InvalidRequestError, match="commit"):
+        await engine.diff("t", commit=True)
+    with pytest.raises(InvalidRequestError, match="from_seq or cursor"):
+        await engine.diff("t", from_seq=2, cursor="g")
+    with pytest.raises(InvalidRequestError, match="cursor"):
+        await engine.diff("t", cursor="a/b")
+
+
+async def test_missing_topic(engine):
+    with pytest.raises(TopicNotFoundError):
+        await engine.put_cursor("nope", "g", 0)
+    with pytest.raises(TopicNotFoundError):
+        await engine.list_cursors("nope")
+
+
+async def test_delete_cursor_and_delete_with_the_topic(engine):
+    await fill(engine)
+    await engine.put_cursor("t", "g", 2)
+    assert (await engine.delete_cursor("t", "g")).deleted
+    assert not (await engine.delete_cursor("t", "g")).deleted
+    await engine.put_cursor("t", "g", 2)
+    await engine.delete_topic("t")
+    await fill(engine)
+    assert await engine.list_cursors("t") == []  # a recreated topic starts with none
+
+
+async def test_the_cursor_cap(engine, monkeypatch):
+    monkeypatch.setattr("topics._cursor_ops.MAX_CURSORS_PER_TOPIC", 2)
+    await fill(engine)
+    await engine.put_cursor("t", "a", 1)
+    await engine.put_cursor("t", "b", 1)
+    with pytest.raises(ThrottledError):
+        await engine.put_cursor("t", "c", 1)
+    await engine.put_cursor("t", "b", 2)  # an existing one still commits
+    assert MAX_CURSORS_PER_TOPIC >= 100
+
+
+async def test_cursor_lags_for_metrics(engine):
+    await fill(engine, "a")
+    await fill(engine, "b")
+    await engine.put_cursor("a", "g", 1)
+    await engine.put_cursor("b", "g", 5)
+    assert [(c.topic, c.lag) for c in engine.cursor_lags()] == [("a", 4), ("b", 0)]
+    assert [c.topic for c in engine.cursor_lags(lambda name: name == "b")] == ["b"]
+
+
+async def test_cursors_survive_a_clean_restart(tmp_path):
+    clock = ManualClock(START_MS)
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        await fill(engine)
+        await engine.put_cursor("t", "g", 3)
+        await engine.put_cursor("t", "gone", 1)
+        await engine.delete_cursor("t", "gone")
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        assert [(c.cursor, c.seq) for c in await engine.list_cursors("t")] == [("g", 3)]
+        res = await engine.diff("t", cursor="g")
+        assert [r.seq for r in res.records] == [4, 5]
+
+
+async def test_cursors_replay_from_the_wal_after_a_crash(tmp_path):
+    """No final checkpoint: a snapshot in the manifest, then WAL entries after it."""
+    clock = ManualClock(START_MS)
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        await fill(engine)
+        await fill(engine, "doomed")
+        await engine.put_cursor("t", "a", 1)
+        await engine.put_cursor("t", "b", 2)
+        await engine.put_cursor("doomed", "x", 2)
+        await engine._store.checkpoint(engine._registry)  # type: ignore[union-attr]
+        await engine.put_cursor("t", "a", 4)
+        await engine.delete_cursor("t", "b")
+        await engine.put_cursor("t", "c", 5)
+        await engine.delete_topic("doomed")
+        await engine._store.wal.flush()  # type: ignore[union-attr]
+        engine._store = None  # a crash: no final checkpoint
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        assert [(c.cursor, c.seq) for c in await engine.list_cursors("t")] == [("a", 4), ("c", 5)]
+        await fill(engine, "doomed")
+        assert await engine.list_cursors("doomed") == []
+        assert engine._cursors.snapshot()["topics"].keys() == {"1"}
+
+
+async def test_a_data_directory_without_cursors_opens(tmp_path):
+    """A manifest written before cursors existed has no "cursors" section."""
+    clock = ManualClock(START_MS)
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        await fill(engine)
+        store = engine._store
+        assert store is not None
+        store.extensions = [e for e in store.extensions if e.key != "cursors"]
+    from topics._storage.fs import RealFs
+    from topics._storage.manifest import load_manifest
+    from topics._storage.store import StorePaths
+
+    loaded = load_manifest(RealFs(), StorePaths.for_dir(str(tmp_path)).manifest)
+    assert loaded is not None
+    assert "cursors" not in loaded[1]["extensions"]
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        assert await engine.list_cursors("t") == []
+        await engine.put_cursor("t", "g", 1)
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        assert (await engine.get_cursor("t", "g")).seq == 1
