@@ -7,8 +7,8 @@ does. A demo task appends a tick to the topic ``demo`` every second so there is 
 watch. ``demo`` keeps its last 100 records, so a page opened later shows the loss as a
 tombstone before the records.
 
-Run: python examples/browser_eventsource.py            # then open the printed URL
-     TOPICS_API_KEYS=s3cret python examples/browser_eventsource.py   # the page asks for it
+Run: .venv/bin/python examples/browser_eventsource.py            # then open the printed URL
+     TOPICS_API_KEYS=s3cret .venv/bin/python examples/browser_eventsource.py   # it asks for the key
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """topics as an embedded library: write, read with a cursor, tombstones, tag deletes.
 
-Run: python examples/embedded.py
+Run: .venv/bin/python examples/embedded.py
 """
 
 from __future__ import annotations

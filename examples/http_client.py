@@ -2,7 +2,7 @@
 
 Starts its own memory-only ``topics-server`` on a free port, runs a short tour and stops it.
 
-Run: python examples/http_client.py
+Run: .venv/bin/python examples/http_client.py
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Starts its own memory-only ``topics-server``, fills a queue, drains it with two worker
 threads (one job fails once and is retried after its backoff) and stops.
 
-Run: python examples/queue_worker.py
+Run: .venv/bin/python examples/queue_worker.py
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Starts its own memory-only ``topics-server``; Alice and Bob each open one WebSoc
 subscribe to the room (with their node id, so nobody hears their own echo), and talk.
 Runs under trio (``anyio`` would run it under asyncio just the same).
 
-Run: python examples/ws_chat.py
+Run: .venv/bin/python examples/ws_chat.py
 """
 
 from __future__ import annotations

@@ -46,3 +46,76 @@ def test_user_pages_exist_and_their_relative_links_resolve() -> None:
         assert f"docs/{name}.md" in readme, f"README.md does not link docs/{name}.md"
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def _distribution() -> tuple[str, set[str]]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project["name"], set(project["optional-dependencies"])
+
+
+def _doc_files() -> list[Path]:
+    return [
+        ROOT / "README.md",
+        *sorted(DOCS.glob("*.md")),
+        *sorted((ROOT / "examples").glob("*.py")),
+    ]
+
+
+def _commands(path: Path) -> list[str]:
+    """The lines a reader would paste: fenced code in a page, every line of an example."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix != ".md":
+        return lines
+    fenced, inside = [], False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        elif inside:
+            fenced.append(line)
+    return fenced
+
+
+# Packages a doc may tell people to install beside this project.
+THIRD_PARTY = {"pyarrow", "redis", "nats-py", "pyspark", "pip", "setuptools", "wheel"}
+
+
+def test_install_lines_name_this_distribution_or_the_checkout() -> None:
+    """`pip install topics` installs an unrelated project from PyPI: every install line in the
+    docs installs the checkout (`.`, with extras pyproject declares) or the distribution
+    pyproject names, never the bare import name."""
+    name, extras = _distribution()
+    assert name != "topics"
+    seen = 0
+    for path in _doc_files():
+        for line in _commands(path):
+            m = re.search(r"pip install ([^#`]*)", line)
+            if m is None:
+                continue
+            for word in m.group(1).replace("'", " ").replace('"', " ").split():
+                if word.startswith("-") or word.startswith("("):
+                    continue
+                req = re.match(r"([A-Za-z0-9_.\-]+)(?:\[([a-z,]+)\])?", word)
+                assert req is not None, (path.name, line)
+                base, wanted = req.group(1), req.group(2)
+                if base in THIRD_PARTY:
+                    continue
+                assert base in (".", name), f"{path.name}: {line.strip()!r} installs {base!r}"
+                for extra in (wanted or "").split(","):
+                    assert not extra or extra in extras, f"{path.name}: no extra {extra!r}"
+                seen += 1
+    assert seen >= 2  # QUICKSTART.md and SPARK.md install the project
+
+
+def test_examples_say_how_to_run_them_with_the_venv() -> None:
+    """Outside the venv `python examples/x.py` cannot import topics: each example's Run line
+    uses the venv's Python, which ./scripts/serve creates."""
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        runs = re.findall(r"^\s*(?:Run:)?\s*(?:\w+=\S+ )?(\S*python\S*) examples/", text, re.M)
+        assert runs, f"{path.name} does not say how to run it"
+        assert set(runs) == {".venv/bin/python"}, (path.name, runs)
+    for path in _doc_files():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert not re.search(r"(?<![/\w])python3? examples/", line), (path.name, line)
