@@ -82,6 +82,12 @@ ROUTE_SCOPES: Mapping[tuple[str, str], frozenset[Scope]] = {
     ("POST", "/v0/watch"): _READ,
     ("GET", "/v0/watch/{wid}"): _READ,
     ("GET", "/v0/metrics"): _READ,
+    # Named cursors: committing is part of reading (a consumer group's position, as
+    # Kafka's offset commit needs only READ), forgetting one is a delete.
+    ("GET", "/v0/topics/{topic}/cursors"): _READ,
+    ("GET", "/v0/topics/{topic}/cursors/{cursor}"): _READ,
+    ("PUT", "/v0/topics/{topic}/cursors/{cursor}"): _READ,
+    ("DELETE", "/v0/topics/{topic}/cursors/{cursor}"): _DELETE,
     ("POST", "/v0/topics/{topic}"): _WRITE,
     ("POST", "/v0/topics/{topic}/ack"): _WRITE,
     ("POST", "/v0/topics/{topic}/nack"): _WRITE,
@@ -140,6 +146,8 @@ NAME_FREE_FIELDS: frozenset[str] = frozenset(
         "records", "node", "idempotency_key", "create", "disable_backpressure", "return_seqs",
         "from_seq", "tail", "limit", "include_tags", "include_meta", "include_data", "wait_ms",
         "max_batch_bytes", "before_seq", "match", "max", "seqs", "lease_ids", "delay_ms",
+        # named cursors (a cursor name is scoped by its topic, which the path names)
+        "cursor", "commit", "seq", "expect_seq",
         # routers (the filter matches tags), watch, WebSocket framing
         "preserve_node", "preserve_tag", "create_dest", "filter", "allow_cycle", "guarantee",
         "heartbeat_ms", "consistency", "op", "request_id",

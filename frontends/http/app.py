@@ -60,6 +60,7 @@ from topics.errors import (
 from .. import ws
 from . import (
     console_routes,
+    cursor_routes,
     openapi,
     probe_routes,
     queue_routes,
@@ -95,6 +96,7 @@ ROUTE_MODULES: tuple[ModuleType, ...] = (
     watch_routes,
     ws,
     console_routes,
+    cursor_routes,
 )
 
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")

@@ -61,6 +61,8 @@ DIFF_FIELDS = frozenset(
         "include_data",
         "wait_ms",
         "max_batch_bytes",
+        "cursor",
+        "commit",
     }
 )
 DELETE_FIELDS = frozenset({"before_seq", "match"})

@@ -9,6 +9,8 @@ connections (hot POSTs and the stream GETs); every route runs the same way eithe
 Rules:
 1. Patterns are literal segments with at most one ``{param}`` segment, followed by an
    optional literal suffix (``/v0/topics/{topic}/diff``). A parameter never contains '/'.
+   The suffix may end in one more parameter segment (``/v0/topics/{topic}/cursors/{cursor}``):
+   ``param`` is still the first, the handler reads the last segment of the path itself.
 2. A path that matches no pattern is ``404 not_found``; a pattern matched with a method it
    does not declare is ``405 method_not_allowed`` with an ``Allow`` header.
 3. The scopes a route needs come from :data:`topics.auth.ROUTE_SCOPES` (one table for
@@ -29,6 +31,8 @@ from .state import Reply, RequestContext
 __all__ = ["Handler", "Route", "RouteTable"]
 
 Handler = Callable[[RequestContext], Awaitable[Reply]]
+#: How a tail parameter segment is keyed in the table.
+_TAIL = "{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +74,12 @@ class Route:
         head, brace, rest = self.pattern.partition("{")
         if brace:
             param, close, suffix = rest.partition("}")
-            if not close or not head.endswith("/") or "{" in suffix:
+            base, _, last = suffix.rpartition("/")
+            if base and last.startswith("{") and last.endswith("}"):
+                suffix = base + "/" + _TAIL  # a tail parameter (rule 1)
+            else:
+                base = suffix
+            if not close or not head.endswith("/") or "{" in base or "}" in base:
                 raise ValueError(f"route pattern {self.pattern!r}: one {{param}} segment at most")
             if suffix and not suffix.startswith("/"):
                 raise ValueError(
@@ -116,6 +125,10 @@ class RouteTable:
                 value, slash, tail = path[len(prefix) :].partition("/")
                 if value:
                     methods = by_suffix.get(slash + tail)
+                    if methods is None and tail:
+                        base, _, last = tail.rpartition("/")
+                        if last and base:
+                            methods = by_suffix.get(f"/{base}/{_TAIL}")
                     if methods is not None:
                         return methods, value
         return None, ""
