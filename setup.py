@@ -27,6 +27,12 @@ extensions = [
         extra_compile_args=["-O3", "-fno-strict-aliasing"] if not DEBUG else ["-O0", "-g"],
     ),
     Extension(
+        "topics._core._fanout",
+        ["topics/_core/_fanout.pyx"],
+        define_macros=macros,
+        extra_compile_args=["-O3", "-fno-strict-aliasing"] if not DEBUG else ["-O0", "-g"],
+    ),
+    Extension(
         "topics._core._scan",
         ["topics/_core/_scan.pyx"],
         define_macros=macros,

@@ -16,9 +16,11 @@ from typing import Any
 
 import trio
 
+from topics._core.fanout import write_each
+
 from .lane import LaneConnection
 
-__all__ = ["Chunk", "RawSocket", "chunk", "join_chunks"]
+__all__ = ["Chunk", "RawSocket", "chunk", "join_chunks", "try_send_each"]
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -80,3 +82,23 @@ class RawSocket:
     async def send_all(self, data: bytes) -> None:
         async with self.lock:
             await self.stream.send_all(data)
+
+
+def try_send_each(sockets: list[RawSocket], data: bytes) -> list[int]:
+    """``try_send`` of one frame to many sockets, the writes in one compiled loop (the
+    watch hub's group delivery): per socket, bytes written or -1 if it is dead. A socket
+    that is broken, or whose lock the lane holds, is not written to (0, or -1 if broken)."""
+    fds = []
+    index = []
+    out = [0] * len(sockets)
+    for i, raw in enumerate(sockets):
+        if raw.broken:
+            out[i] = -1
+        elif not raw.lock.locked():
+            fds.append(raw.fd)
+            index.append(i)
+    for i, n in zip(index, write_each(fds, data), strict=True):
+        if n < 0:
+            sockets[i].broken = True
+        out[i] = n
+    return out

@@ -72,7 +72,7 @@ from topics.watch_types import (
 )
 from topics.wire import cursor, sse
 
-from .direct import Chunk, RawSocket, chunk, join_chunks
+from .direct import Chunk, RawSocket, chunk, join_chunks, try_send_each
 from .requests import decode_json_object
 from .respond import finish
 from .routing import Route
@@ -241,6 +241,7 @@ class _SseConnection:
                 self._writer()  # through ASGI the pump and the writer run from the start
             else:
                 stream.feed.deliver = self._deliver
+                self._sink_on()
                 if stream.feed.has_dirty:
                     # The backlog at open goes through the writer, which retires once it
                     # has drained: one path for a backlog, whenever it comes.
@@ -251,6 +252,7 @@ class _SseConnection:
                 pass
         finally:
             stream.feed.deliver = None
+            stream.feed.sink = None
             stream.on_stop = None
             stream.close()
 
@@ -341,6 +343,7 @@ class _SseConnection:
         out = self.out
         if out is None:
             assert self._send is not None
+            self.stream.feed.sink = None  # the pump reads for it now
             out = self.out = self._outbound(self._send)
             out.last_sent = self.last_sent
             self.parked = False  # until the pump parks: the relay leaves the reads to it
@@ -401,6 +404,7 @@ class _SseConnection:
             self.last_sent = out.last_sent
             self.out = None
             self.parked = True
+            self._sink_on()
             scope.cancel()  # the writer waits on its empty queue: nothing is cut
 
     def _frames(
@@ -485,6 +489,48 @@ class _SseConnection:
         except Exception:  # never let one stream break the hub's relay
             log.exception("direct SSE delivery failed; the pump takes over")
             return False
+
+    def _sink_on(self) -> None:
+        """An idle one-topic stream on the socket joins the hub's group delivery (rule 8)."""
+        if self.solo and self.out is None and not self.disconnected:
+            self.stream.feed.sink = self
+
+    @staticmethod
+    def write_group(batch: RecordBatch, sinks: list[_SseConnection]) -> list[_SseConnection]:
+        """The hub's group delivery (``topics._watch`` rule 8): one shared frame to every
+        idle one-topic stream of ``sinks``, in one compiled loop of non-blocking writes.
+        A partial write (or a socket the lane is writing to) queues the rest, as
+        ``_deliver`` does; a stream going away is declined (the hub serves it one by
+        one). Under CPU pressure every stream is declined: their pumps pace the reads."""
+        first = sinks[0]
+        if first.ctx.state.pressure.throttled():
+            return sinks
+        data: bytes = batch.encoded("sse-solo-chunk", _solo_chunk)
+        ready: list[_SseConnection] = []
+        raws: list[RawSocket] = []
+        declined: list[_SseConnection] = []
+        for conn in sinks:
+            raw = conn.raw
+            if raw is None or conn.disconnected:
+                declined.append(conn)
+            else:
+                ready.append(conn)
+                raws.append(raw)
+        taken = try_send_each(raws, data)
+        now = trio.current_time()
+        size = len(data)
+        topic, to_seq = batch.topic, batch.to_seq
+        for conn, n in zip(ready, taken, strict=True):
+            if n == size:
+                conn.last_sent = now
+                conn.stream.commit(topic, to_seq, None, False)
+            elif n >= 0:
+                # The rest goes first, through the queue; its commit waits for it.
+                conn._writer().put_nowait(Chunk(data[n:]), [(topic, to_seq, None, False)])
+                if n:
+                    conn._sent()
+            # else (-1): the socket is broken; the disconnect ends the stream
+        return declined
 
     def _sent(self) -> None:
         if self.out is not None:

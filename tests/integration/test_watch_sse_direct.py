@@ -440,3 +440,62 @@ async def test_stream_is_idle_again_after_its_backlog() -> None:
         ids = re.findall(rb"id: (\S+)", buf)
         assert cursor.decode(ids[-1].decode()) == {"idle": 6}
         await stream.aclose()
+
+
+async def test_watchers_of_one_topic_share_one_write_pass_and_a_dead_one_drops_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Idle one-topic streams at one cursor are written in one group (hub rule 8): every
+    live watcher gets every record once, with its resumable id, whether it stands alone at
+    its cursor or not; a watcher whose socket died drops out without disturbing the rest."""
+    from topics.frontends.http import watch_routes
+
+    group_sizes: list[int] = []
+    write_group = watch_routes._SseConnection.write_group
+
+    def counted(batch: Any, sinks: list[Any]) -> list[Any]:
+        group_sizes.append(len(sinks))
+        return write_group(batch, sinks)
+
+    monkeypatch.setattr(watch_routes._SseConnection, "write_group", staticmethod(counted))
+    async with (
+        open_engine(None) as engine,
+        hypercorn_server(create_app(engine, HttpSettings(throttle_lag_ms=0)), lane=True) as (
+            base,
+            host,
+            port,
+        ),
+        httpx.AsyncClient(base_url=base, timeout=30) as http,
+    ):
+        await http.put("/v0/topics/many", json={})
+        streams = []
+        for _ in range(8):
+            r = await http.post("/v0/watch", json={"topics": {"many": {"tail": True}}})
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(
+                f"GET /v0/watch/{r.json()['wid']} HTTP/1.1\r\nHost: t\r\n"
+                "Accept: text/event-stream\r\n\r\n".encode()
+            )
+            buf = b""
+            with trio.fail_after(10):
+                while b"caught-up" not in buf:
+                    buf += await stream.receive_some(65536)
+            streams.append(stream)
+        await streams.pop().aclose()  # gone without a word: its write fails or is dropped
+        bufs = [b""] * len(streams)
+        for n in range(20):
+            await http.post("/v0/topics/many", json={"records": [{"data": n}]})
+        with trio.fail_after(20):
+            for i, stream in enumerate(streams):
+                while b'"data":19' not in bufs[i]:
+                    bufs[i] += await stream.receive_some(65536)
+        for buf in bufs:
+            assert [int(m) for m in re.findall(rb'"data":(\d+)', buf)] == list(range(20))
+            ids = re.findall(rb"id: (\S+)", buf)
+            assert cursor.decode(ids[-1].decode()) == {"many": 20}
+        with trio.fail_after(10):
+            while engine.watch_statistics().connections != len(streams):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        assert max(group_sizes) >= len(streams)  # the live ones were written as one group
+        for stream in streams:
+            await stream.aclose()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import trio
@@ -668,4 +668,122 @@ async def test_listeners_see_a_batch_only_after_its_wal_entry_is_submitted(
     assert seen
     assert seen[0][0] == [2]
     assert seen[0][1] > before  # the APPEND entry had its LSN when the watcher read it
+    stream.close()
+
+
+# -- group delivery (hub rule 8) ---------------------------------------------------------------
+
+
+class FakeSink:
+    """An idle one-topic direct stream as the hub sees it (``topics._watch.GroupSink``):
+    records every group call and takes the batch unless told to decline."""
+
+    groups: ClassVar[list[tuple[list[int], int]]] = []  # (seqs, sinks in the call)
+
+    def __init__(self, stream: WatchStream, decline: bool = False) -> None:
+        self.stream = stream
+        self.decline = decline
+        self.got: list[list[int]] = []
+        stream.feed.sink = self
+        stream.feed.deliver = self.one_by_one
+        self.singles: list[list[int]] = []
+
+    def one_by_one(self) -> bool:
+        events = self.stream.feed.poll()
+        self.singles.append(seqs(events))
+        for ev in events:
+            self.stream.commit(ev.topic, ev.cursor, None, False)
+        return True
+
+    @staticmethod
+    def write_group(batch: RecordBatch, sinks: list[Any]) -> list[Any]:
+        got = seqs([batch])
+        FakeSink.groups.append((got, len(sinks)))
+        declined = []
+        for sink in sinks:
+            if sink.decline:
+                declined.append(sink)
+            else:
+                sink.got.append(got)
+                sink.stream.commit(batch.topic, batch.to_seq, None, False)
+        return declined
+
+
+async def test_idle_sinks_at_one_cursor_get_one_read_and_one_group_call(
+    engine: Engine, mock_clock: trio.testing.MockClock
+) -> None:
+    await engine.put_topic("a")
+    streams = [await open_session(engine, {"a": {"tail": True}}) for _ in range(5)]
+    for s in streams:
+        await drain(s.feed)
+    FakeSink.groups = []
+    sinks = [FakeSink(s) for s in streams[:4]]
+    sinks[3].decline = True
+    plain = record_deliveries(streams[4])  # no sink: served one by one
+    hub = engine.watch_hub
+    before = hub.reads
+    mock_clock.jump(1)
+    await engine.write("a", recs(1, 2))
+    assert FakeSink.groups == [([1, 2], 4)]  # inside the write, one call for the group
+    assert hub.reads - before == 1
+    assert [s.got for s in sinks] == [[[1, 2]]] * 3 + [[]]
+    assert sinks[3].singles == [[1, 2]]  # declined: its own read, the same records
+    assert plain == [(True, [1, 2])]
+    assert [s.session.cursors() for s in streams[:4]] == [{"a": 2}] * 4
+    # The feeds moved on: the next write delivers only the new record.
+    mock_clock.jump(1)
+    await engine.write("a", recs(3))
+    assert FakeSink.groups[1:] == [([3], 4)]
+    assert sinks[0].got == [[1, 2], [3]]
+    for s in streams:
+        s.close()
+
+
+async def test_group_delivery_leaves_anything_but_a_live_batch_to_each_stream(
+    engine: Engine, mock_clock: trio.testing.MockClock
+) -> None:
+    await engine.put_topic("a", {"cap_records": 2, "discard": "old"})
+    streams = [await open_session(engine, {"a": {"tail": True}}) for _ in range(2)]
+    for s in streams:
+        await drain(s.feed)
+    FakeSink.groups = []
+    behind, live = FakeSink(streams[0]), FakeSink(streams[1])
+    mock_clock.jump(1)
+    await engine.write("a", recs(1))
+    assert FakeSink.groups == [([1], 2)]
+    # A stream at another cursor is a group of its own; a cap loss is a tombstone, which
+    # only the one-by-one path renders.
+    streams[0].feed.topics["a"].cursor = 0
+    mock_clock.jump(1)
+    await engine.write("a", recs(2, 3, 4))
+    assert FakeSink.groups[1:] == []
+    assert behind.singles == [[3, 4]]
+    assert live.singles == [[3, 4]]
+    events = streams[0].feed.poll()
+    assert events == []
+    for s in streams:
+        s.close()
+
+
+async def test_a_topic_deleted_under_idle_sinks_reaches_them_one_by_one(
+    engine: Engine, mock_clock: trio.testing.MockClock
+) -> None:
+    await engine.put_topic("a")
+    stream = await open_session(engine, {"a": {"tail": True}})
+    await drain(stream.feed)
+    FakeSink.groups = []
+    sink = FakeSink(stream)
+    seen: list[str] = []
+
+    def deliver() -> bool:
+        seen.extend(kinds(stream.feed.poll()))
+        return True
+
+    stream.feed.deliver = deliver
+    mock_clock.jump(1)
+    await engine.delete_topic("a")
+    await trio.testing.wait_all_tasks_blocked()
+    assert FakeSink.groups == []
+    assert sink.got == []
+    assert seen == ["TopicDeletedEvent"]
     stream.close()
