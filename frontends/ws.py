@@ -62,6 +62,7 @@ from .http.state import HttpState, Reply, RequestContext
 from .http.streams import Outbound
 
 if TYPE_CHECKING:
+    from topics._log import TopicLog
     from topics._watch import StreamSlot
 
 __all__ = ["ROUTES", "WsConnection", "register"]
@@ -94,6 +95,7 @@ class WsConnection:
             slow_frame=self._slow_frame,
             on_grace=self.feed.degrade_lossy,
             on_abandon=self._abandon,
+            on_sent=self._delivered,
         )
 
     def _abandon(self) -> None:
@@ -138,7 +140,20 @@ class WsConnection:
                 await feed.wait()
                 continue
             for ev in events:
-                await out.put(wire.frame_for_event(ev))
+                await out.put(wire.frame_for_event(ev), self._commit_for(ev))
+
+    def _commit_for(self, ev: object) -> tuple[TopicLog, str, int] | None:
+        """What sending ``ev`` commits: a ``commit: true`` topic's named cursor."""
+        ft = self.feed.topics.get(getattr(ev, "topic", ""))
+        cursor = getattr(ev, "cursor", None)
+        if ft is None or ft.commit_to is None or not isinstance(cursor, int):
+            return None
+        return (ft.log, ft.commit_to, cursor)
+
+    def _delivered(self, commit: tuple[TopicLog, str, int]) -> None:
+        on_delivered = self.engine.watch_hub.on_delivered
+        if on_delivered is not None:
+            on_delivered(*commit)
 
     # -- commands in (rules 2-4) -------------------------------------------------------
 
@@ -187,7 +202,7 @@ class WsConnection:
 
     def _subscribe(self, op: wire.Subscribe) -> str:
         self._authorize(("read",), "ws_subscribe", {"topics": op.topics}, "subscribe")
-        starts = {name: {"from_seq": s.from_seq, "tail": s.tail} for name, s in op.topics.items()}
+        starts = {name: s.to_dict() for name, s in op.topics.items()}
         marks = self.engine.watch_subscribe(
             self.feed,
             starts,

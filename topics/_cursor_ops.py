@@ -19,8 +19,8 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from . import _args
 from ._cursors import (
@@ -40,6 +40,7 @@ from .errors import (
     InvalidRequestError,
     ThrottledError,
 )
+from .watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
     from ._clock import Clock
@@ -213,6 +214,55 @@ class CursorOps:
         ticket = self._commit_cursor(log, cursor, seq)
         if ticket is not None:
             await self._wait(ticket)
+
+    @staticmethod
+    def _named_starts(topics: Any) -> tuple[Any, dict[str, tuple[str, bool]]]:
+        """Take ``cursor``/``commit`` out of a watch's per-topic options: the options left
+        and topic -> (cursor name, commit). A cursor replaces ``from_seq``/``tail``."""
+        if not isinstance(topics, Mapping):
+            return topics, {}
+        named: dict[str, tuple[str, bool]] = {}
+        out: dict[str, Any] = {}
+        for name, spec in topics.items():
+            if isinstance(spec, Mapping) and ("cursor" in spec or "commit" in spec):
+                rest = dict(spec)
+                cursor, commit = rest.pop("cursor", None), rest.pop("commit", False)
+                at = f"topics.{name}"
+                commit = _args.bool_arg(f"{at}.commit", commit)
+                if cursor is None:
+                    if commit:
+                        raise InvalidRequestError.for_field(
+                            f"{at}.commit", "needs a cursor to commit to"
+                        )
+                else:
+                    for key in ("from_seq", "tail", "from_ts"):
+                        if key in rest:
+                            raise InvalidRequestError.for_field(
+                                f"{at}.{key}", "give a cursor or a start, not both"
+                            )
+                    named[name] = (check_cursor_name(cursor, f"{at}.cursor"), commit)
+                spec = rest
+            out[name] = spec
+        return out, named
+
+    def _start_at_cursors(
+        self,
+        resolved: dict[str, tuple[TopicLog, int, TopicWatermarks]],
+        named: Mapping[str, tuple[str, bool]],
+    ) -> None:
+        """Move the resolved starts of the topics that name a cursor to its seq."""
+        for name, (cname, _) in named.items():
+            got = resolved.get(name)
+            if got is not None:
+                log = got[0]
+                seq = self._cursor_start(log, cname)
+                resolved[name] = (log, seq, TopicWatermarks(seq, log.head, log.earliest))
+
+    @staticmethod
+    def _commit_to(named: Mapping[str, tuple[str, bool]], topic: str) -> str | None:
+        """The cursor a delivery of ``topic`` commits to (``commit: true``), or None."""
+        got = named.get(topic)
+        return got[0] if got is not None and got[1] else None
 
     def _cursor_info(self, log: TopicLog, cursor: str) -> CursorInfo:
         held = self._cursors.get(log.topic_id, cursor)

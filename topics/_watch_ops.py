@@ -63,6 +63,16 @@ class WatchOps:
         _registry: TopicRegistry
 
         def _check_ready(self) -> None: ...
+        def _commit_delivered(self, log: TopicLog, cursor: str, seq: int) -> None: ...
+        @staticmethod
+        def _named_starts(topics: Any) -> tuple[Any, dict[str, tuple[str, bool]]]: ...
+        def _start_at_cursors(
+            self,
+            resolved: dict[str, tuple[TopicLog, int, TopicWatermarks]],
+            named: Mapping[str, tuple[str, bool]],
+        ) -> None: ...
+        @staticmethod
+        def _commit_to(named: Mapping[str, tuple[str, bool]], topic: str) -> str | None: ...
         def _apply_retention(self, log: TopicLog, now: int | None = None) -> None: ...
 
     _watch_hub: WatchHub | None = None
@@ -83,6 +93,7 @@ class WatchOps:
                 max_connections_per_key=self.limits.max_sse_connections_per_key,
                 max_sessions_per_key=self.limits.max_watch_sessions_per_key,
             )
+            hub.on_delivered = self._commit_delivered
         return hub
 
     async def create_watch(
@@ -122,12 +133,16 @@ class WatchOps:
         hb = _args.u64("heartbeat_ms", heartbeat_ms)
         hb = min(max(hb, HEARTBEAT_MS_RANGE[0]), HEARTBEAT_MS_RANGE[1])
         lenient = _args.bool_arg("lenient", lenient)
+        topics, named = self._named_starts(topics)
         starts = self._watch_starts(topics, self.limits.max_watch_topics)
         self._check_ready()
         resolved = self._resolve_starts(starts, lenient)
+        self._start_at_cursors(resolved, named)
         session = self.watch_hub.create_session(
             {name: (log, cursor) for name, (log, cursor, _) in resolved.items()}, opts, hb, owner
         )
+        for name, st in session.topics.items():
+            st.commit_to = self._commit_to(named, name)
         marks = {name: w for name, (_, _, w) in resolved.items()}
         return WatchCreated(session.wid, self.watch_hub.settings.session_ttl_ms, marks)
 
@@ -178,6 +193,7 @@ class WatchOps:
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
+        topics, named = self._named_starts(topics)
         starts = self._watch_starts(topics, self.limits.max_watch_topics)
         new = [name for name in starts if name not in feed.topics]
         if len(feed.topics) + len(new) > self.limits.max_watch_topics:
@@ -187,8 +203,10 @@ class WatchOps:
             )
         self._check_ready()
         resolved = self._resolve_starts(starts, lenient=False)
+        self._start_at_cursors(resolved, named)
         for name, (log, cursor, _) in resolved.items():
-            feed.add(name, log, cursor, opts)
+            ft = feed.add(name, log, cursor, opts)
+            ft.commit_to = self._commit_to(named, name)
         return {name: w for name, (_, _, w) in resolved.items()}
 
     def acquire_stream_slot(self, key_index: int) -> StreamSlot:

@@ -74,6 +74,8 @@ _SUBSCRIBE = _COMMON | {
     "include_tags",
     "include_meta",
     "consistency",
+    "cursor",
+    "commit",
 }
 _UNSUBSCRIBE = _COMMON | {"topic", "topics"}
 _PUBLISH = _COMMON | {
@@ -86,7 +88,7 @@ _PUBLISH = _COMMON | {
     "disable_backpressure",
     "return_seqs",
 }
-_START_FIELDS = frozenset({"from_seq", "tail"})
+_START_FIELDS = frozenset({"from_seq", "tail", "cursor", "commit"})
 
 
 class OpError(InvalidRequestError):
@@ -105,6 +107,17 @@ class TopicStart:
 
     from_seq: object = 0
     tail: object = False
+    #: Start after this named cursor's committed seq; ``commit``: deliveries commit to it.
+    cursor: object = None
+    commit: object = False
+
+    def to_dict(self) -> dict[str, object]:
+        out = {"from_seq": self.from_seq, "tail": self.tail}
+        if self.cursor is not None or self.commit is not False:
+            out = {"cursor": self.cursor, "commit": self.commit}
+            if self.from_seq != 0 or self.tail is not False:  # the engine refuses both
+                out.update(from_seq=self.from_seq, tail=self.tail)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,10 +242,18 @@ def _subscribe(reader: _Reader) -> Subscribe:
         raise reader.fail("topic", "give exactly one of topic and topics")
     if topic is not None:
         name = reader.topic_name("topic", topic)
-        starts[name] = TopicStart(f.get("from_seq", 0), f.get("tail", False))
+        starts[name] = TopicStart(
+            f.get("from_seq", 0),
+            f.get("tail", False),
+            cursor=f.get("cursor"),
+            commit=f.get("commit", False),
+        )
     else:
         if "from_seq" in f or "tail" in f:
             raise reader.fail("from_seq", "with topics, give from_seq/tail per topic")
+        for key in ("cursor", "commit"):
+            if key in f:
+                raise reader.fail(key, f"with topics, give {key} per topic")
         if not isinstance(topics, dict) or not topics:
             raise reader.fail("topics", "must be a non-empty object of topic -> options")
         for name, opts in topics.items():
@@ -243,7 +264,12 @@ def _subscribe(reader: _Reader) -> Subscribe:
             for key in opts:
                 if key not in _START_FIELDS:
                     raise reader.fail(f"topics.{name}.{key}", "is not a per-topic option")
-            starts[name] = TopicStart(opts.get("from_seq", 0), opts.get("tail", False))
+            starts[name] = TopicStart(
+                opts.get("from_seq", 0),
+                opts.get("tail", False),
+                cursor=opts.get("cursor"),
+                commit=opts.get("commit", False),
+            )
     return Subscribe(
         reader.request_id,
         starts,

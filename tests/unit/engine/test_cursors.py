@@ -200,3 +200,82 @@ async def test_a_data_directory_without_cursors_opens(tmp_path):
         await engine.put_cursor("t", "g", 1)
     async with open_engine(str(tmp_path), clock=clock) as engine:
         assert (await engine.get_cursor("t", "g")).seq == 1
+
+
+# -- watch and WebSocket subscriptions from a cursor -------------------------------------
+
+
+async def test_a_watch_starts_at_a_cursor_and_sent_frames_commit_to_it(engine):
+    await fill(engine)
+    await engine.put_cursor("t", "g", 2)
+    created = await engine.create_watch({"t": {"cursor": "g", "commit": True}})
+    assert created.topics["t"].from_seq == 2
+    stream = engine.open_watch(created.wid)
+    try:
+        events = stream.feed.poll()
+        assert events[0].from_seq == 2  # type: ignore[union-attr]
+        assert events[0].to_seq == 5  # type: ignore[union-attr]
+        stream.commit("t", 5, None, False)  # what the frontend calls once the bytes left
+        assert (await engine.get_cursor("t", "g")).seq == 5
+    finally:
+        stream.close()
+
+
+async def test_a_watch_without_commit_leaves_the_cursor_alone(engine):
+    await fill(engine)
+    await engine.put_cursor("t", "g", 1)
+    created = await engine.create_watch({"t": {"cursor": "g"}})
+    stream = engine.open_watch(created.wid)
+    try:
+        stream.commit("t", 5, None, False)
+        assert (await engine.get_cursor("t", "g")).seq == 1
+    finally:
+        stream.close()
+
+
+async def test_a_feed_subscription_from_a_cursor_commits_through_the_hub(engine):
+    await fill(engine)
+    feed = engine.open_watch_feed()
+    try:
+        marks = engine.watch_subscribe(feed, {"t": {"cursor": "new", "commit": True}})
+        assert marks["t"].from_seq == 0  # never committed: from the start
+        assert feed.topics["t"].commit_to == "new"
+        hook = engine.watch_hub.on_delivered
+        assert hook is not None
+        hook(feed.topics["t"].log, "new", 3)
+        assert (await engine.get_cursor("t", "new")).seq == 3
+    finally:
+        feed.close()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"cursor": "g", "from_seq": 1},
+        {"cursor": "g", "tail": True},
+        {"commit": True},
+        {"cursor": "bad name"},
+        {"cursor": "g", "commit": "yes"},
+    ],
+)
+async def test_bad_watch_cursor_options_are_400(engine, spec):
+    await fill(engine)
+    with pytest.raises(InvalidRequestError):
+        await engine.create_watch({"t": spec})
+    feed = engine.open_watch_feed()
+    try:
+        with pytest.raises(InvalidRequestError):
+            engine.watch_subscribe(feed, {"t": spec})
+        assert feed.topics == {}
+    finally:
+        feed.close()
+
+
+async def test_a_delivery_commit_after_the_topic_is_gone_does_nothing(engine):
+    await fill(engine)
+    log = engine._registry.get("t")
+    assert log is not None
+    await engine.delete_topic("t")
+    engine._commit_delivered(log, "g", 3)
+    await fill(engine)
+    assert await engine.list_cursors("t") == []
