@@ -49,6 +49,7 @@ from .config import TopicConfig
 from .types import TombstoneReason
 
 if TYPE_CHECKING:
+    from ._core._ext import _Keep as Keep
     from ._storage.wal import WalTicket
 
 __all__ = ["DedupeEntry", "GapMarker", "ReadWindow", "TopicLog"]
@@ -442,6 +443,31 @@ class TopicLog:
                     return seg.base_seq + j
         return self.head + 1
 
+    def frame_seq_by_ts(self, ts_ms: int) -> tuple[int | None, int | None]:
+        """``(last, first)``: the seqs of the last held frame with ``$ts < ts_ms`` and of
+        the first with ``$ts >= ts_ms`` (None when there is none), dead frames included.
+
+        A binary search over the segments, then over one segment's frames (rule 5: ``$ts``
+        never decreases along seqs); segments already dropped are unknown.
+        """
+        segs = self.segments
+        n = len(segs)
+        if n and segs[-1].count == 0:  # a fresh tail holds nothing yet (last_ts -1)
+            n -= 1
+        i = bisect.bisect_left(segs, ts_ms, 0, n, key=_last_ts)
+        if i == n:
+            last = segs[n - 1] if n else None
+            return (last.base_seq + last.count - 1 if last is not None else None), None
+        seg = segs[i]
+        idx = seg.first_ts_at_least(ts_ms)
+        first = seg.base_seq + idx
+        if idx:
+            return first - 1, first
+        if i == 0:
+            return None, first
+        prev = segs[i - 1]
+        return prev.base_seq + prev.count - 1, first
+
     def skip_to(self, head: int) -> None:
         """Advance the head past seqs that may have been handed out but were lost (a crash
         after a watermark, or appends never logged). Readers below get a tombstone: the loss
@@ -525,6 +551,7 @@ class TopicLog:
         skip_nodes: frozenset[bytes] | None,
         flags: int,
         end: int | None = None,
+        keep: Keep | None = None,
     ) -> ReadWindow:
         """Render the window starting at seq ``start`` (docs/SEMANTICS.md rules 14-15).
 
@@ -549,7 +576,7 @@ class TopicLog:
                 # -1: the whole segment; else stop after ``end`` (it may lie mid-segment).
                 stop = -1 if end is None else end - seg.base_seq + 1
                 frag, e, x, nxt = seg.render(
-                    idx, limit - examined, budget - out_bytes, skip_nodes, flags, stop
+                    idx, limit - examined, budget - out_bytes, skip_nodes, flags, stop, keep
                 )
                 if e:
                     parts.append(frag)
@@ -570,3 +597,7 @@ class TopicLog:
 
 def _gap_seq(marker: GapMarker) -> int:
     return marker.seq
+
+
+def _last_ts(seg: SegmentBuffer) -> int:
+    return int(seg.last_ts)

@@ -15,10 +15,85 @@ an eviction tombstone wins, and covers any marker below ``earliest_seq``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from . import _args
 from ._log import GapMarker, ReadWindow, TopicLog
+from ._where import Predicate, compile_where
+from .errors import InvalidRequestError
 from .types import DiffResult, Tombstone, TombstoneReason
 
-__all__ = ["gap_tombstone", "read_diff", "tombstone_for"]
+__all__ = ["ReadBounds", "gap_tombstone", "read_bounds", "read_diff", "tombstone_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBounds:
+    """Time and seq bounds and a ``where`` predicate of one read (issue 18).
+
+    Rules (docs/SEMANTICS.md rules 29-32):
+    1. ``from_ts`` resolves to the seq of the last held frame with ``$ts < from_ts`` (dead
+       frames included: a reader passes them silently), so the read starts at the first
+       record with ``$ts >= from_ts``. When no live record is older than ``from_ts`` the
+       ts of what was lost below ``earliest_seq`` is unknown, so it resolves to 0: exactly
+       a read from the start, with that read's tombstone.
+    2. The end (inclusive) is ``to_seq``, and for ``to_ts`` the seq before the first frame
+       with ``$ts > to_ts``; with no such frame yet, the head once the clock has passed
+       ``to_ts`` (a later write is stamped at least now), else not known yet.
+    3. ``where`` filters like a node filter: refused records are examined, not returned.
+    """
+
+    from_ts: int | None = None
+    to_ts: int | None = None
+    to_seq: int | None = None
+    where: Predicate | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.to_ts is not None or self.to_seq is not None
+
+    def start(self, log: TopicLog, from_seq: int) -> int:
+        """The resolved ``from_seq`` (rule 1); ``from_seq`` itself without ``from_ts``."""
+        if self.from_ts is None:
+            return from_seq
+        last, _ = log.frame_seq_by_ts(self.from_ts)
+        return 0 if last is None or last < log.earliest else last
+
+    def end(self, log: TopicLog, now_ms: int) -> int | None:
+        """The last seq the read may reach (rule 2), or None: not bounded / not known yet."""
+        end = self.to_seq
+        if self.to_ts is not None:
+            _, after = log.frame_seq_by_ts(self.to_ts + 1)
+            if after is not None:
+                by_ts: int | None = after - 1
+            else:
+                by_ts = log.head if self.to_ts < now_ms else None
+            if by_ts is not None:
+                end = by_ts if end is None else min(end, by_ts)
+        return end
+
+
+def read_bounds(
+    *,
+    from_seq: int = 0,
+    from_ts: object = None,
+    to_ts: object = None,
+    to_seq: object = None,
+    where: object = None,
+) -> ReadBounds | None:
+    """Check a read's bound arguments (nothing else is read); None when none is given."""
+    if from_ts is None and to_ts is None and to_seq is None and where is None:
+        return None
+    fts = _args.u64("from_ts", from_ts) if from_ts is not None else None
+    if fts is not None and from_seq:
+        raise InvalidRequestError.for_field(
+            "from_ts", "give from_seq or from_ts, not both (resume with the answer's cursor)"
+        )
+    return ReadBounds(
+        fts,
+        _args.u64("to_ts", to_ts) if to_ts is not None else None,
+        _args.u64("to_seq", to_seq) if to_seq is not None else None,
+        compile_where(where),
+    )
 
 
 def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
@@ -59,18 +134,32 @@ def read_diff(
     flags: int,
     budget: int,
     upto: int | None = None,
+    bounds: ReadBounds | None = None,
+    now_ms: int = 0,
 ) -> DiffResult:
     """One diff window from ``from_seq`` (exclusive).
 
     ``upto`` bounds the window to seqs ``<= upto`` as if the head were there (a strong
     watch read: the WAL has not committed past it); the window ends, ``head_seq``,
     ``caught_up`` and ``lag`` are then computed against ``upto``. None: the head.
+
+    ``bounds`` (from :func:`read_bounds`) may move the start (``from_ts``, echoed as the
+    answer's ``from_seq``), end the read (``to_ts``/``to_seq``: ``caught_up`` and
+    ``lag`` count to the end, and ``end_reached`` says the cursor is there) and filter.
     """
+    keep = None
+    user_end: int | None = None
+    if bounds is not None:
+        from_seq = bounds.start(log, from_seq)
+        user_end = bounds.end(log, now_ms)
+        keep = bounds.where
     head = log.head if upto is None or upto >= log.head else upto
     bounded = head < log.head
     tombstone = tombstone_for(log, from_seq)
     start = log.earliest if tombstone is not None else from_seq + 1
     end = head if bounded else None
+    if user_end is not None:
+        end = user_end if end is None else min(end, user_end)
     if log.gaps:
         gap = log.gap_from(start)
         # Nothing live lies between start and the marker: report it now, read on after it.
@@ -78,6 +167,7 @@ def read_diff(
             gap is not None
             and tombstone is None
             and (not bounded or gap.seq <= head)
+            and (user_end is None or gap.seq <= user_end)
             and log.next_live(start) > gap.seq
         ):
             tombstone = gap_tombstone(log, gap, start)
@@ -92,8 +182,26 @@ def read_diff(
     if end is not None and start > end:  # nothing committed past the reader yet
         window = ReadWindow(b"[]", 0, 0, start - 1)
     else:
-        window = log.read(start, limit, budget, skip, flags, end)
+        window = log.read(start, limit, budget, skip, flags, end, keep)
     nxt = window.next_from_seq
+    if bounds is not None and (bounds.from_ts is not None or bounds.bounded):
+        # Past the end counts as "at the end": a cursor the caller moved beyond it is done.
+        stop = head if user_end is None else min(head, user_end)
+        reached = user_end is not None and nxt >= user_end
+        return DiffResult(
+            topic=log.name,
+            records_json=window.records_json,
+            record_count=window.emitted,
+            next_from_seq=nxt,
+            head_seq=head,
+            earliest_seq=log.earliest,
+            caught_up=nxt >= stop,
+            tombstone=tombstone,
+            lag=max(0, stop - nxt),
+            records_scanned=window.examined,
+            from_seq=from_seq if bounds.from_ts is not None else None,
+            end_reached=reached if bounds.bounded else None,
+        )
     return DiffResult(
         topic=log.name,
         records_json=window.records_json,

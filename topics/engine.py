@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -24,6 +25,7 @@ import ujson
 
 from . import _args
 from ._clock import Clock, SystemClock
+from ._cloudevents import check_format, to_cloudevents
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
 from ._cursor_ops import CursorOps
 from ._durability import DurabilityOps, open_data_dir
@@ -31,7 +33,7 @@ from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
 from ._queue_ops import QueueOps
 from ._quotas import NamespaceQuotas
-from ._reads import read_diff
+from ._reads import read_bounds, read_diff
 from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
 from ._router_ops import RouterOps
 from ._storage.fs import Fs, RealFs
@@ -439,8 +441,20 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         max_bytes: int = DIFF_BYTE_BUDGET,
         cursor: str | None = None,
         commit: bool = False,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> DiffResult:
         """Records after ``from_seq`` (exclusive), windowed, with any tombstone (§3).
+
+        Issue 18: ``from_ts`` starts at the first record with ``$ts >= from_ts`` (instead
+        of ``from_seq``; echoed as ``result.from_seq``), ``to_ts``/``to_seq`` end the read
+        inclusively (``result.end_reached``), ``where`` filters (topics/_where.py), and
+        ``format="cloudevents"`` answers CloudEvents (``result.events``; the type from
+        meta's ``ce_type_field``, default "type"). docs/SEMANTICS.md rules 29-32.
 
         ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
         write (at most 30 s). ``cursor`` starts after a named cursor's committed seq
@@ -466,6 +480,14 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
             | (RENDER_DATA if _args.bool_arg("include_data", include_data) else 0)
         )
         budget = max(1, _args.u64("max_bytes", max_bytes))
+        bounds = read_bounds(
+            from_seq=from_seq, from_ts=from_ts, to_ts=to_ts, to_seq=to_seq, where=where
+        )
+        fmt, type_field = check_format(format, ce_type_field)
+        if fmt == "cloudevents":
+            flags |= RENDER_DATA | RENDER_META | RENDER_TAGS
+        if cursor is not None and from_ts is not None:
+            raise InvalidRequestError.for_field("from_ts", "give cursor or from_ts, not both")
         cname = self._cursor_read_args(from_seq, cursor, commit)
         if commit:
             self._check_serving()
@@ -474,16 +496,35 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         log = self._live_topic(name)
         if cname is not None:
             from_seq = self._cursor_start(log, cname)
-        result = read_diff(log, from_seq, limit, skip, flags, budget)
-        if wait_ms and result.caught_up and not result.record_count and result.tombstone is None:
+        now = self.clock.now_ms()
+        result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
+        if (
+            wait_ms
+            and result.caught_up
+            and not result.record_count
+            and result.tombstone is None
+            and not result.end_reached
+        ):
+            if bounds is not None and result.from_seq is not None:  # from where from_ts was
+                from_seq, bounds = result.from_seq, replace(bounds, from_ts=None)
             with trio.move_on_after(wait_ms / 1000):
                 await log.waiters.park()
             if self._registry.get(name) is not log:  # deleted (maybe recreated) meanwhile
                 raise TopicNotFoundError.for_topic(name)
             self._apply_retention(log)
-            result = read_diff(log, from_seq, limit, skip, flags, budget)
+            now = self.clock.now_ms()
+            echo = result.from_seq
+            result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
+            if echo is not None:
+                result = replace(result, from_seq=echo)
         else:
             await self._yield_point()
+        if fmt == "cloudevents":
+            result = replace(
+                result,
+                records_json=to_cloudevents(name, result.records_json, type_field),
+                format=fmt,
+            )
         log.last_read_ts = self.clock.now_ms()
         if commit and cname is not None:
             await self._commit_read(log, cname, result.next_from_seq)

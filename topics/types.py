@@ -140,16 +140,32 @@ class DiffResult:
     lag: int
     records_scanned: int
     _decoded: list[Record] = field(default_factory=list, repr=False, compare=False)
+    #: The resolved start when the read gave ``from_ts`` (issue 18), else None.
+    from_seq: int | None = None
+    #: With ``to_ts``/``to_seq``: whether the cursor reached the end; else None.
+    end_reached: bool | None = None
+    #: "records", or "cloudevents": ``records_json`` then holds CloudEvents (``events``).
+    format: str = "records"
 
     @property
     def records(self) -> list[Record]:
         """The records, decoded from ``records_json`` on first access."""
+        if self.format != "records":
+            raise TypeError(f"a {self.format} answer has .events, not .records")
         if self.record_count and not self._decoded:
             self._decoded.extend(Record.from_json(o) for o in ujson.loads(self.records_json))
         return self._decoded
 
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The answer's CloudEvents (``format="cloudevents"``), decoded."""
+        if self.format != "cloudevents":
+            raise TypeError("only a cloudevents answer has .events")
+        events: list[dict[str, Any]] = ujson.loads(self.records_json)
+        return events
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "topic": self.topic,
             "records": ujson.loads(self.records_json),
             "next_from_seq": self.next_from_seq,
@@ -159,6 +175,11 @@ class DiffResult:
             "tombstone": self.tombstone.to_dict() if self.tombstone else None,
             "lag": self.lag,
         }
+        if self.from_seq is not None:
+            out["from_seq"] = self.from_seq
+        if self.end_reached is not None:
+            out["end_reached"] = self.end_reached
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,17 @@ Record frame (little-endian), format version 1::
 
 import array
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 Buffer = bytes | bytearray | memoryview
+
+class _Keep(Protocol):
+    """A render filter: ``parts`` bit 1 node, 2 tag, 4 meta, 8 data (what it reads)."""
+
+    parts: int
+    def __call__(
+        self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None, /
+    ) -> bool: ...
 
 FORMAT_VERSION: Final[int]  # 1
 FRAME_HEADER_SIZE: Final[int]  # 40
@@ -207,8 +215,14 @@ class SegmentBuffer:
         skip_nodes: frozenset[bytes] | None,
         flags: int,
         stop: int = -1,
+        keep: _Keep | None = None,
     ) -> tuple[bytes, int, int, int]:
         """Render live records from index max(start, retired) as JSON objects joined by ",".
+
+        ``keep`` (a ``where`` predicate, topics/_where.py) is called with a live frame's
+        ``(node, tag, meta, data)`` bytes after the node check, each None when absent or
+        when bit 1/2/4/8 of ``keep.parts`` is clear; a frame it refuses is examined but not
+        emitted, exactly like a node-skipped one.
 
         Walks forward; a deleted frame is skipped without counting. Every live frame counts
         as examined; one whose node is in ``skip_nodes`` is examined but not emitted. Stops

@@ -22,7 +22,7 @@ import struct
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
-from typing import Final, TypeGuard
+from typing import Final, Protocol, TypeGuard
 
 try:
     import ujson
@@ -56,6 +56,16 @@ _MAX_DEPTH = 512
 _BODY = struct.Struct("<BBHHHIIQq")  # frame bytes [8:40]
 _U32S = struct.Struct("<I")
 _MISSING = object()
+
+
+class _Keep(Protocol):
+    """A render filter: ``parts`` bit 1 node, 2 tag, 4 meta, 8 data (what it reads)."""
+
+    parts: int
+
+    def __call__(
+        self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None, /
+    ) -> bool: ...
 
 
 class FrameError(ValueError):
@@ -803,6 +813,7 @@ class SegmentBuffer:
         skip_nodes: frozenset[bytes] | None,
         flags: int,
         stop: int = -1,
+        keep: _Keep | None = None,
     ) -> tuple[bytes, int, int, int]:
         parts: list[bytes] = []
         size = -1  # the first record has no separating comma
@@ -817,6 +828,10 @@ class SegmentBuffer:
             node = self.node_at(i - 1)
             if skip_nodes and node is not None and node in skip_nodes:
                 continue
+            if keep is not None:
+                _, _, _, tag, meta, data, _ = self.decode(i - 1)
+                if not keep(node, tag, meta, data):
+                    continue
             parts.append(self._render_one(i - 1, flags))
             size += len(parts[-1]) + 1
             if size >= max_bytes:

@@ -514,7 +514,7 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
     # -- render ----------------------------------------------------------------------
 
     def render(self, Py_ssize_t start, Py_ssize_t limit, Py_ssize_t max_bytes, skip_nodes, int flags,
-               Py_ssize_t stop=-1):
+               Py_ssize_t stop=-1, keep=None):
         """Render live records from index max(start, retired) as JSON objects joined by ","."""
         cdef Py_ssize_t count = self._count if stop < 0 else min(stop, self._count)
         cdef Py_ssize_t i = min(max(start, self._retired), count)
@@ -525,6 +525,8 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
         cdef unsigned char* q
         cdef _SkipList skip
         cdef bint use_in = False
+        cdef int parts = keep.parts if keep is not None else 0
+        cdef Py_ssize_t tlen, mlen
         if limit <= 0 or i >= count:
             return b"", 0, 0, i
         if skip_nodes:
@@ -549,6 +551,16 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
                 if nlen and (_in_skip_list(&skip, f + _HEADER, nlen) or use_in
                              and PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) in skip_nodes):
                     continue
+                if keep is not None:
+                    # A where predicate (topics/_where.py): only the parts it reads are copied.
+                    tlen, mlen = _ld16(f + 12), _ld32(f + 16)
+                    if not keep(
+                        PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) if parts & 1 and nlen else None,
+                        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen, tlen) if parts & 2 and tlen else None,
+                        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen + tlen, mlen) if parts & 4 and mlen else None,
+                        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen + tlen + mlen, _ld32(f + 20)) if parts & 8 else None,
+                    ):
+                        continue
                 total += _record_size(f, flags) + 1
                 picked[emitted] = self._offs[i - 1]
                 emitted += 1

@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 
 from .._args import bool_arg, node_set, u64
+from .._clock import SystemClock
 from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from .._log import TopicLog
 from .._names import check_topic_name
-from .._reads import read_diff
+from .._reads import read_bounds, read_diff
 from .._registry import TopicRegistry
 from ..errors import TopicNotFoundError
 from ..settings import Limits
@@ -95,8 +96,23 @@ class Reader:
         include_tags: bool = False,
         include_meta: bool = True,
         include_data: bool = True,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: object = None,
     ) -> DiffResult:
-        """Records after ``from_seq`` with the engine's exact diff semantics (no waiting)."""
+        """Records after ``from_seq`` with the engine's exact diff semantics (no waiting).
+
+        ``from_ts``/``to_ts``/``to_seq``/``where`` as on ``Engine.diff`` (issue 18); a
+        ``to_ts`` not yet passed by any record is judged against the wall clock.
+        """
+        bounds = read_bounds(
+            from_seq=u64("from_seq", from_seq),
+            from_ts=from_ts,
+            to_ts=to_ts,
+            to_seq=to_seq,
+            where=where,
+        )
         log = self._topic(topic)
         limit = min(u64("limit", limit) or DEFAULT_LIMIT, MAX_LIMIT)
         flags = (
@@ -105,7 +121,8 @@ class Reader:
             | (RENDER_DATA if bool_arg("include_data", include_data) else 0)
         )
         skip = node_set(node, Limits().max_node_bytes)
-        return read_diff(log, u64("from_seq", from_seq), limit, skip, flags, DIFF_BYTE_BUDGET)
+        now = SystemClock().now_ms()
+        return read_diff(log, from_seq, limit, skip, flags, DIFF_BYTE_BUDGET, None, bounds, now)
 
     def close(self) -> None:
         self._registry = TopicRegistry()

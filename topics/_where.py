@@ -1,0 +1,257 @@
+"""Server-side read predicates: the ``where`` of diff, watch and WS subscribe (issue 18).
+
+The language is the tuple form deletes and router filters already use (contract §5:
+``["tag","Eq","X"]``, ``["tag","Glob","p*"]``, a bare string for a tag ``Eq``), extended:
+
+* fields: ``tag``, ``node``, ``meta.<name>`` and ``data.<name>`` (a top-level member of
+  the record's ``meta`` / ``data`` object; a record whose ``data`` is not an object has
+  no such fields);
+* operators: ``Eq``, ``Ne``, ``Glob`` (strings, one trailing ``*``), ``In`` (a list of
+  scalars), ``Gt``/``Ge``/``Lt``/``Le`` (numbers), ``Exists`` (``[field, "Exists"]``,
+  optionally with ``true``/``false``);
+* combinators: ``["and", [e, ...]]``, ``["or", [e, ...]]``, ``["not", e]``.
+
+Rules:
+1. A missing field matches nothing but ``Exists false`` (and ``Ne``, which is ``not Eq``).
+2. Equality is JSON equality: ``true`` never equals ``1``, ``1`` equals ``1.0``; order
+   comparisons hold only between numbers (a string is never ``Gt`` anything).
+3. The expression is checked and compiled once per request (:func:`compile_where`);
+   bad input is ``invalid_request`` naming the path inside the expression.
+4. Evaluation decodes a record's ``meta``/``data`` only when a test needs them, and a
+   string ``Eq``/``In`` first looks for the operand's JSON text in the raw bytes: a
+   record whose bytes cannot contain it (no escapes anywhere) is rejected undecoded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import ujson
+
+from .errors import InvalidRequestError
+
+__all__ = ["PART_DATA", "PART_META", "PART_NODE", "PART_TAG", "Predicate", "compile_where"]
+
+#: Which raw parts of a record a predicate reads (the core passes None for the others).
+PART_NODE, PART_TAG, PART_META, PART_DATA = 1, 2, 4, 8
+
+MAX_NODES = 64  # tests in one expression
+MAX_DEPTH = 8
+MAX_IN = 256
+
+_MISSING = object()
+_Test = Callable[["_Rec"], bool]
+_SCALAR_OPS = ("Eq", "Ne", "Glob", "In", "Gt", "Ge", "Lt", "Le", "Exists")
+
+
+class _Rec:
+    """One record's raw parts, decoding ``meta``/``data`` at most once."""
+
+    __slots__ = ("_data", "_meta", "data", "meta", "node", "tag")
+
+    def __init__(
+        self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None
+    ) -> None:
+        self.node, self.tag, self.meta, self.data = node, tag, meta, data
+        self._meta: Any = _MISSING
+        self._data: Any = _MISSING
+
+    def member(self, part: int, name: str) -> Any:
+        if part == PART_DATA:
+            obj = self._data
+            if obj is _MISSING:
+                obj = self._data = ujson.loads(self.data) if self.data else None
+        else:
+            obj = self._meta
+            if obj is _MISSING:
+                obj = self._meta = ujson.loads(self.meta) if self.meta else None
+        return obj.get(name, _MISSING) if isinstance(obj, dict) else _MISSING
+
+
+class Predicate:
+    """A compiled ``where``: call it with a record's raw (node, tag, meta, data).
+
+    ``parts`` says which of them it reads; ``source`` is the normalized expression
+    (echoed back and stored in watch sessions).
+    """
+
+    __slots__ = ("_test", "parts", "source")
+
+    def __init__(self, test: _Test, parts: int, source: object) -> None:
+        self._test = test
+        self.parts = parts
+        self.source = source
+
+    def __call__(
+        self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None
+    ) -> bool:
+        return self._test(_Rec(node, tag, meta, data))
+
+
+def compile_where(value: object, field: str = "where") -> Predicate | None:
+    """Check and compile a ``where`` expression; None (no filter) for None."""
+    if value is None:
+        return None
+    c = _Compiler(field)
+    test = c.expr(value, field, 0)
+    return Predicate(test, c.parts, _normalize(value))
+
+
+def _normalize(value: object) -> object:
+    if isinstance(value, str):
+        return ["tag", "Eq", value]
+    if isinstance(value, tuple):
+        return [_normalize(v) for v in value]
+    if isinstance(value, list):
+        return [_normalize(v) if isinstance(v, list | tuple) else v for v in value]
+    return value
+
+
+class _Compiler:
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.parts = 0
+        self.nodes = 0
+
+    def bad(self, path: str, problem: str) -> InvalidRequestError:
+        return InvalidRequestError(f"{path}: {problem}", detail={"field": self.field, "path": path})
+
+    def expr(self, value: object, path: str, depth: int) -> _Test:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.bad(path, f"too many terms (at most {MAX_NODES})")
+        if depth > MAX_DEPTH:
+            raise self.bad(path, f"nested too deep (at most {MAX_DEPTH} levels)")
+        if isinstance(value, str):
+            return self.leaf(["tag", "Eq", value], path)
+        if not isinstance(value, list | tuple) or not value:
+            raise self.bad(
+                path,
+                'must be a tag string, [field, op, value], ["and", [...]], ["or", [...]] '
+                f'or ["not", expr]; got {value!r}',
+            )
+        head = value[0]
+        if head in ("and", "or"):
+            if len(value) != 2 or not isinstance(value[1], list | tuple) or not value[1]:
+                raise self.bad(path, f'["{head}", [expr, ...]] takes a non-empty list')
+            tests = [self.expr(v, f"{path}[1][{i}]", depth + 1) for i, v in enumerate(value[1])]
+            if len(tests) == 1:
+                return tests[0]
+            if head == "and":
+                return lambda r: all(t(r) for t in tests)
+            return lambda r: any(t(r) for t in tests)
+        if head == "not":
+            if len(value) != 2:
+                raise self.bad(path, '["not", expr] takes exactly one expression')
+            inner = self.expr(value[1], f"{path}[1]", depth + 1)
+            return lambda r: not inner(r)
+        return self.leaf(value, path)
+
+    def leaf(self, value: list[Any] | tuple[Any, ...], path: str) -> _Test:
+        if len(value) not in (2, 3) or not isinstance(value[0], str):
+            raise self.bad(path, f"a test is [field, op, value], got {value!r}")
+        name, op = value[0], value[1]
+        if op not in _SCALAR_OPS:
+            raise self.bad(path, f"unknown operator {op!r} (one of {', '.join(_SCALAR_OPS)})")
+        if len(value) == 2 and op != "Exists":
+            raise self.bad(path, f"{op} takes a value")
+        operand = value[2] if len(value) == 3 else True
+        get = self.getter(name, path)
+        if op == "Exists":
+            if not isinstance(operand, bool):
+                raise self.bad(path, f"Exists takes true or false, got {operand!r}")
+            return (lambda r: get(r) is not _MISSING) if operand else (lambda r: get(r) is _MISSING)
+        if op in ("Eq", "Ne"):
+            self.scalar(operand, path)
+            eq = self.equals(name, get, operand)
+            return eq if op == "Eq" else (lambda r: not eq(r))
+        if op == "In":
+            if not isinstance(operand, list | tuple) or not operand or len(operand) > MAX_IN:
+                raise self.bad(path, f"In takes a list of 1 to {MAX_IN} values")
+            for i, v in enumerate(operand):
+                self.scalar(v, f"{path}[2][{i}]")
+            tests = [self.equals(name, get, v) for v in operand]
+            return lambda r: any(t(r) for t in tests)
+        if op == "Glob":
+            if not isinstance(operand, str) or not operand.endswith("*") or "*" in operand[:-1]:
+                raise self.bad(
+                    path, f"Glob takes a literal prefix followed by one trailing *, got {operand!r}"
+                )
+            prefix = operand[:-1]
+            if name in ("tag", "node"):
+                pb = prefix.encode()
+                return lambda r: (v := get(r)) is not _MISSING and v.startswith(pb)
+            return lambda r: isinstance(v := get(r), str) and v.startswith(prefix)
+        # Gt Ge Lt Le
+        if not _is_number(operand):
+            raise self.bad(path, f"{op} takes a number, got {operand!r}")
+        if name in ("tag", "node"):
+            raise self.bad(path, f"{op} compares numbers; {name} is a string")
+        cmp = _ORDER[op]
+        x = operand
+        return lambda r: _is_number(v := get(r)) and cmp(v, x)
+
+    def scalar(self, operand: object, path: str) -> None:
+        if operand is None or isinstance(operand, str | bool):
+            return
+        if _is_number(operand):
+            return
+        raise self.bad(
+            path, f"the value must be a string, number, boolean or null, got {operand!r}"
+        )
+
+    def getter(self, name: str, path: str) -> Callable[[_Rec], Any]:
+        if name == "tag":
+            self.parts |= PART_TAG
+            return lambda r: _MISSING if r.tag is None else r.tag
+        if name == "node":
+            self.parts |= PART_NODE
+            return lambda r: _MISSING if r.node is None else r.node
+        part_name, _, member = name.partition(".")
+        if part_name in ("data", "meta") and member:
+            part = PART_DATA if part_name == "data" else PART_META
+            self.parts |= part
+            return lambda r: r.member(part, member)
+        raise self.bad(
+            path, f'the field must be "tag", "node", "data.<name>" or "meta.<name>", got {name!r}'
+        )
+
+    def equals(self, name: str, get: Callable[[_Rec], Any], operand: object) -> _Test:
+        if name in ("tag", "node"):
+            if not isinstance(operand, str):
+                return lambda r: False  # tags and nodes are strings
+            ob = operand.encode()
+            return lambda r: get(r) == ob
+        if isinstance(operand, str):
+            # Rule 4: the operand's JSON text must occur in the raw bytes unless they
+            # hold an escape (which could spell the same string differently).
+            needle = ujson.dumps(operand, ensure_ascii=False, escape_forward_slashes=False).encode()
+            raw_attr = "data" if name.startswith("data.") else "meta"
+
+            def test(r: _Rec) -> bool:
+                raw = getattr(r, raw_attr)
+                if raw is None or (needle not in raw and b"\\" not in raw):
+                    return False
+                v = get(r)
+                return isinstance(v, str) and v == operand
+
+            return test
+        if isinstance(operand, bool) or operand is None:
+            return lambda r: (v := get(r)) is operand
+        return lambda r: _is_number(v := get(r)) and v == operand
+
+
+def _is_number(v: object) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and math.isfinite(v)
+    )
+
+
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "Gt": lambda a, b: a > b,
+    "Ge": lambda a, b: a >= b,
+    "Lt": lambda a, b: a < b,
+    "Le": lambda a, b: a <= b,
+}
