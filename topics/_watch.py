@@ -230,6 +230,7 @@ class FeedTopic:
     """One topic of a feed: its read cursor and delivery state (rule 4)."""
 
     __slots__ = (
+        "commit_to",
         "cursor",
         "degraded",
         "feed",
@@ -255,6 +256,8 @@ class FeedTopic:
         self.degraded = False
         self.removed = False
         self.tw: _TopicWatch | None = None
+        #: The named cursor this topic's deliveries commit to (``commit: true``), or None.
+        self.commit_to: str | None = None
 
     @property
     def lossy(self) -> bool:
@@ -418,13 +421,15 @@ class WatchFeed:
 class SessionTopic:
     """A session's state for one topic: the cursor its streams have sent (rule 6)."""
 
-    __slots__ = ("cursor", "done", "log", "name")
+    __slots__ = ("commit_to", "cursor", "done", "log", "name")
 
     def __init__(self, name: str, log: TopicLog | None, cursor: int) -> None:
         self.name = name
         self.log = log
         self.cursor = cursor
         self.done = False
+        #: The named cursor its streams' sent frames commit to (``commit: true``), or None.
+        self.commit_to: str | None = None
 
 
 class WatchSession:
@@ -528,6 +533,8 @@ class WatchStream:
                 ring = self.session.ring = deque(maxlen=CHECKPOINT_RING)
             ring.append((frame_no, topic, st.cursor, st.done))
         st.cursor = cursor
+        if st.commit_to is not None and st.log is not None and self._hub.on_delivered:
+            self._hub.on_delivered(st.log, st.commit_to, cursor)
         if deleted:
             st.done = True
 
@@ -628,6 +635,8 @@ class WatchHub:
         self._retained: TopicLog | None = None  # retention applied during this ``_wake``
         self._publishing = False  # a synchronous fan-out is running (``_publish``)
         self.reads = 0  # reads that missed the cache (tests, bench)
+        #: Commits a named cursor after a delivery (the engine's; set by ``WatchOps``).
+        self.on_delivered: Callable[[TopicLog, str, int], None] | None = None
 
     # -- sessions ---------------------------------------------------------------------
 
