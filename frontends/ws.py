@@ -181,9 +181,12 @@ class WsConnection:
         if isinstance(op, wire.Subscribe):
             return self._subscribe(op)
         if isinstance(op, wire.Unsubscribe):
-            for name in op.topics:
+            names = op.topics
+            if op.topic_prefix:
+                names = tuple(self.engine.watch_unsubscribe_prefix(self.feed, op.topic_prefix))
+            for name in names:
                 self.feed.remove(name)
-            return wire.unsubscribed_frame(op.request_id, op.topics)
+            return wire.unsubscribed_frame(op.request_id, names)
         if isinstance(op, wire.Publish):
             return await self._publish(op, t0)
         return wire.pong_frame(op.request_id)
@@ -213,9 +216,16 @@ class WsConnection:
             include_tags=op.include_tags,  # type: ignore[arg-type]
             include_data=op.include_data,  # type: ignore[arg-type]
             consistency=op.consistency,  # type: ignore[arg-type]
+            topic_prefix=op.topic_prefix,  # type: ignore[arg-type]
+            max_backlog=op.max_backlog,  # type: ignore[arg-type]
+            on_backlog=op.on_backlog,  # type: ignore[arg-type]
+            principal=self.principal,
         )
+        prefixes = None
+        if op.topic_prefix is not None:
+            prefixes = self.engine.watch_prefixes(self.feed)
         return wire.subscribed_frame(
-            op.request_id, {name: w.to_dict() for name, w in marks.items()}
+            op.request_id, {name: w.to_dict() for name, w in marks.items()}, prefixes
         )
 
     async def _publish(self, op: wire.Publish, t0: float) -> str:

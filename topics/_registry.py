@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+from collections.abc import Callable
 
 import ujson
 
@@ -26,6 +27,9 @@ class TopicRegistry:
         self.topics: dict[str, TopicLog] = {}
         self.names: list[str] = []
         self.next_id = 1
+        #: Called with every topic added while the engine serves (prefix watches join it:
+        #: ``topics._watch_prefix``); None until a prefix watch exists.
+        self.on_add: Callable[[TopicLog], None] | None = None
 
     def __len__(self) -> int:
         return len(self.topics)
@@ -42,6 +46,8 @@ class TopicRegistry:
         self.topics[log.name] = log
         bisect.insort(self.names, log.name)
         self.next_id = max(self.next_id, log.topic_id + 1)
+        if self.on_add is not None:
+            self.on_add(log)
 
     def create(self, name: str, config: TopicConfig) -> TopicLog:
         log = self.prepare(name, config)

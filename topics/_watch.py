@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import trio
 
 from ._reads import read_diff
+from ._watch_guard import FirstRead, SessionGuard, feed_guard, first_read, rewind_joins
 from .errors import (
     InvalidRequestError,
     NotFoundError,
@@ -99,6 +100,7 @@ from .watch_types import (
 if TYPE_CHECKING:
     from ._log import TopicLog
     from ._storage.wal import Wal
+    from ._watch_prefix import PrefixEntry
     from .auth import Principal
 
 __all__ = [
@@ -235,6 +237,7 @@ class FeedTopic:
         "degraded",
         "feed",
         "first",
+        "guard",
         "live",
         "log",
         "name",
@@ -258,6 +261,9 @@ class FeedTopic:
         self.tw: _TopicWatch | None = None
         #: The named cursor this topic's deliveries commit to (``commit: true``), or None.
         self.commit_to: str | None = None
+        #: What its first read must do before reading (_watch_guard): a ``topic-added``
+        #: frame, the ``max_backlog`` check. None (the common case) costs nothing later.
+        self.guard: FirstRead | None = None
 
     @property
     def lossy(self) -> bool:
@@ -291,10 +297,18 @@ class WatchFeed:
         #: pass may then hand it a batch read once for every such watcher (rule 8).
         self.sink: GroupSink | None = None
 
-    def add(self, name: str, log: TopicLog, cursor: int, opts: FeedOptions) -> FeedTopic:
+    def add(
+        self,
+        name: str,
+        log: TopicLog,
+        cursor: int,
+        opts: FeedOptions,
+        guard: FirstRead | None = None,
+    ) -> FeedTopic:
         """Start delivering ``name`` after ``cursor`` (replaces an earlier subscription)."""
         self.remove(name)
         ft = FeedTopic(self, name, log, cursor, opts)
+        ft.guard = guard
         self.topics[name] = ft
         self._hub._listen(ft)  # rule 1: registered before the first read
         self._mark(ft)
@@ -312,6 +326,7 @@ class WatchFeed:
             self._drop(ft)
         self.topics.clear()
         self.closed = True
+        self._hub.joiners.pop(self, None)  # no more prefix joins (_watch_prefix)
 
     @property
     def has_dirty(self) -> bool:
@@ -394,8 +409,12 @@ class WatchFeed:
                 )
                 ft.cursor = upto
                 out.append(TombstoneEvent(ft.name, lost, upto))
+        first = ft.first
+        if first:
+            ft.first = False
+            if ft.guard is not None:
+                first_read(ft, upto, out)  # topic-added, the backlog guard
         outcome = hub._read(ft, upto)
-        first, ft.first = ft.first, False
         tomb = outcome.tombstone
         if tomb is not None:
             if first and tomb.reason in _LOSS:
@@ -421,13 +440,15 @@ class WatchFeed:
 class SessionTopic:
     """A session's state for one topic: the cursor its streams have sent (rule 6)."""
 
-    __slots__ = ("commit_to", "cursor", "done", "log", "name")
+    __slots__ = ("commit_to", "cursor", "done", "guard", "log", "name")
 
     def __init__(self, name: str, log: TopicLog | None, cursor: int) -> None:
         self.name = name
         self.log = log
         self.cursor = cursor
         self.done = False
+        #: ``max_backlog`` and the prefix join of this topic (_watch_guard), or None.
+        self.guard: SessionGuard | None = None
         #: The named cursor its streams' sent frames commit to (``commit: true``), or None.
         self.commit_to: str | None = None
 
@@ -441,6 +462,7 @@ class WatchSession:
         "last_access_ms",
         "opts",
         "owner",
+        "prefixes",
         "ring",
         "stream",
         "topics",
@@ -468,6 +490,8 @@ class WatchSession:
         # created by the first one (a deque allocates ~600 B at once, and only sessions
         # of more than 64 topics use checkpoints).
         self.ring: deque[tuple[int, str, int, bool]] | None = None
+        #: The ``topic_prefix`` entries it covers (_watch_prefix), None for none.
+        self.prefixes: tuple[PrefixEntry, ...] | None = None
 
     def cursors(self) -> dict[str, int]:
         return {st.name: st.cursor for st in self.topics.values()}
@@ -489,6 +513,8 @@ class WatchSession:
             st = self.topics.get(name)
             if st is not None and seq < st.cursor:
                 st.cursor = seq
+        if self.prefixes is not None:
+            rewind_joins(self.topics.values(), target)
 
 
 class WatchStream:
@@ -635,6 +661,8 @@ class WatchHub:
         self._retained: TopicLog | None = None  # retention applied during this ``_wake``
         self._publishing = False  # a synchronous fan-out is running (``_publish``)
         self.reads = 0  # reads that missed the cache (tests, bench)
+        #: Feeds with ``topic_prefix`` entries -> their join (``_watch_prefix``).
+        self.joiners: dict[WatchFeed, Callable[[TopicLog], None]] = {}
         #: Commits a named cursor after a delivery (the engine's; set by ``WatchOps``).
         self.on_delivered: Callable[[TopicLog, str, int], None] | None = None
 
@@ -706,7 +734,8 @@ class WatchHub:
         stream = WatchStream(self, session, slot)
         for st in session.topics.values():
             if not st.done and st.log is not None:
-                stream.feed.add(st.name, st.log, st.cursor, session.opts)
+                guard = None if st.guard is None else feed_guard(st.guard, st.cursor)
+                stream.feed.add(st.name, st.log, st.cursor, session.opts, guard)
         session.stream = stream
         self._idle.pop(wid, None)
         return stream

@@ -29,6 +29,8 @@ from . import _args
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._names import check_topic_name
 from ._watch import FeedOptions, StreamSlot, WatchFeed, WatchHub, WatchStream
+from ._watch_options import WatchGuardArgs as _WatchGuard
+from ._watch_prefix import FeedJoiner, join_existing
 from .errors import InvalidRequestError, TopicNotFoundError
 from .watch_types import TopicWatermarks, WatchCreated, WatchStatistics
 
@@ -110,6 +112,9 @@ class WatchOps:
         consistency: str = "eventual",
         lenient: bool = False,
         owner: Principal | None = None,
+        topic_prefix: Mapping[str, Any] | list[str] | None = None,
+        max_backlog: int = 0,
+        on_backlog: str = "jump",
     ) -> WatchCreated:
         """Create a watch session (POST /v0/watch, §7.1).
 
@@ -118,9 +123,15 @@ class WatchOps:
             lenient: drop unknown topics instead of failing (at least one must exist).
             owner: the key that creates it; only the same key opens its stream (None:
                 auth disabled, the wid alone opens it).
+            topic_prefix: prefix -> ``{"tail", "max_backlog"}``: every topic under it,
+                now and created later (``topics`` may then be empty; _watch_prefix).
+            max_backlog: the default per-topic backlog limit (0: none; _watch_guard).
+            on_backlog: ``"jump"`` (a ``backlog-exceeded`` frame) or ``"error"`` (409 here).
 
         Raises: invalid_request (malformed, no topics, over TOPICS_MAX_WATCH_TOPICS),
-        topic_not_found, throttled (TOPICS_MAX_WATCH_SESSIONS).
+        forbidden (a prefix outside the owner's allowlist), topic_not_found,
+        backlog_exceeded (409, with ``on_backlog: "error"``), throttled
+        (TOPICS_MAX_WATCH_SESSIONS).
 
         Example::
 
@@ -134,17 +145,21 @@ class WatchOps:
         hb = min(max(hb, HEARTBEAT_MS_RANGE[0]), HEARTBEAT_MS_RANGE[1])
         lenient = _args.bool_arg("lenient", lenient)
         topics, named = self._named_starts(topics)
-        starts = self._watch_starts(topics, self.limits.max_watch_topics)
+        guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, owner)
+        starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
         self._check_ready()
-        resolved = self._resolve_starts(starts, lenient)
+        resolved = self._resolve_starts(starts, lenient) if starts else {}
         self._start_at_cursors(resolved, named)
-        session = self.watch_hub.create_session(
+        hub = self.watch_hub
+        resolved = guard.resolve(self, resolved, {}, self.limits.max_watch_topics)
+        session = hub.create_session(
             {name: (log, cursor) for name, (log, cursor, _) in resolved.items()}, opts, hb, owner
         )
+        guard.arm_session(self, session)
         for name, st in session.topics.items():
             st.commit_to = self._commit_to(named, name)
         marks = {name: w for name, (_, _, w) in resolved.items()}
-        return WatchCreated(session.wid, self.watch_hub.settings.session_ttl_ms, marks)
+        return WatchCreated(session.wid, hub.settings.session_ttl_ms, marks, guard.prefixes_dict())
 
     def open_watch(
         self,
@@ -162,7 +177,10 @@ class WatchOps:
         Raises: invalid_request (malformed wid), not_found, unauthorized, throttled.
         """
         self._check_ready()
-        return self.watch_hub.open_stream(wid, owner, rewind)
+        stream = self.watch_hub.open_stream(wid, owner, rewind)
+        if stream.session.prefixes is not None:
+            join_existing(stream, self._registry)  # what was created meanwhile
+        return stream
 
     def close_watch(self, wid: str) -> bool:
         """Remove session ``wid`` now; an open stream ends with ``error`` 410."""
@@ -184,17 +202,24 @@ class WatchOps:
         include_tags: bool = False,
         include_data: bool = True,
         consistency: str = "eventual",
+        topic_prefix: Mapping[str, Any] | list[str] | None = None,
+        max_backlog: int = 0,
+        on_backlog: str = "jump",
+        principal: Principal | None = None,
     ) -> dict[str, TopicWatermarks]:
         """Add (or restart) topics on ``feed`` (a WebSocket ``subscribe``, §7.x).
 
         All or nothing: every topic is checked before any is added. Returns each topic's
-        start and watermarks. Raises: invalid_request, topic_not_found.
+        start and watermarks. ``topic_prefix``, ``max_backlog`` and ``on_backlog`` as for
+        :meth:`create_watch`; ``principal`` narrows the prefixes to its allowlist.
+        Raises: invalid_request, forbidden, topic_not_found, backlog_exceeded.
         """
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
         topics, named = self._named_starts(topics)
-        starts = self._watch_starts(topics, self.limits.max_watch_topics)
+        guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, principal)
+        starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
         new = [name for name in starts if name not in feed.topics]
         if len(feed.topics) + len(new) > self.limits.max_watch_topics:
             raise InvalidRequestError.for_field(
@@ -202,12 +227,29 @@ class WatchOps:
                 f"a connection may subscribe to at most {self.limits.max_watch_topics} topics",
             )
         self._check_ready()
-        resolved = self._resolve_starts(starts, lenient=False)
+        resolved = self._resolve_starts(starts, lenient=False) if starts else {}
         self._start_at_cursors(resolved, named)
+        resolved = guard.resolve(self, resolved, feed.topics, self.limits.max_watch_topics)
         for name, (log, cursor, _) in resolved.items():
-            ft = feed.add(name, log, cursor, opts)
+            ft = feed.add(name, log, cursor, opts, guard.first_read(name))
             ft.commit_to = self._commit_to(named, name)
+        guard.arm_feed(self, feed, opts)
         return {name: w for name, (_, _, w) in resolved.items()}
+
+    def watch_prefixes(self, feed: WatchFeed) -> dict[str, Any]:
+        """The ``topic_prefix`` entries ``feed`` joins new topics under (what each covers)."""
+        joiner = self.watch_hub.joiners.get(feed)
+        if not isinstance(joiner, FeedJoiner):
+            return {}
+        return {e.prefix: e.to_dict() for e, _ in joiner.entries}
+
+    def watch_unsubscribe_prefix(self, feed: WatchFeed, prefixes: tuple[str, ...]) -> list[str]:
+        """Stop joining under ``prefixes`` on ``feed``; returns the topics they cover there
+        (the caller removes them: a WebSocket ``unsubscribe`` of ``topic_prefix``)."""
+        joiner = self.watch_hub.joiners.get(feed)
+        if not isinstance(joiner, FeedJoiner):
+            return []
+        return joiner.remove(prefixes)
 
     def acquire_stream_slot(self, key_index: int) -> StreamSlot:
         """Count one long-lived connection (SSE or WebSocket) against the §11 caps.

@@ -151,6 +151,8 @@ NAME_FREE_FIELDS: frozenset[str] = frozenset(
         # routers (the filter matches tags), watch, WebSocket framing
         "preserve_node", "preserve_tag", "create_dest", "filter", "allow_cycle", "guarantee",
         "heartbeat_ms", "consistency", "op", "request_id",
+        # watch prefixes are narrowed to the allowlist by the engine (topics._watch_prefix)
+        "topic_prefix", "max_backlog", "on_backlog",
     }
 )  # fmt: skip
 

@@ -17,11 +17,14 @@ from .errors import TopicsError
 from .types import Tombstone
 
 __all__ = [
+    "BacklogExceededError",
+    "BacklogExceededEvent",
     "CaughtUpEvent",
     "RecordBatch",
     "SessionGoneError",
     "SlowConsumerError",
     "TombstoneEvent",
+    "TopicAddedEvent",
     "TopicDeletedEvent",
     "TopicWatermarks",
     "WatchCreated",
@@ -48,6 +51,16 @@ class SlowConsumerError(TopicsError):
 
     code = "slow_consumer"
     status = 408
+
+
+class BacklogExceededError(TopicsError):
+    """A watched topic's backlog (seqs between the start and the head) is larger than its
+    ``max_backlog`` and the watch asked ``on_backlog: "error"`` (409 at creation or on a
+    WebSocket subscribe). ``detail``: ``topic``, ``from_seq``, ``head_seq``, ``backlog``,
+    ``max_backlog``. Re-snapshot, then watch from the head (``tail``)."""
+
+    code = "backlog_exceeded"
+    status = 409
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +108,18 @@ class WatchCreated:
     wid: str
     session_ttl_ms: int
     topics: dict[str, TopicWatermarks]
+    #: ``topic_prefix`` entries as narrowed to the key's allowlist (None: no prefixes).
+    prefixes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "wid": self.wid,
             "session_ttl_ms": self.session_ttl_ms,
             "topics": {name: w.to_dict() for name, w in self.topics.items()},
         }
+        if self.prefixes is not None:
+            out["topic_prefix"] = self.prefixes
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,4 +185,36 @@ class TopicDeletedEvent:
     cursor: int
 
 
-WatchEvent = RecordBatch | TombstoneEvent | CaughtUpEvent | TopicDeletedEvent
+@dataclass(frozen=True, slots=True)
+class TopicAddedEvent:
+    """A topic created under a watched ``topic_prefix`` joined the watch after ``cursor``
+    (its starting cursor: 0, so its first records are delivered too)."""
+
+    topic: str
+    prefix: str
+    head_seq: int
+    cursor: int
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogExceededEvent:
+    """The topic was more than ``max_backlog`` seqs behind when the subscription (re)started:
+    the records ``(from_seq, head_seq]`` are not replayed and ``cursor`` is ``head_seq``
+    (re-snapshot, then take the live records that follow)."""
+
+    topic: str
+    from_seq: int
+    head_seq: int
+    backlog: int
+    max_backlog: int
+    cursor: int
+
+
+WatchEvent = (
+    RecordBatch
+    | TombstoneEvent
+    | CaughtUpEvent
+    | TopicDeletedEvent
+    | TopicAddedEvent
+    | BacklogExceededEvent
+)

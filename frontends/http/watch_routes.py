@@ -109,6 +109,9 @@ WATCH_FIELDS = frozenset(
         "include_tags",
         "include_data",
         "consistency",
+        "topic_prefix",
+        "max_backlog",
+        "on_backlog",
     }
 )
 #: Longest pause between paced reads under CPU pressure.
@@ -137,6 +140,8 @@ async def create_watch(ctx: RequestContext) -> Reply:
         "session_ttl_ms": body["session_ttl_ms"],
         "topics": body["topics"],
     }
+    if "topic_prefix" in body:
+        payload["topic_prefix"] = body["topic_prefix"]
     return ctx.json(payload)
 
 
@@ -287,7 +292,8 @@ class _SseConnection:
             self.raw = RawSocket.find(send)
         ids = stream.session.cursors()
         self.checkpoints = len(ids) > cursor.MAX_INLINE_TOPICS
-        self.solo = len(ids) == 1
+        # A prefix watch may be joined by more topics: its ids always name them all.
+        self.solo = len(ids) == 1 and stream.session.prefixes is None
         # A one-topic stream's id is {topic: cursor} of the event itself: nothing to keep.
         self.ids = None if self.solo else ids
 

@@ -35,9 +35,11 @@ from typing import Any
 from topics.errors import TopicsError
 from topics.types import Tombstone
 from topics.watch_types import (
+    BacklogExceededEvent,
     CaughtUpEvent,
     RecordBatch,
     TombstoneEvent,
+    TopicAddedEvent,
     TopicDeletedEvent,
     WatchEvent,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "Event",
     "Retry",
     "SSEDecoder",
+    "backlog_exceeded_frame",
     "caught_up_frame",
     "connection_closing_frame",
     "connection_established_frame",
@@ -62,6 +65,7 @@ __all__ = [
     "frame_for_event",
     "record_frame",
     "tombstone_frame",
+    "topic_added_frame",
     "topic_deleted_frame",
     "with_id",
 ]
@@ -179,6 +183,10 @@ def frame_for_event(cursor_id: str, event: WatchEvent) -> bytes:
         return tombstone_frame(cursor_id, event.topic, event.tombstone)
     if isinstance(event, TopicDeletedEvent):
         return topic_deleted_frame(cursor_id, event.topic, event.head_seq)
+    if isinstance(event, TopicAddedEvent):
+        return topic_added_frame(cursor_id, event.topic, event.prefix, event.cursor, event.head_seq)
+    if isinstance(event, BacklogExceededEvent):
+        return backlog_exceeded_frame(cursor_id, event)
     raise TypeError(f"not a watch event: {event!r}")
 
 
@@ -197,6 +205,28 @@ def topic_deleted_frame(cursor_id: str, topic: str, head_seq: int) -> bytes:
     """``event: topic-deleted``: terminal for that topic only."""
     payload = {"topic": topic, "head_seq": head_seq, "reason": "deleted"}
     return encode_event(cursor_id, "topic-deleted", json_bytes(payload))
+
+
+def topic_added_frame(
+    cursor_id: str, topic: str, prefix: str, from_seq: int, head_seq: int
+) -> bytes:
+    """``event: topic-added``: a topic created under a watched prefix joined the stream;
+    its records follow from ``from_seq`` (0: all of them)."""
+    payload = {"topic": topic, "prefix": prefix, "from_seq": from_seq, "head_seq": head_seq}
+    return encode_event(cursor_id, "topic-added", json_bytes(payload))
+
+
+def backlog_exceeded_frame(cursor_id: str, event: BacklogExceededEvent) -> bytes:
+    """``event: backlog-exceeded``: ``(from_seq, head_seq]`` is not replayed (more than
+    ``max_backlog``); ``cursor_id`` already points at the head. Re-snapshot."""
+    payload = {
+        "topic": event.topic,
+        "from_seq": event.from_seq,
+        "head_seq": event.head_seq,
+        "backlog": event.backlog,
+        "max_backlog": event.max_backlog,
+    }
+    return encode_event(cursor_id, "backlog-exceeded", json_bytes(payload))
 
 
 def error_frame(

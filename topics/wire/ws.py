@@ -29,9 +29,11 @@ from topics._core.scan import BodyError, split_write_body
 from topics.errors import InvalidRequestError, TopicsError
 from topics.types import Tombstone
 from topics.watch_types import (
+    BacklogExceededEvent,
     CaughtUpEvent,
     RecordBatch,
     TombstoneEvent,
+    TopicAddedEvent,
     TopicDeletedEvent,
     WatchEvent,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "TopicStart",
     "Unsubscribe",
     "ack_frame",
+    "backlog_exceeded_frame",
     "caught_up_frame",
     "decode_op",
     "error_frame",
@@ -55,6 +58,7 @@ __all__ = [
     "record_frame",
     "subscribed_frame",
     "tombstone_frame",
+    "topic_added_frame",
     "topic_deleted_frame",
     "unsubscribed_frame",
 ]
@@ -74,10 +78,13 @@ _SUBSCRIBE = _COMMON | {
     "include_tags",
     "include_meta",
     "consistency",
+    "topic_prefix",
+    "max_backlog",
+    "on_backlog",
     "cursor",
     "commit",
 }
-_UNSUBSCRIBE = _COMMON | {"topic", "topics"}
+_UNSUBSCRIBE = _COMMON | {"topic", "topics", "topic_prefix"}
 _PUBLISH = _COMMON | {
     "topic",
     "records",
@@ -88,7 +95,7 @@ _PUBLISH = _COMMON | {
     "disable_backpressure",
     "return_seqs",
 }
-_START_FIELDS = frozenset({"from_seq", "tail", "cursor", "commit"})
+_START_FIELDS = frozenset({"from_seq", "tail", "max_backlog", "cursor", "commit"})
 
 
 class OpError(InvalidRequestError):
@@ -103,13 +110,15 @@ class OpError(InvalidRequestError):
 
 @dataclass(frozen=True, slots=True)
 class TopicStart:
-    """Where a subscription starts: after ``from_seq``, or at the head with ``tail``."""
+    """Where a subscription starts: after ``from_seq``, or at the head with ``tail``;
+    ``max_backlog`` when the topic sets its own (None: the subscribe's)."""
 
     from_seq: object = 0
     tail: object = False
     #: Start after this named cursor's committed seq; ``commit``: deliveries commit to it.
     cursor: object = None
     commit: object = False
+    max_backlog: object = None
 
     def to_dict(self) -> dict[str, object]:
         out = {"from_seq": self.from_seq, "tail": self.tail}
@@ -120,6 +129,8 @@ class TopicStart:
         return out
 
 
+        if self.max_backlog is not None:
+            out["max_backlog"] = self.max_backlog
 @dataclass(frozen=True, slots=True)
 class Subscribe:
     """``subscribe``: one topic (``topic`` + top-level start) or a ``topics`` map."""
@@ -136,6 +147,9 @@ class Subscribe:
     op: Literal["subscribe"] = "subscribe"
 
 
+    topic_prefix: object = None
+    max_backlog: object = 0
+    on_backlog: object = "jump"
 @dataclass(frozen=True, slots=True)
 class Unsubscribe:
     request_id: str | None
@@ -143,6 +157,7 @@ class Unsubscribe:
     op: Literal["unsubscribe"] = "unsubscribe"
 
 
+    topic_prefix: tuple[str, ...] = ()
 @dataclass(frozen=True, slots=True)
 class Publish:
     """``publish``: the fields of an HTTP write; ``records`` keep ``data``/``meta`` raw."""
@@ -238,8 +253,8 @@ def _subscribe(reader: _Reader) -> Subscribe:
     f = reader.fields
     topic, topics = f.get("topic"), f.get("topics")
     starts: dict[str, TopicStart] = {}
-    if (topic is None) == (topics is None):
-        raise reader.fail("topic", "give exactly one of topic and topics")
+    if (topic is None) == (topics is None) and (topic is not None or "topic_prefix" not in f):
+        raise reader.fail("topic", "give exactly one of topic and topics (or topic_prefix)")
     if topic is not None:
         name = reader.topic_name("topic", topic)
         starts[name] = TopicStart(
@@ -254,6 +269,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
         for key in ("cursor", "commit"):
             if key in f:
                 raise reader.fail(key, f"with topics, give {key} per topic")
+    elif topics is None:
+        if "from_seq" in f or "tail" in f:
+            raise reader.fail("from_seq", "with topic_prefix, give tail per prefix")
         if not isinstance(topics, dict) or not topics:
             raise reader.fail("topics", "must be a non-empty object of topic -> options")
         for name, opts in topics.items():
@@ -267,8 +285,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
             starts[name] = TopicStart(
                 opts.get("from_seq", 0),
                 opts.get("tail", False),
-                cursor=opts.get("cursor"),
-                commit=opts.get("commit", False),
+                opts.get("max_backlog"),
+                opts.get("cursor"),
+                opts.get("commit", False),
             )
     return Subscribe(
         reader.request_id,
@@ -286,6 +305,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
 def _unsubscribe(reader: _Reader) -> Unsubscribe:
     reader.allowed = _UNSUBSCRIBE
     reader.check_members("unsubscribe")
+        topic_prefix=f.get("topic_prefix"),
+        max_backlog=f.get("max_backlog", 0),
+        on_backlog=f.get("on_backlog", "jump"),
     topic, topics = reader.fields.get("topic"), reader.fields.get("topics")
     if (topic is None) == (topics is None):
         raise reader.fail("topic", "give exactly one of topic and topics")
@@ -293,6 +315,16 @@ def _unsubscribe(reader: _Reader) -> Unsubscribe:
         return Unsubscribe(reader.request_id, (reader.topic_name("topic", topic),))
     if isinstance(topics, dict):
         topics = list(topics)
+    prefixes = reader.fields.get("topic_prefix")
+    if prefixes is not None:
+        if topic is not None or topics is not None:
+            raise reader.fail("topic_prefix", "give topic_prefix alone")
+        if isinstance(prefixes, str):
+            prefixes = [prefixes]
+        if not isinstance(prefixes, list) or not prefixes:
+            raise reader.fail("topic_prefix", "must be a prefix or a non-empty array of them")
+        names = tuple(reader.topic_name(f"topic_prefix[{i}]", p) for i, p in enumerate(prefixes))
+        return Unsubscribe(reader.request_id, (), names)
     if not isinstance(topics, list) or not topics:
         raise reader.fail("topics", "must be a non-empty array of topic names")
     names = tuple(reader.topic_name(f"topics[{i}]", t) for i, t in enumerate(topics))
@@ -330,9 +362,17 @@ def _frame(op: str, request_id: str | None, body: Mapping[str, Any]) -> str:
     return json_bytes(out).decode()
 
 
-def subscribed_frame(request_id: str | None, topics: Mapping[str, Mapping[str, int]]) -> str:
-    """``subscribed``: each topic's resolved start and watermarks."""
-    return _frame("subscribed", request_id, {"topics": topics})
+def subscribed_frame(
+    request_id: str | None,
+    topics: Mapping[str, Mapping[str, int]],
+    prefixes: Mapping[str, Any] | None = None,
+) -> str:
+    """``subscribed``: each topic's resolved start and watermarks, and the connection's
+    ``topic_prefix`` entries (what each covers) when the subscribe named any."""
+    body: dict[str, Any] = {"topics": topics}
+    if prefixes is not None:
+        body["topic_prefix"] = prefixes
+    return _frame("subscribed", request_id, body)
 
 
 def unsubscribed_frame(request_id: str | None, topics: Sequence[str]) -> str:
@@ -381,6 +421,10 @@ def caught_up_frame(topic: str, head_seq: int) -> str:
 
 def tombstone_frame(topic: str, tombstone: Tombstone) -> str:
     return _frame("tombstone", None, {"topic": topic, **tombstone.to_dict()})
+    if isinstance(event, TopicAddedEvent):
+        return topic_added_frame(event.topic, event.prefix, event.cursor, event.head_seq)
+    if isinstance(event, BacklogExceededEvent):
+        return backlog_exceeded_frame(event)
 
 
 def topic_deleted_frame(topic: str, head_seq: int) -> str:
@@ -398,6 +442,28 @@ def ack_frame(
 
 def error_frame(request_id: str | None, exc: TopicsError) -> str:
     """``error``: the wire code, message and detail of ``exc`` (the §0.5 fields)."""
+def topic_added_frame(topic: str, prefix: str, from_seq: int, head_seq: int) -> str:
+    """``topic_added``: a topic created under a subscribed prefix; records follow from
+    ``from_seq``."""
+    return _frame(
+        "topic_added",
+        None,
+        {"topic": topic, "prefix": prefix, "from_seq": from_seq, "head_seq": head_seq},
+    )
+
+
+def backlog_exceeded_frame(event: BacklogExceededEvent) -> str:
+    """``backlog_exceeded``: ``(from_seq, head_seq]`` is not replayed; live from the head."""
+    body = {
+        "topic": event.topic,
+        "from_seq": event.from_seq,
+        "head_seq": event.head_seq,
+        "backlog": event.backlog,
+        "max_backlog": event.max_backlog,
+    }
+    return _frame("backlog_exceeded", None, body)
+
+
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if exc.detail is not None:
         body["detail"] = exc.detail
