@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._storage.fs import DirLock, Fs
+from ._storage.fs import DirLock, Fs, RealFs
+from ._storage.heads import HeadTable, read_heads
 from ._storage.recovery import recover
 from ._storage.space import DiskSpace
 from ._storage.store import Store, StoreExtension, StorePaths
@@ -280,6 +281,11 @@ class DurabilityOps:
         if store is None or store.wal.read_only or store.wal.full:
             return
         for log, seen in list(self._unreleased.items()):
+            pending = log.reservation
+            if pending is not None and pending[1].done and not pending[1].failed:
+                # The reservation a write started when half of the last one was used, and
+                # no write came to settle it: settled here, or the topic never releases.
+                self._settle(log, pending)
             if log.deleted or log.watermark <= log.head:
                 del self._unreleased[log]
             elif seen != log.head or log.reservation is not None or log.reserved_to > log.watermark:
@@ -299,8 +305,11 @@ class DurabilityOps:
         def progress(value: float) -> None:
             self._recovery_progress = min(value, 0.999)
 
+        # Only a real file system has a page cache that outlives the process (heads.py).
+        real = isinstance(fs, RealFs)
+        handed_out = read_heads(paths.root) if real else None
         rec = await trio.to_thread.run_sync(
-            lambda: recover(fs, paths, repair=True, progress=progress)
+            lambda: recover(fs, paths, repair=True, progress=progress, handed_out=handed_out)
         )
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
         store = Store(fs, paths, wal, rec.generation, max_open_files=self.limits.max_open_files)
@@ -323,6 +332,8 @@ class DurabilityOps:
         await nursery.start(self._space.run)
         for ticket in tickets:
             await self._wait(ticket)
+        if real:
+            store.heads = HeadTable.create(paths.root, rec.registry.topics.values())
         await nursery.start(store.run, rec.registry)
         nursery.start_soon(self._release_quiet_topics)
         self._start_services(nursery)

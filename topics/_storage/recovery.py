@@ -23,6 +23,12 @@ Rules:
    The jump is logged (synced) before the engine serves, so a later recovery replays it at
    the same seq. It is a writer's decision (``repair=True``): a read-only Reader beside a
    live writer keeps the recovered head, since the writer still owns those seqs.
+4a. When the process died but the system did not (same boot), the heads table
+   (``heads.py``) says how far each topic really handed out seqs: the head moves only
+   there, never to the watermark, so a skip covers exactly the seqs that were handed out
+   and lost, and a topic that lost nothing keeps its head with no tombstone (a written
+   WAL entry is in the page cache, which a killed process does not take with it). A HEAD
+   entry then lowers the watermark to the new head.
 5. Running recovery twice on the same directory gives the same state.
 6. ``ephemeral`` records are never stored: a topic whose checkpoint says it held live
    records comes back empty with its eviction floor at head+1 (readers below get a
@@ -38,7 +44,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +91,13 @@ def recover(
     *,
     repair: bool,
     progress: Callable[[float], None] | None = None,
+    handed_out: Mapping[int, int] | None = None,
 ) -> Recovered:
-    """Rebuild state from ``paths.root``; ``repair`` truncates a torn WAL tail (writers only)."""
+    """Rebuild state from ``paths.root``; ``repair`` truncates a torn WAL tail (writers only).
+
+    ``handed_out``: topic id -> the head each topic had reached when the last process
+    died, when known for sure (``heads.read_heads``, rule 4a).
+    """
     report = progress or (lambda _: None)
     loaded = load_manifest(fs, paths.manifest) if fs.exists(paths.manifest) else None
     body: dict[str, Any] = {"covered_lsn": 0, "topics": []}
@@ -121,13 +132,23 @@ def recover(
     if repair:
         for log in registry.topics.values():
             if log.watermark > log.head:
-                marker = _jump(log, log.watermark)
-                if marker is not None:
-                    out.new_gaps.append((log, marker))
-                elif log.config.durability != "ephemeral":
-                    out.new_heads.append(log)
+                _repair_head(log, out, handed_out)
     report(1.0)
     return out
+
+
+def _repair_head(log: TopicLog, out: Recovered, handed_out: Mapping[int, int] | None) -> None:
+    """Rule 4 for one topic whose durable watermark is above its recovered head."""
+    known = handed_out.get(log.topic_id) if handed_out is not None else None
+    head = log.watermark if known is None else min(max(known, log.head), log.watermark)
+    marker = _jump(log, head)
+    if marker is not None:
+        out.new_gaps.append((log, marker))
+    if log.config.durability != "ephemeral" and (marker is None or head < log.watermark):
+        # A HEAD entry after the jump lowers the watermark to the new head (rule 4a), so
+        # a second crash does not jump again over seqs this one proved were never used.
+        log.watermark = log.head
+        out.new_heads.append(log)
 
 
 def _jump(log: TopicLog, head: int) -> GapMarker | None:

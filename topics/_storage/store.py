@@ -53,6 +53,7 @@ from .._registry import TopicRegistry
 from . import entries
 from .fs import Fs, is_no_space
 from .handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
+from .heads import HeadTable
 from .manifest import write_manifest
 from .segment_files import (
     SegmentWriter,
@@ -174,6 +175,9 @@ class Store:
         self.extensions: list[StoreExtension] = []
         self._prev_covered = 0
         self._prev_keep: set[tuple[int, int]] = set()
+        # Every topic's head as handed out, for a recovery on this boot (heads.py); set
+        # by the engine once recovery is done, None where the system cannot use one.
+        self.heads: HeadTable | None = None
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
         """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
@@ -191,9 +195,13 @@ class Store:
     def log_topic(self, log: TopicLog, watermark: int) -> WalTicket:
         """Topic created or reconfigured (always synced: the control plane is durable)."""
         payload = entries.encode_topic_put(log.topic_id, log.name, log.config.to_dict(), watermark)
+        if self.heads is not None:
+            self.heads.track(log)  # before its first append can be seen (heads.py rule 1)
         return self._submit(entries.TOPIC_PUT, payload, True)
 
     def log_topic_delete(self, log: TopicLog) -> WalTicket:
+        if self.heads is not None:
+            self.heads.untrack(log)
         return self._submit(entries.TOPIC_DELETE, entries.encode_u64s(log.topic_id), True)
 
     def log_watermark(self, log: TopicLog, watermark: int) -> WalTicket:
@@ -516,6 +524,8 @@ class Store:
                 await self._final_checkpoint(registry)
         finally:
             self.handles.close()
+            if self.heads is not None:
+                self.heads.close()
 
     async def _final_checkpoint(self, registry: TopicRegistry) -> None:
         try:
