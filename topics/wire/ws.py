@@ -115,10 +115,10 @@ class TopicStart:
 
     from_seq: object = 0
     tail: object = False
+    max_backlog: object = None
     #: Start after this named cursor's committed seq; ``commit``: deliveries commit to it.
     cursor: object = None
     commit: object = False
-    max_backlog: object = None
 
     def to_dict(self) -> dict[str, object]:
         out = {"from_seq": self.from_seq, "tail": self.tail}
@@ -126,11 +126,11 @@ class TopicStart:
             out = {"cursor": self.cursor, "commit": self.commit}
             if self.from_seq != 0 or self.tail is not False:  # the engine refuses both
                 out.update(from_seq=self.from_seq, tail=self.tail)
+        if self.max_backlog is not None:
+            out["max_backlog"] = self.max_backlog
         return out
 
 
-        if self.max_backlog is not None:
-            out["max_backlog"] = self.max_backlog
 @dataclass(frozen=True, slots=True)
 class Subscribe:
     """``subscribe``: one topic (``topic`` + top-level start) or a ``topics`` map."""
@@ -144,20 +144,20 @@ class Subscribe:
     include_tags: object = False
     include_meta: object = True
     consistency: object = "eventual"
-    op: Literal["subscribe"] = "subscribe"
-
-
     topic_prefix: object = None
     max_backlog: object = 0
     on_backlog: object = "jump"
+    op: Literal["subscribe"] = "subscribe"
+
+
 @dataclass(frozen=True, slots=True)
 class Unsubscribe:
     request_id: str | None
     topics: tuple[str, ...]
+    topic_prefix: tuple[str, ...] = ()
     op: Literal["unsubscribe"] = "unsubscribe"
 
 
-    topic_prefix: tuple[str, ...] = ()
 @dataclass(frozen=True, slots=True)
 class Publish:
     """``publish``: the fields of an HTTP write; ``records`` keep ``data``/``meta`` raw."""
@@ -263,15 +263,15 @@ def _subscribe(reader: _Reader) -> Subscribe:
             cursor=f.get("cursor"),
             commit=f.get("commit", False),
         )
+    elif topics is None:
+        if "from_seq" in f or "tail" in f:
+            raise reader.fail("from_seq", "with topic_prefix, give tail per prefix")
     else:
         if "from_seq" in f or "tail" in f:
             raise reader.fail("from_seq", "with topics, give from_seq/tail per topic")
         for key in ("cursor", "commit"):
             if key in f:
                 raise reader.fail(key, f"with topics, give {key} per topic")
-    elif topics is None:
-        if "from_seq" in f or "tail" in f:
-            raise reader.fail("from_seq", "with topic_prefix, give tail per prefix")
         if not isinstance(topics, dict) or not topics:
             raise reader.fail("topics", "must be a non-empty object of topic -> options")
         for name, opts in topics.items():
@@ -299,22 +299,16 @@ def _subscribe(reader: _Reader) -> Subscribe:
         include_tags=f.get("include_tags", False),
         include_meta=f.get("include_meta", True),
         consistency=f.get("consistency", "eventual"),
+        topic_prefix=f.get("topic_prefix"),
+        max_backlog=f.get("max_backlog", 0),
+        on_backlog=f.get("on_backlog", "jump"),
     )
 
 
 def _unsubscribe(reader: _Reader) -> Unsubscribe:
     reader.allowed = _UNSUBSCRIBE
     reader.check_members("unsubscribe")
-        topic_prefix=f.get("topic_prefix"),
-        max_backlog=f.get("max_backlog", 0),
-        on_backlog=f.get("on_backlog", "jump"),
     topic, topics = reader.fields.get("topic"), reader.fields.get("topics")
-    if (topic is None) == (topics is None):
-        raise reader.fail("topic", "give exactly one of topic and topics")
-    if topic is not None:
-        return Unsubscribe(reader.request_id, (reader.topic_name("topic", topic),))
-    if isinstance(topics, dict):
-        topics = list(topics)
     prefixes = reader.fields.get("topic_prefix")
     if prefixes is not None:
         if topic is not None or topics is not None:
@@ -325,6 +319,12 @@ def _unsubscribe(reader: _Reader) -> Unsubscribe:
             raise reader.fail("topic_prefix", "must be a prefix or a non-empty array of them")
         names = tuple(reader.topic_name(f"topic_prefix[{i}]", p) for i, p in enumerate(prefixes))
         return Unsubscribe(reader.request_id, (), names)
+    if (topic is None) == (topics is None):
+        raise reader.fail("topic", "give exactly one of topic and topics")
+    if topic is not None:
+        return Unsubscribe(reader.request_id, (reader.topic_name("topic", topic),))
+    if isinstance(topics, dict):
+        topics = list(topics)
     if not isinstance(topics, list) or not topics:
         raise reader.fail("topics", "must be a non-empty array of topic names")
     names = tuple(reader.topic_name(f"topics[{i}]", t) for i, t in enumerate(topics))
@@ -412,6 +412,10 @@ def frame_for_event(event: WatchEvent) -> str:
         return tombstone_frame(event.topic, event.tombstone)
     if isinstance(event, TopicDeletedEvent):
         return topic_deleted_frame(event.topic, event.head_seq)
+    if isinstance(event, TopicAddedEvent):
+        return topic_added_frame(event.topic, event.prefix, event.cursor, event.head_seq)
+    if isinstance(event, BacklogExceededEvent):
+        return backlog_exceeded_frame(event)
     raise TypeError(f"not a watch event: {event!r}")
 
 
@@ -421,10 +425,6 @@ def caught_up_frame(topic: str, head_seq: int) -> str:
 
 def tombstone_frame(topic: str, tombstone: Tombstone) -> str:
     return _frame("tombstone", None, {"topic": topic, **tombstone.to_dict()})
-    if isinstance(event, TopicAddedEvent):
-        return topic_added_frame(event.topic, event.prefix, event.cursor, event.head_seq)
-    if isinstance(event, BacklogExceededEvent):
-        return backlog_exceeded_frame(event)
 
 
 def topic_deleted_frame(topic: str, head_seq: int) -> str:
@@ -433,15 +433,6 @@ def topic_deleted_frame(topic: str, head_seq: int) -> str:
     )
 
 
-def ack_frame(
-    request_id: str | None, result: Mapping[str, Any], performance: Mapping[str, Any]
-) -> str:
-    """``ack`` of a publish: the write result (``WriteResult.to_dict()``) + performance."""
-    return _frame("ack", request_id, {**result, "performance": performance})
-
-
-def error_frame(request_id: str | None, exc: TopicsError) -> str:
-    """``error``: the wire code, message and detail of ``exc`` (the §0.5 fields)."""
 def topic_added_frame(topic: str, prefix: str, from_seq: int, head_seq: int) -> str:
     """``topic_added``: a topic created under a subscribed prefix; records follow from
     ``from_seq``."""
@@ -464,6 +455,15 @@ def backlog_exceeded_frame(event: BacklogExceededEvent) -> str:
     return _frame("backlog_exceeded", None, body)
 
 
+def ack_frame(
+    request_id: str | None, result: Mapping[str, Any], performance: Mapping[str, Any]
+) -> str:
+    """``ack`` of a publish: the write result (``WriteResult.to_dict()``) + performance."""
+    return _frame("ack", request_id, {**result, "performance": performance})
+
+
+def error_frame(request_id: str | None, exc: TopicsError) -> str:
+    """``error``: the wire code, message and detail of ``exc`` (the §0.5 fields)."""
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if exc.detail is not None:
         body["detail"] = exc.detail
