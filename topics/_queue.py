@@ -23,8 +23,8 @@ Rules:
    (``now > deadline``) and every delay that has elapsed (``now >= available_at``) to the
    freelist; the heaps hold (time, seq, token) entries that are checked against the live
    state when popped, so an extended or released lease leaves only a stale entry behind.
-5. So ``ready = count - in_flight - delayed - dead_lettering`` and ``in_flight =
-   len(leases)`` are exact after ``refresh``.
+5. So ``ready = count - in_flight - delayed - dead_lettering - scheduled`` and
+   ``in_flight = len(leases)`` are exact after ``refresh``.
 6. ``Queues`` holds every queue topic's projection by topic id and is the store extension
    (manifest section "queues", WAL entry types 48..63) that persists them.
 7. Durable leases (``leases_durable``): every change is described by one lifecycle event
@@ -32,6 +32,11 @@ Rules:
    caller in the same synchronous step as the change, carrying outcomes (deadlines,
    delivery counts, lease ids), never clock readings to redo, so replaying the events in
    log order over the last snapshot rebuilds the same state (``apply_event``).
+8. Scheduled jobs and dedupe keys (``_queue_jobs``) come from the jobs' meta stamps: a
+   pending scheduled job is untracked and not claimable, so rule 2 reads "every live seq
+   <= cursor is tracked, pending or due"; ``refresh`` moves jobs whose time came the way
+   it frees expired leases, and ``_fresh`` merges the due ones below the cursor with the
+   forward walk so due jobs go out in seq order.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import ujson
 
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, SegmentBuffer
 from ._log import TopicLog
+from ._queue_jobs import DedupeKeys, Schedule, Stamps, scan_log
 
 if TYPE_CHECKING:
     from ._registry import TopicRegistry
@@ -134,6 +140,9 @@ class QueueState:
         self._deadlines: list[tuple[int, int, str]] = []
         self._delays: list[tuple[int, int]] = []
         self._seen = (log.head, log.count)
+        self.schedule = Schedule()
+        self.dedupe = DedupeKeys()
+        self._adopt_stamps(log)
         # Waiters for "something may be claimable / a lease ended" (/work sessions, the
         # worker's idle wait); appends reach them through a relay task (_queue_ops).
         self.lot = trio.lowlevel.ParkingLot()
@@ -161,7 +170,18 @@ class QueueState:
     def ready(self) -> int:
         """Claimable now (rule 5); exact after :meth:`refresh`."""
         log = self.log
-        return log.count - len(self.leases) - len(self.delayed) - len(self.dead_lettering)
+        return (
+            log.count
+            - len(self.leases)
+            - len(self.delayed)
+            - len(self.dead_lettering)
+            - len(self.schedule.pending)
+        )
+
+    @property
+    def scheduled(self) -> int:
+        """Jobs written with a ``deliver_at`` still in the future (rule 8)."""
+        return len(self.schedule.pending)
 
     def wake(self) -> None:
         """Anything may have changed: wake every waiter."""
@@ -207,12 +227,16 @@ class QueueState:
                     log_.exception("a queue waiter's hook failed")
 
     def next_change_ms(self) -> int | None:
-        """The clock time at which a lease expires or a delay elapses next (or None)."""
+        """The clock time at which a lease expires, a delay elapses or a scheduled job
+        comes due next (or None)."""
         times = []
         if self._deadlines:
             times.append(self._deadlines[0][0] + 1)
         if self._delays:
             times.append(self._delays[0][0])
+        due = self.schedule.next_ms()
+        if due is not None:
+            times.append(due)
         return min(times) if times else None
 
     # -- upkeep --------------------------------------------------------------------------
@@ -240,6 +264,8 @@ class QueueState:
                 del self.delayed[seq]
                 self._make_free(seq)
                 freed = True
+        if self.schedule and self.schedule.pop_due(now, self.cursor):
+            freed = True
         if len(deadlines) > 64 and len(deadlines) > 4 * len(self.leases):
             self._compact_deadlines()
         return freed
@@ -253,6 +279,10 @@ class QueueState:
         dead = [seq for seq in self.deliveries if not _is_live(log, seq)]
         for seq in dead:
             self.untrack(seq)
+        pending = self.schedule.pending
+        if pending:  # a deleted scheduled job must stop counting against ready
+            for seq in [seq for seq in pending if not _is_live(log, seq)]:
+                del pending[seq]
         return bool(dead)
 
     def _compact_deadlines(self) -> None:
@@ -310,6 +340,8 @@ class QueueState:
         return taken, dead
 
     def _fresh(self, n: int) -> list[Taken]:
+        if self.schedule:
+            return self._fresh_scheduled(n)
         log = self.log
         start = max(self.cursor + 1, log.earliest)
         segments = log.segments
@@ -325,6 +357,71 @@ class QueueState:
         if out:
             self.cursor = max(self.cursor, out[-1].seq)
         return out
+
+    def _fresh_scheduled(self, n: int) -> list[Taken]:
+        """:meth:`_fresh` while jobs are scheduled (rule 8): the forward walk skips pending
+        jobs, and due jobs the cursor already passed are merged in, in seq order."""
+        log, schedule = self.log, self.schedule
+        pending = schedule.pending
+        walk = self._walk_fresh(pending)
+        ahead = next(walk, None)
+        out: list[Taken] = []
+        while len(out) < n:
+            due = schedule.next_due(self._untracked_live)
+            if due is not None and (ahead is None or due < ahead.seq):
+                heapq.heappop(schedule.due)
+                loc = log.locate(due)
+                assert loc is not None  # _untracked_live checked it
+                out.append(Taken(due, log.segments[loc[0]], loc[1]))
+            elif ahead is not None:
+                out.append(ahead)
+                self.cursor = max(self.cursor, ahead.seq)
+                ahead = next(walk, None)
+            else:
+                break
+        return out
+
+    def _walk_fresh(self, pending: dict[int, int]) -> Iterator[Taken]:
+        log = self.log
+        start = max(self.cursor + 1, log.earliest)
+        segments = log.segments
+        i = max(bisect.bisect_right(log.bases, start) - 1, 0)
+        while i < len(segments):
+            seg = segments[i]
+            base = seg.base_seq
+            idx = seg.first_live(max(start - base, 0))
+            while idx < seg.count:
+                if base + idx not in pending:
+                    yield Taken(base + idx, seg, idx)
+                idx = seg.first_live(idx + 1)
+            i += 1
+
+    def _untracked_live(self, seq: int) -> bool:
+        return seq not in self.deliveries and _is_live(self.log, seq)
+
+    # -- scheduled jobs and dedupe keys (rule 8) -------------------------------------------
+
+    def _adopt_stamps(self, log: TopicLog) -> None:
+        """Rebuild schedule and keys from the records the log holds (a restart)."""
+        for seq, live, stamps in scan_log(log):
+            self.adopt(seq, stamps, live, None)
+
+    def adopt(self, seq: int, stamps: Stamps, live: bool, now: int | None) -> None:
+        """Take in one job's stamps: schedule it if live and not due (when ``now`` is
+        known; a rebuild keeps it pending and lets ``refresh`` decide) and take its key."""
+        at, key, until = stamps
+        if live and at is not None and (now is None or at > now):
+            self.schedule.add(seq, at)
+        if key is not None and (live or until is not None):
+            self.dedupe.add(key, seq, until, now or 0, self._is_live)
+
+    def _is_live(self, seq: int) -> bool:
+        return _is_live(self.log, seq)
+
+    def unclaimed(self, seq: int) -> bool:
+        """Whether ``seq`` is a live job never handed out (fresh, pending or due: by
+        rules 2 and 8 that is every live untracked job)."""
+        return seq not in self.deliveries and _is_live(self.log, seq)
 
     def lease_all(
         self, jobs: list[Taken], node: str, lease_ids: list[str], deadline: int
@@ -452,8 +549,11 @@ class QueueState:
         rebuild the heaps and the freelist order."""
         log = self.log
         self._drop_dead()
+        schedule = self.schedule
+        tracked = self.deliveries
+        schedule.rebuild(lambda seq: seq not in tracked, self.cursor)
         for seq in list(_live_seqs(log, self.cursor)):
-            if seq not in self.deliveries:
+            if seq not in self.deliveries and seq not in schedule.pending:
                 self.deliveries[seq] = 0
                 self.free.add(seq)
         self._free_order = deque(sorted(self.free))

@@ -141,7 +141,12 @@ class QueueOps:
         if log.config.type != "queue":
             return None
         q = self._queue_state(log)
-        return {"ready": q.ready, "in_flight": q.in_flight, "dead_lettered": q.dead_lettered}
+        return {
+            "ready": q.ready,
+            "in_flight": q.in_flight,
+            "dead_lettered": q.dead_lettered,
+            "scheduled": q.scheduled,
+        }
 
     # -- claim (§10.2) ---------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from dataclasses import replace as replace_fields
 from typing import Any
 
 import trio
@@ -29,6 +30,7 @@ from ._cloudevents import check_format, to_cloudevents
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
 from ._cursor_ops import CursorOps
 from ._durability import DurabilityOps, open_data_dir
+from ._job_ops import JobOps
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
 from ._queue_ops import QueueOps
@@ -83,7 +85,7 @@ AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
 
 
-class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
+class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
     """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
     synchronous facade); every method must be called from the engine's trio thread."""
 
@@ -229,12 +231,19 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         create: bool | None = None,
         config: Mapping[str, Any] | None = None,
         return_seqs: bool = True,
+        dedupe: str | None = None,
+        dedupe_ms: int | None = None,
+        replace: bool | None = None,
     ) -> WriteResult:
         """Append a batch atomically (§2); checks in the order of docs/SEMANTICS.md rule 18.
 
         Args:
             records: mappings with "data" (any JSON value, or bytes of JSON text) and
                 optional "tag", "node", "meta".
+            dedupe, dedupe_ms, replace: how the records' ``dedupe_key``s act on a queue
+                (``"until_ack"`` or ``"window"`` for ``dedupe_ms``; ``replace`` swaps a
+                held job never handed out for the new one: topics/_job_ops.py rule 3).
+                Records of a queue may also carry ``deliver_at`` or ``delay_ms``.
 
         Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,
         topic_full, throttled.
@@ -253,6 +262,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         node = _args.opt_str("node", node, self.limits.max_node_bytes)
         key = self._idempotency_key(idempotency_key)
         return_seqs = _args.bool_arg("return_seqs", return_seqs)
+        jobs = self._job_write_args(dedupe, dedupe_ms, replace)
         self._check_serving()
         # One clock reading serves retention and the batch's ts, unless a wait comes between.
         now = self.clock.now_ms()
@@ -264,14 +274,26 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
             hit = self._dedupe_hit(log, key, now)
             if hit is not None:
                 return self._write_result(log, hit, return_seqs, created=False, deduped=True)
+        plan = None
+        if jobs is not None or log.config.type == "queue":
+            records, plan = self._plan_jobs(log, records, jobs, now)
+            if plan is not None and not records:  # every job was a duplicate
+                nothing = DedupeEntry(now, log.head + 1, log.head)
+                result = self._write_result(log, nothing, return_seqs, created=False, deduped=False)
+                return replace_fields(result, dedupe=plan.outcomes(log.head + 1))
         entry, salt, frames = self._append_batch(log, records, node, created, now)
+        if plan is not None:
+            self._settle_jobs(log, plan)
         if key is not None:
             log.remember_key(key, entry)
         n = entry.last_seq - entry.first_seq + 1
         timings = await self._log_append(log, salt, frames, created, n)
-        return self._write_result(
+        result = self._write_result(
             log, entry, return_seqs, created=created, deduped=False, timings=timings
         )
+        if plan is not None and plan.keyed:
+            return replace_fields(result, dedupe=plan.outcomes(entry.first_seq))
+        return result
 
     def _append_batch(
         self,
@@ -302,6 +324,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         log.last_write_ts = now
         if log.config.discard == "old":
             self._evict(log)
+        if log.config.type == "queue":
+            self._queue_appended(log, records, log.head - n + 1, now)
         return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
 
     def _topic_for_write(

@@ -16,7 +16,7 @@ import ujson
 
 from .types import record_dict
 
-__all__ = ["AckResult", "ClaimResult", "ExtendResult", "Job", "NackResult"]
+__all__ = ["AckResult", "ClaimResult", "ExtendResult", "Job", "NackResult", "RedriveResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,4 +167,29 @@ class ExtendResult:
             "extended": self.extended,
             "skipped": list(self.skipped),
             "deadlines": {str(seq): deadline for seq, deadline in self.deadlines.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RedriveResult:
+    """A redrive: ``moved`` dead-lettered jobs went back to a queue, in ``batches`` (one
+    atomic move each: ``{"to", "count", "first_seq", "last_seq"}``, the seqs the copies
+    got in ``to``); ``skipped`` jobs passed the filter but have no queue to go to (no
+    ``$dead_letter_from`` and no ``to``, or that topic is gone or not a queue);
+    ``remaining`` is what the dead-letter topic still holds."""
+
+    topic: str
+    moved: int
+    skipped: int
+    remaining: int
+    batches: list[dict[str, Any]]
+    fsync_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "moved": self.moved,
+            "skipped": self.skipped,
+            "remaining": self.remaining,
+            "batches": [dict(b) for b in self.batches],
         }

@@ -112,6 +112,10 @@ class WriteResult:
     deduped: bool
     wal_append_ms: float = 0.0
     fsync_ms: float = 0.0
+    #: A queue write with dedupe keys: per keyed record whose key was held, by request
+    #: index, ``{"index", "dedupe_key", "seq", "outcome": "duplicate"|"replaced"}`` (+
+    #: ``"replaced_seq"``); None when the write carried no dedupe key.
+    dedupe: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -124,6 +128,8 @@ class WriteResult:
         out.update(
             head_seq=self.head_seq, count=self.count, created=self.created, deduped=self.deduped
         )
+        if self.dedupe is not None:
+            out["dedupe"] = self.dedupe
         return out
 
 

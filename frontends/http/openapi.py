@@ -198,6 +198,42 @@ def _primitives() -> dict[str, Schema]:
                 },
             ],
         },
+        "Where": {
+            "description": "A read predicate (issue 18; docs/GUIDES.md): the Match tuple "
+            "language over the fields tag, node, meta.<name>, data.<name> (top-level members) "
+            "with Eq, Ne, Glob (one trailing *), In (a list), Gt/Ge/Lt/Le (numbers), Exists "
+            '(optionally true/false), combined by ["and",[...]], ["or",[...]], ["not",e]; a '
+            "bare string is a tag Eq. Refused records are examined (the cursor passes them); "
+            "tombstones are never filtered. At most 64 terms, 8 levels.",
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "prefixItems": [
+                        {"type": "string"},
+                        {"enum": ["Eq", "Ne", "Glob", "In", "Gt", "Ge", "Lt", "Le", "Exists"]},
+                        {},
+                    ],
+                    "minItems": 2,
+                    "maxItems": 3,
+                },
+                {
+                    "type": "array",
+                    "prefixItems": [
+                        {"enum": ["and", "or"]},
+                        {"type": "array", "items": {"$ref": "#/components/schemas/Where"}},
+                    ],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                {
+                    "type": "array",
+                    "prefixItems": [{"const": "not"}, {"$ref": "#/components/schemas/Where"}],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+            ],
+        },
     }
 
 
@@ -762,22 +798,73 @@ def _records() -> dict[str, Schema]:
                     minimum=1,
                     default=1 << 20,
                 ),
+                "from_ts": _u64(
+                    "Start at the first record with $ts >= from_ts (ms) instead of from_seq "
+                    "(not both); the answer echoes the resolved from_seq. Older than every "
+                    "live record: exactly a read from from_seq 0, tombstone included."
+                ),
+                "to_ts": _u64(
+                    "Inclusive end by time: the last record with $ts <= to_ts; caught_up and "
+                    "lag count to the end, end_reached says the cursor is there."
+                ),
+                "to_seq": _u64("Inclusive end by seq (with to_ts: the earlier end)."),
+                "where": _ref("Where"),
+                "format": _str(
+                    "records, or cloudevents: each record as a CloudEvents 1.0 event.",
+                    enum=["records", "cloudevents"],
+                    default="records",
+                ),
+                "ce_type_field": _str(
+                    "With cloudevents: the meta member giving each event's type "
+                    "(else topics.record).",
+                    minLength=1,
+                    default="type",
+                ),
             },
             closed=True,
             description="A diff (§3). An empty body means all defaults. Unknown members are "
             "400 invalid_request.",
         ),
+        "CloudEvent": _obj(
+            {
+                "specversion": {"const": "1.0"},
+                "id": _str("topic@seq."),
+                "source": _str("The topic's path, /v0/topics/<topic>."),
+                "type": _str("meta[ce_type_field] when a string, else topics.record."),
+                "time": _str("$ts as RFC 3339 UTC (ms).", format="date-time"),
+                "datacontenttype": {"const": "application/json"},
+                "subject": _str("The record's $tag, when it has one."),
+                "topicsseq": _ref("Seq"),
+                "topicsnode": _str("The record's $node, when it has one."),
+                "data": _ref("AnyJson"),
+            },
+            ["specversion", "id", "source", "type", "time", "datacontenttype", "topicsseq"],
+            description="A record as a CloudEvents 1.0 structured event (format=cloudevents); "
+            "data is the stored JSON, verbatim. Tombstones stay the answer's tombstone member.",
+        ),
         "DiffResult": _with_perf(
             _obj(
                 {
                     "topic": _ref("TopicName"),
-                    "records": {"type": "array", "items": _ref("Record")},
+                    "records": {
+                        "type": "array",
+                        "items": {"anyOf": [_ref("Record"), _ref("CloudEvent")]},
+                        "description": "Records, or CloudEvents with format=cloudevents.",
+                    },
                     "next_from_seq": _ref("Seq"),
                     "head_seq": _ref("Seq"),
                     "earliest_seq": _ref("Seq"),
-                    "caught_up": _bool("next_from_seq == head_seq: the reliable 'no more now'."),
+                    "caught_up": _bool(
+                        "next_from_seq == head_seq (or the to_ts/to_seq end): the reliable "
+                        "'no more now'."
+                    ),
                     "tombstone": _nullable(_ref("Tombstone")),
-                    "lag": _int("head_seq - next_from_seq.", minimum=0),
+                    "lag": _int("head_seq (or the end) - next_from_seq.", minimum=0),
+                    "from_seq": _ref("Seq")
+                    | {"description": "Where from_ts resolved to (only with from_ts)."},
+                    "end_reached": _bool(
+                        "Only with to_ts/to_seq: the cursor is at the end; read no further."
+                    ),
                 },
                 [
                     "topic",

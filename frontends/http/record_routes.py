@@ -63,6 +63,12 @@ DIFF_FIELDS = frozenset(
         "max_batch_bytes",
         "cursor",
         "commit",
+        "from_ts",
+        "to_ts",
+        "to_seq",
+        "where",
+        "format",
+        "ce_type_field",
     }
 )
 DELETE_FIELDS = frozenset({"before_seq", "match"})
@@ -134,7 +140,8 @@ async def diff_records(ctx: RequestContext) -> Reply:
     else:
         result = await ctx.engine.diff(ctx.name, max_bytes=max_bytes, **args)
     tombstone = result.tombstone
-    if b"application/vnd.apache.arrow.stream" in ctx.headers.get(b"accept", b""):
+    accept = ctx.headers.get(b"accept", b"")
+    if result.format == "records" and b"application/vnd.apache.arrow.stream" in accept:
         arrow = _arrow_answer(ctx, result, args)
         if arrow is not None:
             return arrow
@@ -145,6 +152,10 @@ async def diff_records(ctx: RequestContext) -> Reply:
         _TRUE_FALSE[result.caught_up],
     )
     tomb = b"null" if tombstone is None else json_bytes(tombstone.to_dict())
+    if result.from_seq is not None:  # issue 18: where from_ts resolved to
+        tomb += b',"from_seq":%d' % result.from_seq
+    if result.end_reached is not None:
+        tomb += b',"end_reached":' + _TRUE_FALSE[result.end_reached]
     perf = b',"lag":%d,"performance":{"server_total_ms":%.3f,"records_scanned":%d}}' % (
         result.lag,
         ctx.elapsed_ms(),

@@ -165,7 +165,12 @@ def test_queue_calls(client: topics.Client) -> None:
     assert isinstance(nack, NackResult)
     assert nack.nacked == 1
     assert nack.skipped == [3]
-    assert client.get_topic(q).queue == {"ready": 2, "in_flight": 0, "dead_lettered": 0}
+    assert client.get_topic(q).queue == {
+        "ready": 2,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     with pytest.raises(topics.NotAQueueError):
         client.claim(_log_topic(client), node="w")
 

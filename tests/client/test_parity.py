@@ -69,7 +69,12 @@ def test_same_code_same_results(db: Any) -> None:
     nack = db.nack(jobs, node="w", seqs=[claim.seqs[1]], lease_ids=[claim.lease_ids[1]])
     assert isinstance(nack, topics.NackResult)
     assert nack.nacked == 1
-    assert db.get_topic(jobs).queue == {"ready": 2, "in_flight": 0, "dead_lettered": 0}
+    assert db.get_topic(jobs).queue == {
+        "ready": 2,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
 
     audit = unique("audit")
     router = db.put_router(f"{orders}->{audit}", {"source": orders, "dest": audit})

@@ -59,7 +59,7 @@ def test_failed_job_is_nacked_with_backoff_and_the_loop_goes_on(client: Client) 
     assert (jobs.stats.acked, jobs.stats.nacked) == (2, 1)
     state = client.get_topic(q)
     assert state.count == 1
-    assert state.queue == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+    assert state.queue == {"ready": 0, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
 
 
 def test_leaving_the_loop_hands_back_unhandled_jobs(client: Client) -> None:
@@ -76,12 +76,22 @@ def test_leaving_the_loop_hands_back_unhandled_jobs(client: Client) -> None:
         crash_in_the_loop_body()
     assert (jobs.stats.acked, jobs.stats.nacked) == (1, 3)
     # An exception was seen: the crashing job and the untouched ones wait out the backoff.
-    assert client.get_topic(q).queue == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+    assert client.get_topic(q).queue == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     q2 = _queue(client, 3)
     with client.work(q2, node="w1", max=3, stream=False) as jobs:
         for _ in jobs:
             break  # no exception: released at once for another worker
-    assert client.get_topic(q2).queue == {"ready": 3, "in_flight": 0, "dead_lettered": 0}
+    assert client.get_topic(q2).queue == {
+        "ready": 3,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
 
 
 @pytest.mark.slow
@@ -110,7 +120,12 @@ def test_lost_lease_is_reported_not_acked(client: Client) -> None:
                 assert stolen.count == 1
             break  # the ack goes out on the way out, and comes back skipped
     assert (jobs.stats.acked, jobs.stats.lost) == (0, 1)
-    assert client.get_topic(q).queue == {"ready": 0, "in_flight": 1, "dead_lettered": 0}
+    assert client.get_topic(q).queue == {
+        "ready": 0,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
 
 
 def test_run_worker_until_empty(client: Client) -> None:

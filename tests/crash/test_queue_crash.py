@@ -300,7 +300,12 @@ def test_sigkill_while_idle_without_durable_leases_frees_every_job(tmp_path: Pat
     seen = trio.run(_inspect, tmp_path)
     _check_nothing_lost(ledger, seen)
     assert seen["leases"] == {}
-    assert seen["counters"] == {"ready": seen["count"], "in_flight": 0, "dead_lettered": 0}
+    assert seen["counters"] == {
+        "ready": seen["count"],
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     assert set(ledger.held) <= seen["live"]
 
 

@@ -55,13 +55,23 @@ async def test_work_stream_opens_and_delivers_through_the_dispatcher(inproc: InP
             jobs = [ujson.loads(e.data) for e in client.events("job")]
             assert [e.id for e in client.events("job")] == ["1", "2"]
             assert [j["$seq"] for j in jobs] == [1, 2]
-            assert await _queue_counts(http) == {"ready": 1, "in_flight": 2, "dead_lettered": 0}
+            assert await _queue_counts(http) == {
+                "ready": 1,
+                "in_flight": 2,
+                "dead_lettered": 0,
+                "scheduled": 0,
+            }
             body = {"node": "w", "seqs": [1, 2], "lease_ids": [j["lease_id"] for j in jobs]}
             assert (await http.post("/v0/topics/jobs/ack", json=body)).json()["acked"] == 2
             await client.until(lambda: len(client.events("job")) == 3)
         await trio.testing.wait_all_tasks_blocked()
         # the disconnect released the third job's lease long before its 10-minute expiry
-        assert await _queue_counts(http) == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+        assert await _queue_counts(http) == {
+            "ready": 1,
+            "in_flight": 0,
+            "dead_lettered": 0,
+            "scheduled": 0,
+        }
 
 
 @pytest.mark.parametrize("http_settings", [settings_with(max_sse_connections=1)])
@@ -86,7 +96,12 @@ async def test_work_stream_shares_the_connection_cap_with_watch(inproc: InProc) 
             await watcher.read_until(is_event("caught-up"))
         await trio.testing.wait_all_tasks_blocked()
         # and a refused /work stream leased nothing
-        assert await _queue_counts(http) == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+        assert await _queue_counts(http) == {
+            "ready": 1,
+            "in_flight": 0,
+            "dead_lettered": 0,
+            "scheduled": 0,
+        }
 
 
 @pytest.mark.parametrize("http_settings", [settings_with(max_sse_connections=1)])

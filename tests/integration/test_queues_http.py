@@ -130,7 +130,7 @@ def test_ack_nack_extend_over_http(http: httpx.Client) -> None:
     assert body["performance"]["fsync_ms"] == 0.0
     state = http.get("/v0/topics/hq-life").json()
     assert state["type"] == "queue"
-    assert state["queue"] == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+    assert state["queue"] == {"ready": 1, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
     assert state["count"] == 1
 
 
@@ -262,7 +262,7 @@ def test_a_durable_queue_acks_with_fsync_and_keeps_acks_across_restarts(
         state = c.get("/v0/topics/hq-dur").json()
         assert state["count"] == 2
         # leases were not durable: both in-flight jobs are claimable again
-        assert state["queue"] == {"ready": 2, "in_flight": 0, "dead_lettered": 0}
+        assert state["queue"] == {"ready": 2, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
 
 
 # -- in-process, with a ManualClock ----------------------------------------------------------
@@ -285,7 +285,7 @@ async def test_expiry_reclaim_and_dead_letter_over_http(inproc: InProc) -> None:
         r = await c.post("/v0/topics/q/claim", json={"node": "w"})
         assert r.json()["count"] == 0
         state = (await c.get("/v0/topics/q")).json()
-        assert state["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 1}
+        assert state["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 1, "scheduled": 0}
         dlq = (await c.post("/v0/topics/q.dlq/diff", json={"include_tags": True})).json()
         (moved,) = dlq["records"]
         assert moved["$tag"] == "job-1"
@@ -403,6 +403,7 @@ def test_work_stream_disconnect_releases_its_leases_at_once(http: httpx.Client) 
                 "ready": 2,
                 "in_flight": 1,
                 "dead_lettered": 0,
+                "scheduled": 0,
             }
         )
     )

@@ -103,7 +103,12 @@ async def test_claim_rejects_bad_arguments(engine, kwargs):
     await make_queue(engine, n=1)
     with pytest.raises(InvalidRequestError):
         await engine.claim("q", **kwargs)
-    assert await counters(engine) == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
 
 
 @pytest.mark.parametrize("op", ["ack", "nack", "extend"])
@@ -130,7 +135,12 @@ async def test_ack_nack_extend_reject_bad_arguments(engine, op, kwargs):
         args["lease_ms"] = 1000
     with pytest.raises(InvalidRequestError):
         await getattr(engine, op)("q", **args)
-    assert await counters(engine) == {"ready": 0, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
 
 
 @with_limits(max_claim=3)
@@ -195,7 +205,12 @@ async def test_claim_defaults_to_one_job_and_counts_the_rest_as_ready(engine):
     await make_queue(engine, n=5)
     res = await engine.claim("q", node="w1")
     assert (res.seqs, res.ready) == ((1,), 4)
-    assert await counters(engine) == {"ready": 4, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 4,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     res = await engine.claim("q", node="w2", max=3)
     assert (res.seqs, res.ready) == ((2, 3, 4), 1)
 
@@ -238,7 +253,12 @@ async def test_claim_never_sees_jobs_written_after_a_recreate_as_old_leases(engi
     await engine.claim("q", node="w", max=2)
     await engine.delete_topic("q")
     await make_queue(engine, n=2)
-    assert await counters(engine) == {"ready": 2, "in_flight": 0, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 2,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     res = await engine.claim("q", node="w", max=5)
     assert [j.deliveries for j in res.claimed] == [1, 1]
 
@@ -253,9 +273,19 @@ async def test_lease_expires_only_after_its_deadline(engine, clock):
     await engine.claim("q", node="a")
     clock.advance(LEASE)  # now == deadline: still held
     assert (await engine.claim("q", node="b")).count == 0
-    assert await counters(engine) == {"ready": 0, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     clock.advance(1)  # now > deadline: expired, claimable again
-    assert await counters(engine) == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     res = await engine.claim("q", node="b")
     assert res.seqs == (1,)
     assert res.claimed[0].deliveries == 2
@@ -380,7 +410,12 @@ async def test_nack_delay_hides_the_job_until_it_elapses(engine, clock):
     clock.advance(499)
     assert (await engine.claim("q", node="b")).count == 0
     clock.advance(1)
-    assert await counters(engine) == {"ready": 1, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     res = await engine.claim("q", node="b")
     assert res.seqs == (1,)
     assert res.claimed[0].deliveries == 2
@@ -403,7 +438,12 @@ async def test_nack_of_another_nodes_lease_or_with_a_stale_lease_id_is_skipped(e
     await engine.claim("q", node="a")
     assert (await engine.nack("q", node="b", seqs=[1])).skipped == [1]
     assert (await engine.nack("q", node="a", seqs=[1], lease_ids=["lease_00"])).skipped == [1]
-    assert await counters(engine) == {"ready": 0, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
 
 
 # ---------------------------------------------------------------------------------
@@ -424,7 +464,12 @@ async def test_extend_sets_a_new_deadline_from_now(engine, clock):
         "deadlines": {"1": deadline, "2": deadline},
     }
     clock.advance(5000)
-    assert await counters(engine) == {"ready": 0, "in_flight": 2, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 2,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     clock.advance(1)
     again = await engine.claim("q", node="b", max=2)
     assert [j.deliveries for j in again.claimed] == [2, 2]  # extending did not count
@@ -483,7 +528,12 @@ async def test_job_past_max_deliveries_moves_to_the_dead_letter_topic(engine, cl
     assert [j.deliveries for j in second.claimed] == [2, 2]
     assert third.count == 0
     assert third.ready == 0
-    assert await counters(engine) == {"ready": 0, "in_flight": 0, "dead_lettered": 2}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 2,
+        "scheduled": 0,
+    }
     assert await live_seqs(engine) == []
     dlq = await engine.get_topic("dlq", touch=False)
     assert dlq.type == "log"
@@ -549,10 +599,20 @@ async def test_a_full_dead_letter_topic_leaves_the_job_claimable(engine, clock):
     await engine.claim("q", node="w")
     clock.advance(LEASE + 1)
     assert (await engine.claim("q", node="w")).count == 0
-    assert await counters(engine) == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     await engine.delete_records("dlq", before_seq=10)
     assert (await engine.claim("q", node="w")).count == 0  # moved now
-    assert await counters(engine) == {"ready": 0, "in_flight": 0, "dead_lettered": 1}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 1,
+        "scheduled": 0,
+    }
 
 
 async def test_dead_lettered_counter_resets_when_the_topic_is_recreated(engine, clock):
@@ -602,7 +662,12 @@ async def test_deletes_made_elsewhere_leave_the_counters_exact(engine):
     await engine.claim("q", node="w", max=2)  # 1, 2
     await engine.delete_records("q", match="t1")  # an in-flight job
     await engine.delete_records("q", match="t3")  # a ready job
-    assert await counters(engine) == {"ready": 1, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     ack = await engine.ack("q", node="w", seqs=[1, 2])
     assert (ack.acked, ack.skipped) == (1, [1])
 
@@ -613,7 +678,12 @@ async def test_ttl_expiry_of_leased_jobs_leaves_the_counters_exact(engine, clock
     clock.advance(500)
     await engine.write("q", [{"data": 3}])
     clock.advance(9_600)  # jobs 1-2 expired by TTL; 3 lives
-    assert await counters(engine) == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     assert (await engine.claim("q", node="w", max=5)).seqs == (3,)
 
 
@@ -758,9 +828,19 @@ async def test_closing_a_work_session_releases_its_leases_at_once(engine):
         res = await session.next_jobs()
         assert res.seqs == (2, 3)
         await engine.ack("q", node="w", seqs=[2])
-        assert await counters(engine) == {"ready": 0, "in_flight": 2, "dead_lettered": 0}
+        assert await counters(engine) == {
+            "ready": 0,
+            "in_flight": 2,
+            "dead_lettered": 0,
+            "scheduled": 0,
+        }
     # seq 3 was delivered on the session: released; seq 1 came from a poll: kept
-    assert await counters(engine) == {"ready": 1, "in_flight": 1, "dead_lettered": 0}
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+    }
     again = await engine.claim("q", node="other", max=5)
     assert again.seqs == (3,)
     assert again.claimed[0].deliveries == 2
@@ -845,7 +925,12 @@ async def test_many_workers_drain_the_queue_with_every_job_acked_once_or_dead_le
     assert len(acked) == len(set(acked)), "a job was acked twice"
     assert not set(acked) & set(dead), "a job was both acked and dead-lettered"
     assert sorted(acked + dead) == list(range(total)), "a job was lost"
-    assert await counters(engine) == {"ready": 0, "in_flight": 0, "dead_lettered": len(dead)}
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": len(dead),
+        "scheduled": 0,
+    }
 
 
 # ---------------------------------------------------------------------------------
@@ -863,7 +948,7 @@ async def test_durable_leases_survive_a_restart(tmp_path):
         await engine.nack("q", node="b", seqs=[4], delay_ms=5000)
         await engine.extend("q", node="a", seqs=[2], lease_ms=9000)
         before = await counters(engine)
-    assert before == {"ready": 2, "in_flight": 2, "dead_lettered": 0}
+    assert before == {"ready": 2, "in_flight": 2, "dead_lettered": 0, "scheduled": 0}
     async with open_engine(str(tmp_path), clock=clock) as engine:
         assert await counters(engine) == before
         assert (await engine.claim("q", node="c", max=10)).seqs == (5, 6)
@@ -893,7 +978,12 @@ async def test_durable_leases_replay_from_the_wal_after_a_crash(tmp_path):
         engine._store = None
     async with open_engine(str(tmp_path), clock=clock) as engine:
         assert await live_seqs(engine) == [2, 3, 4]
-        assert await counters(engine) == {"ready": 2, "in_flight": 1, "dead_lettered": 0}
+        assert await counters(engine) == {
+            "ready": 2,
+            "in_flight": 1,
+            "dead_lettered": 0,
+            "scheduled": 0,
+        }
         assert (await engine.ack("q", node="a", seqs=[3], lease_ids=[held.lease_ids[2]])).acked == 1
 
 
@@ -906,10 +996,20 @@ async def test_without_durable_leases_every_in_flight_job_is_claimable_after_a_r
         clock.advance(LEASE + 1)
         res = await engine.claim("q", node="a")  # seq 2 is dead-lettered; 3 is leased
         assert res.seqs == (3,)
-        assert await counters(engine) == {"ready": 1, "in_flight": 1, "dead_lettered": 1}
+        assert await counters(engine) == {
+            "ready": 1,
+            "in_flight": 1,
+            "dead_lettered": 1,
+            "scheduled": 0,
+        }
     async with open_engine(str(tmp_path), clock=clock) as engine:
         assert await live_seqs(engine) == [3, 4]  # the ack and the dead letter were durable
-        assert await counters(engine) == {"ready": 2, "in_flight": 0, "dead_lettered": 1}
+        assert await counters(engine) == {
+            "ready": 2,
+            "in_flight": 0,
+            "dead_lettered": 1,
+            "scheduled": 0,
+        }
         res = await engine.claim("q", node="b", max=5)
         assert res.seqs == (3, 4)
         assert [j.deliveries for j in res.claimed] == [1, 1]
@@ -929,7 +1029,12 @@ def test_sync_facade_claim_ack_nack_extend():
         assert db.extend("q", node="w", seqs=[1], lease_ms=500).extended == 1
         assert db.nack("q", node="w", seqs=[2], lease_ids=[res.lease_ids[1]]).nacked == 1
         assert db.ack("q", node="w", seqs=[1]).acked == 1
-        assert db.get_topic("q").queue == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+        assert db.get_topic("q").queue == {
+            "ready": 1,
+            "in_flight": 0,
+            "dead_lettered": 0,
+            "scheduled": 0,
+        }
         db.write("log", [{"data": 1}])
         with pytest.raises(NotAQueueError):
             db.claim("log", node="w")
@@ -950,7 +1055,12 @@ async def test_async_worker_acks_successes_and_backs_off_failures(engine, clock)
         nursery.start_soon(worker.run)
         await trio.testing.wait_all_tasks_blocked()
         assert worker.stats.nacked == 2  # jobs 3 and 6, delayed 100 ms
-        assert await counters(engine) == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+        assert await counters(engine) == {
+            "ready": 0,
+            "in_flight": 0,
+            "dead_lettered": 0,
+            "scheduled": 0,
+        }
         clock.advance(100)
         await engine.get_topic("q")  # the delay elapsed: wakes the idle worker
     assert worker.stats.acked == 6
