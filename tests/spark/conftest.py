@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,28 +68,39 @@ class Server:
     data_dir: Path
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data_dir = tmp_path_factory.mktemp("server-data")
+def start_server(data_dir: Path, port: int = 0) -> Server:
+    """``python -m topics.frontends.server`` on ``data_dir``, once it listens."""
     env = dict(os.environ, TOPICS_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
     env.pop("TOPICS_API_KEYS", None)
-    cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0"]
-    proc = subprocess.Popen(
-        [*cmd, "--data-dir", str(data_dir)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    url = ""
-    for line in proc.stdout:  # the server prints this line once it listens
-        if line.startswith(LISTENING):
-            url = line[len(LISTENING) :].strip()
-            break
-    if not url:
-        proc.wait()
-        pytest.fail(f"topics-server did not start (exit {proc.returncode})")
-    yield Server(proc, url, data_dir)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) == 0
+    cmd = [sys.executable, "-m", "topics.frontends.server", "--port", str(port)]
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(
+            [*cmd, "--data-dir", str(data_dir)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        assert proc.stdout is not None
+        url = ""
+        for line in proc.stdout:  # the server prints this line once it listens
+            if line.startswith(LISTENING):
+                url = line[len(LISTENING) :].strip()
+                break
+        if not url:
+            proc.wait()
+            errors.seek(0)
+            pytest.fail(f"topics-server did not start (exit {proc.returncode}): {errors.read()}")
+    return Server(proc, url, data_dir)
+
+
+def stop_server(server: Server) -> None:
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(30) == 0
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("server-data"))
+    yield running
+    stop_server(running)

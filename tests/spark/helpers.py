@@ -50,9 +50,9 @@ def reader_records(path: str, topic: str, from_seq: int = 0) -> list[topics.Reco
 
 
 def row_key(row: Any) -> tuple[Any, ...]:
-    """(seq, ts, tag, parsed data, parsed meta) of a DataFrame row."""
+    """(seq, ts in ms, tag, parsed data, parsed meta) of a DataFrame row."""
     meta = json.loads(row.meta) if row.meta is not None else None
-    return (row.seq, row.ts, row.tag, json.loads(row.data), meta)
+    return (row.seq, row.ts_ms, row.tag, json.loads(row.data), meta)
 
 
 def record_key(rec: topics.Record) -> tuple[Any, ...]:

@@ -49,7 +49,14 @@ def test_gap_row_is_emitted_with_data_null_and_the_gap_struct(
     )
     rows = sorted(df.collect(), key=lambda r: r.seq)
     gap, records = rows[0], rows[1:]
-    assert (gap.topic, gap.seq, gap.ts, gap.data, gap.meta) == ("capped", 20, None, None, None)
+    assert (gap.topic, gap.seq, gap.ts, gap.ts_ms, gap.data, gap.meta) == (
+        "capped",
+        20,
+        None,
+        None,
+        None,
+        None,
+    )
     assert gap.gap.asDict() == {"gap_from": 1, "gap_to": 20, "reason": "cap", "missed_estimate": 20}
     assert [r.seq for r in records] == list(range(21, 31))
     assert all(r.gap is None and r.data is not None for r in records)

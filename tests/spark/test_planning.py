@@ -167,12 +167,50 @@ def test_options_are_checked_with_messages_naming_the_option() -> None:
             parse_read_options(options)
     with pytest.raises(OptionError, match="exactly one topic"):
         parse_write_options({"url": "http://h:1", "topic": "a,b"})
+    w = parse_write_options({"url": "http://h:1", "topic": "a"})
+    assert w.ledger_topic == topics.spark.LEDGER_TOPIC
+    assert (
+        parse_write_options({"url": "http://h:1", "topic": "a", "ledger_topic": ""}).ledger_topic
+        == ""
+    )
+    with pytest.raises(OptionError, match="not a valid topic name"):
+        parse_write_options({"url": "http://h:1", "topic": "a", "ledger_topic": "a b"})
     assert (
         parse_write_options(
             {"url": "http://h:1", "topic": "a", "batch_records": "99999"}
         ).batch_records
         == 10_000
     )
+
+
+def test_seq_options_take_kafka_keywords_and_per_topic_maps() -> None:
+    base = {"path": "d", "topic": "a,b"}
+    opts = parse_read_options({**base, "from_seq": "earliest", "to_seq": "latest"})
+    assert (opts.from_seq_for("a"), opts.to_seq_for("a")) == (0, None)
+    assert opts.end_for("a", 40) == 40
+    opts = parse_read_options(
+        {
+            **base,
+            "from_seq": '{"a": "latest", "b": "earliest"}',
+            "to_seq": '{"a": 7, "b": "latest"}',
+        }
+    )
+    assert (opts.from_seq_for("a"), opts.from_seq_for("b"), opts.from_seq_for("c")) == (None, 0, 0)
+    assert (opts.end_for("a", 40), opts.end_for("a", 5), opts.end_for("b", 40)) == (7, 5, 40)
+    assert opts.end_for("c", 40) == 40  # not in the map: the head
+    assert parse_read_options({**base, "to_seq": "12"}).end_for("z", 40) == 12
+    assert parse_read_options({**base, "from_seq": "LATEST"}).from_seq_for("a") is None
+    bad = [
+        ({"to_seq": "earliest"}, r"to_seq: expected a seq >= 0 or 'latest', got 'earliest'"),
+        ({"to_seq": '{"a": -1}'}, r"to_seq\['a'\]"),
+        ({"to_seq": "{"}, "to_seq: not a JSON object"),
+        ({"from_seq": "first"}, "from_seq: expected a seq >= 0 or 'earliest' or 'latest'"),
+        ({"from_seq": '{"a": true}'}, r"from_seq\['a'\]"),
+        ({"to_seq": '{"../x": 1}'}, "not a valid topic name"),
+    ]
+    for options, message in bad:
+        with pytest.raises(OptionError, match=message):
+            parse_read_options({**base, **options})
 
 
 def test_reader_handle_pickles_its_path_and_shares_one_reader(tmp_path: Any) -> None:

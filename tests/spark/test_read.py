@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import topics
 from tests.spark.conftest import Server
@@ -87,6 +88,46 @@ def test_path_read_honours_from_seq_to_seq_and_topic_lists(
     assert read(topic="refunds", from_seq="latest") == []
 
 
+def test_kafka_style_keywords_and_a_per_topic_end(spark: SparkSession, data_dir: str) -> None:
+    def read(**options: str) -> list[tuple[str, int]]:
+        reader = spark.read.format("topics").option("path", data_dir)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return sorted((r.topic, r.seq) for r in reader.load().select("topic", "seq").collect())
+
+    assert read(topic="refunds", from_seq="earliest", to_seq="latest") == [
+        ("refunds", s) for s in range(1, 6)
+    ]
+    assert read(
+        topic="orders,refunds,other",
+        from_seq='{"orders": 2997, "refunds": "earliest", "other": "latest"}',
+        to_seq='{"orders": 2999, "refunds": 2}',
+    ) == [("orders", 2998), ("orders", 2999), ("refunds", 1), ("refunds", 2)]
+    assert read(topic="refunds", to_seq='{"refunds": "latest"}', from_seq="3") == [
+        ("refunds", 4),
+        ("refunds", 5),
+    ]
+
+
+def test_ts_is_a_timestamp_and_ts_ms_the_stored_millis(spark: SparkSession, data_dir: str) -> None:
+    df = spark.read.format("topics").option("path", data_dir).option("topic", "refunds").load()
+    assert dict(df.dtypes)["ts"] == "timestamp"
+    assert dict(df.dtypes)["ts_ms"] == "bigint"
+    rows = df.select("seq", "ts_ms", F.unix_millis("ts").alias("from_ts")).collect()
+    stored = {r.seq: r.ts for r in reader_records(data_dir, "refunds")}
+    assert {r.seq: r.ts_ms for r in rows} == stored
+    assert all(r.from_ts == r.ts_ms for r in rows)  # ms exact through the timestamp
+    # A schema written for the old layout (ts bigint) still gets the milliseconds.
+    old = (
+        spark.read.format("topics")
+        .schema("seq bigint, ts bigint")
+        .option("path", data_dir)
+        .option("topic", "refunds")
+        .load()
+    )
+    assert {r.seq: r.ts for r in old.collect()} == stored
+
+
 def test_url_read_uses_fixed_ranges_and_equals_the_diff_route(
     spark: SparkSession, server: Server
 ) -> None:
@@ -115,7 +156,7 @@ def test_url_read_uses_fixed_ranges_and_equals_the_diff_route(
     assert df.rdd.getNumPartitions() == 5  # seqs 1..231 in strides of 50
     rows = sorted(df.collect(), key=lambda r: r.seq)
     expected = http_records(server.url, "url-orders")
-    assert [(r.seq, r.ts, r.tag) for r in rows] == [
+    assert [(r.seq, r.ts_ms, r.tag) for r in rows] == [
         (e["$seq"], e["$ts"], e.get("$tag")) for e in expected
     ]
     assert rows[0].data == '{"i":0,"p":1.5}'

@@ -34,8 +34,8 @@ class Collector:
 def _run(
     spark: SparkSession, location: tuple[str, str], checkpoint: Path, sink: Collector, **opts: str
 ) -> None:
-    reader = spark.readStream.format("topics").option(*location).option("topic", "events")
-    for key, value in opts.items():
+    reader = spark.readStream.format("topics").option(*location)
+    for key, value in {"topic": "events", **opts}.items():
         reader = reader.option(key, value)
     query = (
         reader.load()
@@ -128,3 +128,17 @@ def test_stream_writer_appends_each_micro_batch_once(
     copied = http_records(server.url, "events-copy")
     assert sorted(r["data"]["i"] for r in copied) == list(range(35))
     assert [r.get("$tag") for r in copied[:2]] == ["t0", "t1"]
+
+
+def test_a_stream_ends_at_its_topic_s_to_seq(
+    spark: SparkSession, server: Server, tmp_path: Path
+) -> None:
+    http_write(server.url, "bounded", [{"data": {"i": i}} for i in range(25)])
+    sink = Collector()
+    ends = {"topic": "bounded", "from_seq": "earliest", "to_seq": '{"bounded": 15}'}
+    _run(spark, ("url", server.url), tmp_path, sink, max_records_per_trigger="10", **ends)
+    assert sink.seqs == list(range(1, 16))
+    http_write(server.url, "bounded", [{"data": {"i": i}} for i in range(25, 30)])
+    _run(spark, ("url", server.url), tmp_path, sink, **ends)
+    assert sink.seqs == list(range(1, 16))  # nothing past seq 15, however far the head
+    assert _offsets(tmp_path)[-1] == {"bounded": 15}

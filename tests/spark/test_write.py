@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -12,8 +13,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import topics
-from tests.spark.conftest import Server
-from tests.spark.helpers import http_records, reader_records
+from tests.spark.conftest import Server, start_server, stop_server
+from tests.spark.helpers import http_records, http_write, reader_records
+from topics.spark._options import parse_write_options
+from topics.spark._write import _HttpAppender
 
 pytestmark = pytest.mark.slow
 
@@ -125,3 +128,89 @@ def test_round_trip_copies_a_topic_verbatim_and_rejects_unknown_columns(
         src.write.format("topics").mode("overwrite").option("url", server.url).option(
             "topic", "copy"
         ).save()
+
+
+def _rows(spark: SparkSession) -> DataFrame:
+    ids = spark.range(0, ROWS, numPartitions=2)
+    return ids.select(
+        F.to_json(F.struct(F.col("id").alias("i"))).alias("data"),
+        F.concat(F.lit("t-"), F.col("id").cast("string")).alias("tag"),
+    )
+
+
+def test_url_writer_rerun_after_a_server_restart_skips_what_the_ledger_lists(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    running = start_server(data_dir)
+
+    def write(url: str, topic: str, **extra: str) -> None:
+        writer = _rows(spark).write.format("topics").mode("append").option("url", url)
+        writer = writer.option("topic", topic).option("batch_records", "100")
+        for key, value in {"write_id": "nightly-7", **extra}.items():
+            writer = writer.option(key, value)
+        writer.save()
+
+    try:
+        write(running.url, "kept")
+        write(running.url, "forgot", ledger_topic="")
+        stop_server(running)  # the server forgets its idempotency keys (SEMANTICS 19)
+        running = start_server(data_dir)
+        write(running.url, "kept")  # the same job again: every chunk is in the ledger
+        write(running.url, "forgot", ledger_topic="")
+        kept = http_records(running.url, "kept")
+        assert sorted(r["data"]["i"] for r in kept) == list(range(ROWS))
+        forgot = http_records(running.url, "forgot")
+        assert len(forgot) == 2 * ROWS  # without a ledger the re-run appends again
+        ledger = http_records(running.url, topics.spark.LEDGER_TOPIC)
+        assert sorted(r["$tag"] for r in ledger) == sorted(
+            f"spark:nightly-7:{p}:{c}" for p in range(2) for c in range(3)
+        )
+        assert {r["data"]["topic"] for r in ledger} == {"kept"}
+    finally:
+        stop_server(running)
+
+
+def test_url_chunk_in_doubt_after_a_restart_is_found_not_resent(tmp_path: Path) -> None:
+    """The answer to a write is lost with the connection and the server restarts (its
+    keys forgotten): the appender finds the chunk by content and does not send it again;
+    a chunk that never arrived is sent again."""
+    data_dir = tmp_path / "data"
+    running = start_server(data_dir)
+    port = int(running.url.rsplit(":", 1)[1])
+    opts = parse_write_options({"url": running.url, "topic": "doubt"})
+    appender = _HttpAppender(opts)
+    real_write = appender.client.write
+    arrived = True
+
+    def lost_answer(topic: str, body: bytes, retry_lost: bool = True) -> dict[str, Any]:
+        nonlocal running
+        appender.client.write = real_write  # type: ignore[method-assign]  # once
+        if arrived:
+            real_write(topic, body, retry_lost)
+        stop_server(running)
+        running = start_server(data_dir, port)
+        raise ConnectionError("injected: the answer was lost")
+
+    def chunk(start: int) -> list[dict[str, Any]]:
+        return [
+            {"data": b'{"i":%d, "p":1.50}' % i, "tag": f"t{i}", "meta": b'{"m":1}'}
+            for i in range(start, start + 5)
+        ]
+
+    try:
+        appender.append("spark:j:0:0", chunk(0))
+        http_write(running.url, "doubt", [{"data": {"other": 1}}])  # another writer
+        appender.client.write = lost_answer  # type: ignore[method-assign]
+        appender.append("spark:j:0:1", chunk(5))  # arrived, answer lost, found
+        arrived = False
+        appender.client.write = lost_answer  # type: ignore[method-assign]
+        appender.append("spark:j:0:2", chunk(10))  # never arrived: sent again
+        appender.close()
+        records = http_records(running.url, "doubt")
+        assert [r["data"].get("i") for r in records] == [*range(5), None, *range(5, 15)]
+        ledger = http_records(running.url, topics.spark.LEDGER_TOPIC)
+        spans = {r["$tag"]: (r["data"]["first_seq"], r["data"]["last_seq"]) for r in ledger}
+        assert spans == {"spark:j:0:0": (1, 5), "spark:j:0:1": (7, 11), "spark:j:0:2": (12, 16)}
+    finally:
+        stop_server(running)

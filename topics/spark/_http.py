@@ -13,6 +13,9 @@ Rules:
    envelope's ``error.code`` (``errors.error_class_for_code``), with its message and detail.
 3. Bodies come back as bytes: callers split them with ``topics._core.scan`` so record
    ``data``/``meta`` stay the exact JSON text the server sent.
+4. A write may ask not to be retried on a lost connection (``retry_lost=False``): the
+   server may have appended it before it went away, and a server that restarted has
+   forgotten the idempotency key, so the caller first looks for it (``_write`` rule 5).
 """
 
 from __future__ import annotations
@@ -76,10 +79,11 @@ class HttpClient:
         which format the server chose when ``accept`` asks for another)."""
         return self.request("POST", f"/v0/topics/{_quote(topic)}/diff", json_body(body), accept)
 
-    def write(self, topic: str, body: bytes) -> dict[str, Any]:
-        """POST /v0/topics/:topic with an already-encoded body; the decoded answer."""
+    def write(self, topic: str, body: bytes, retry_lost: bool = True) -> dict[str, Any]:
+        """POST /v0/topics/:topic with an already-encoded body; the decoded answer.
+        With ``retry_lost=False`` a lost connection raises ``OSError`` (rule 4)."""
         answer: dict[str, Any] = json.loads(
-            self.request("POST", f"/v0/topics/{_quote(topic)}", body)
+            self.request("POST", f"/v0/topics/{_quote(topic)}", body, retry_lost=retry_lost)
         )
         return answer
 
@@ -109,7 +113,13 @@ class HttpClient:
     # -- transport -------------------------------------------------------------------
 
     def request(
-        self, method: str, path: str, body: bytes | None = None, accept: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        accept: str | None = None,
+        *,
+        retry_lost: bool = True,
     ) -> bytes:
         """One request with the retries of rule 1; the 2xx body, else raise (rule 2)."""
         deadline = time.monotonic() + self._retry_timeout_s
@@ -118,8 +128,10 @@ class HttpClient:
             attempt += 1
             try:
                 status, headers, data = self._once(method, self._prefix + path, body, accept)
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException) as exc:
                 self.close()
+                if not retry_lost:
+                    raise ConnectionError(f"{method} {path}: connection lost ({exc})") from exc
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(min(_MAX_BACKOFF_S, 0.05 * 2**attempt))

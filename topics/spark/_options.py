@@ -10,7 +10,11 @@ Rules:
 2. Reads name their topics with exactly one of ``topic`` (one name or a comma list) and
    ``topic_prefix``; writes with ``topic`` (one name).
 3. Seqs follow the contract's cursor convention: ``from_seq`` is exclusive (records with
-   ``seq > from_seq``; 0 = from the earliest retained), ``to_seq`` inclusive.
+   ``seq > from_seq``; 0 = from the earliest retained), ``to_seq`` inclusive. As in
+   Kafka's source, each takes a keyword or a JSON map of topic -> seq or keyword:
+   ``from_seq`` ``earliest`` (= 0) or ``latest`` (the head when the query starts),
+   ``to_seq`` ``latest`` (the head seen when planning, the default); ``to_seq`` has no
+   ``earliest`` (an empty read), as Kafka's ``endingOffsets`` has none.
 4. Unknown options are an error: a misspelt ``on_gap`` must not silently mean "fail".
 5. ``data_schema`` is a Spark DDL string of typed data fields; Spark parses it (with the
    rest of the read's schema), and ``_rows`` checks the types at planning. ``mode``
@@ -44,7 +48,17 @@ _READ = _COMMON | {
     "data_schema",
     "mode",
 }
-_WRITE = _COMMON | {"batch_records", "write_id", "create", "config", "node", "lock_timeout_s"}
+_WRITE = _COMMON | {
+    "batch_records",
+    "write_id",
+    "create",
+    "config",
+    "node",
+    "lock_timeout_s",
+    "ledger_topic",
+}
+#: Where writes record their chunks (``_write`` rule 3).
+LEDGER = "spark.writes"
 # Spark's own options that reach the data source too (writeStream's checkpointLocation).
 _SPARK_OWN = frozenset({"__path__", "checkpointlocation"})
 
@@ -70,7 +84,9 @@ class ReadOptions:
     #: per-topic start cursors; ``default_from_seq`` for any other topic; None = "latest"
     from_seqs: dict[str, int | None] = field(default_factory=dict)
     default_from_seq: int | None = 0
-    to_seq: int | None = None
+    #: per-topic inclusive ends; ``default_to_seq`` for any other topic; None = the head
+    to_seqs: dict[str, int | None] = field(default_factory=dict)
+    default_to_seq: int | None = None
     partition_records: int = DEFAULT_PARTITION_RECORDS
     on_gap: OnGap = "fail"
     max_records_per_trigger: int = 0
@@ -80,6 +96,14 @@ class ReadOptions:
 
     def from_seq_for(self, topic: str) -> int | None:
         return self.from_seqs.get(topic, self.default_from_seq)
+
+    def to_seq_for(self, topic: str) -> int | None:
+        return self.to_seqs.get(topic, self.default_to_seq)
+
+    def end_for(self, topic: str, head: int) -> int:
+        """The last seq to read of ``topic`` whose head is ``head``."""
+        end = self.to_seq_for(topic)
+        return head if end is None else min(end, head)
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,8 @@ class WriteOptions:
     node: str | None = None
     lock_timeout_s: float = 120.0
     timeout_s: float = 60.0
+    #: the ledger topic; "" = none (a retry then relies on the server's keys alone)
+    ledger_topic: str = LEDGER
 
 
 def _check_keys(options: Mapping[str, str], allowed: frozenset[str]) -> dict[str, str]:
@@ -155,32 +181,36 @@ def _topic(name: str) -> str:
         raise OptionError(exc.message) from None
 
 
-def _from_seqs(raw: str | None) -> tuple[dict[str, int | None], int | None]:
-    """``from_seq``: an integer, ``latest``, or a JSON object of topic -> integer|"latest"."""
+def _seq_option(
+    name: str, raw: str | None, default: int | None, keywords: dict[str, int | None]
+) -> tuple[dict[str, int | None], int | None]:
+    """A seq option (rule 3): an integer, a keyword, or a JSON object of topic -> either.
+    Returns the per-topic values and the value for every other topic."""
 
     def one(value: object, where: str) -> int | None:
-        if value == "latest":
-            return None
+        if isinstance(value, str) and value.strip().lower() in keywords:
+            return keywords[value.strip().lower()]
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
-        if isinstance(value, str) and value.isdigit():
+        if isinstance(value, str) and value.strip().isdigit():
             return int(value)
-        raise OptionError(f"{where}: expected a seq >= 0 or 'latest', got {value!r}")
+        words = " or ".join(repr(k) for k in keywords)
+        raise OptionError(f"{where}: expected a seq >= 0 or {words}, got {value!r}")
 
     if raw is None or raw.strip() == "":
-        return {}, 0
+        return {}, default
     raw = raw.strip()
     if raw.startswith("{"):
         try:
             obj = json.loads(raw)
         except ValueError:
-            raise OptionError(f"from_seq: not a JSON object: {raw!r}") from None
-        return {_topic(k): one(v, f"from_seq[{k!r}]") for k, v in obj.items()}, 0
-    return {}, one(raw, "from_seq")
+            raise OptionError(f"{name}: not a JSON object: {raw!r}") from None
+        return {_topic(k): one(v, f"{name}[{k!r}]") for k, v in obj.items()}, default
+    return {}, one(raw, name)
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Check a read's options (rules 1-4)."""
+    """Check a read's options (rules 1-5)."""
     opts = _check_keys(options, _READ)
     path, url, api_key = _location(opts)
     topic, prefix = opts.get("topic"), opts.get("topic_prefix")
@@ -194,8 +224,10 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     on_gap = opts.get("on_gap", "fail").lower()
     if on_gap not in ("fail", "emit"):
         raise OptionError(f"on_gap: expected 'fail' or 'emit', got {on_gap!r}")
-    from_seqs, default_from = _from_seqs(opts.get("from_seq"))
-    to_seq = _int(opts, "to_seq", -1)
+    from_seqs, default_from = _seq_option(
+        "from_seq", opts.get("from_seq"), 0, {"earliest": 0, "latest": None}
+    )
+    to_seqs, default_to = _seq_option("to_seq", opts.get("to_seq"), None, {"latest": None})
     mode = opts.get("mode", "PERMISSIVE").upper()
     if mode not in ("PERMISSIVE", "FAILFAST"):
         raise OptionError(f"mode: expected PERMISSIVE or FAILFAST, got {opts['mode']!r}")
@@ -210,7 +242,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         topic_prefix=prefix,
         from_seqs=from_seqs,
         default_from_seq=default_from,
-        to_seq=None if to_seq < 0 else to_seq,
+        to_seqs=to_seqs,
+        default_to_seq=default_to,
         partition_records=_int(opts, "partition_records", DEFAULT_PARTITION_RECORDS, 1),
         on_gap="emit" if on_gap == "emit" else "fail",
         max_records_per_trigger=_int(opts, "max_records_per_trigger", 0),
@@ -256,4 +289,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         node=opts.get("node") or None,
         lock_timeout_s=_float(opts, "lock_timeout_s", 120.0),
         timeout_s=_float(opts, "timeout_s", 60.0),
+        ledger_topic=_topic(ledger) if (ledger := opts.get("ledger_topic", LEDGER).strip()) else "",
     )

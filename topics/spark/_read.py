@@ -4,7 +4,8 @@ Role: plan partitions on the driver (``_plan``), read them on executors (``_rows
 
 Rules:
 1. Batch: each topic is read from ``from_seq`` (exclusive) to ``min(to_seq, head_seq)``
-   where ``head_seq`` is read once, when the query is planned (a data directory is
+   (``_options`` rule 3: per topic, ``earliest``/``latest``) where ``head_seq`` is read
+   once, when the query is planned (a data directory is
    re-read then). A ``from_seq`` above the head is a cursor from an older topic of the
    same name: the read reports a ``recreated`` gap (contract §3.3, SEMANTICS rule 11).
 2. Streaming offsets are JSON maps ``{"topic": seq, ...}``: "every record of that topic up
@@ -17,7 +18,8 @@ Rules:
    under ``Trigger.AvailableNow``, by the heads recorded in
    ``prepareForTriggerAvailableNow``. Topics that appear under ``topic_prefix`` later join
    at ``from_seq`` (or at their head for ``from_seq=latest``); a topic that is gone keeps
-   its offset until it exists again.
+   its offset until it exists again. A topic's ``to_seq`` caps its offsets: the stream
+   reads nothing of it past that seq.
 """
 
 from __future__ import annotations
@@ -95,10 +97,12 @@ class TopicsBatchReader(DataSourceReader):
                 head = source.head_seq(topic)
                 lo = opts.from_seq_for(topic)
                 lo = head if lo is None else lo
-                if opts.to_seq is not None and opts.to_seq <= lo:
+                end = opts.to_seq_for(topic)
+                if end is not None and end <= lo:
                     continue
-                hi = head if opts.to_seq is None else min(opts.to_seq, head)
-                plan += plan_ranges(source, topic, lo, hi, opts.partition_records)
+                plan += plan_ranges(
+                    source, topic, lo, opts.end_for(topic, head), opts.partition_records
+                )
             return plan
         finally:
             source.close()
@@ -185,6 +189,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if head < lo:  # recreated: the head fell below the offset (_plan rule 3)
                 end[topic] = head
                 continue
+            head = max(lo, self.opts.end_for(topic, head))  # a stream ends at to_seq
             if budget is not None:
                 head = min(head, lo + budget)
                 budget -= head - lo

@@ -7,7 +7,7 @@ per page (Spark takes Arrow batches from Python data sources without a per-row s
 Rules:
 1. Tombstones never vanish (contract §3.3). With ``on_gap="fail"`` the first one raises
    :class:`GapError` naming the lost range; with ``"emit"`` it becomes a gap row (see
-   ``GAP_FIELD``): ``data``/``ts``/``node``/``tag``/``meta`` null, ``seq = gap_to``, and
+   ``GAP_FIELD``): ``data``/``ts``/``ts_ms``/``node``/``tag``/``meta`` null, ``seq = gap_to``, and
    the ``gap`` struct set. A gap is clipped to the task's range, so a loss that spans
    several partitions shows as one row per partition; together they cover it exactly.
 2. ``data`` is the stored JSON text verbatim (JSON ``null`` is the text ``"null"``; only
@@ -27,6 +27,10 @@ Rules:
    ``mode=PERMISSIVE`` its typed fields are NULL and ``_corrupt_record`` holds its data
    text; with ``FAILFAST`` the read fails with :class:`BadRecordError` naming the record.
    A missing field is NULL, an unknown one is ignored (``from_json``'s rules).
+7. ``$ts`` is two columns: ``ts`` a Spark timestamp (what Kafka's source gives, so
+   windows and time filters need no cast) and ``ts_ms`` the stored milliseconds, exact.
+   A user schema may declare ``ts bigint`` (the layout before ``ts_ms``) and gets the
+   milliseconds there.
 """
 
 from __future__ import annotations
@@ -70,11 +74,12 @@ __all__ = [
 ]
 
 BASE_FIELDS = (
-    "topic string, seq bigint, ts bigint, node string, tag string, data string, meta string"
+    "topic string, seq bigint, ts timestamp, ts_ms bigint, node string, tag string, "
+    "data string, meta string"
 )
 GAP_FIELD = "gap struct<gap_from: bigint, gap_to: bigint, reason: string, missed_estimate: bigint>"
 CORRUPT = "_corrupt_record"
-RECORD_COLUMNS = ("topic", "seq", "ts", "node", "tag", "data", "meta")
+RECORD_COLUMNS = ("topic", "seq", "ts", "ts_ms", "node", "tag", "data", "meta")
 _WANT = {"node": WANT_NODE, "tag": WANT_TAG, "data": WANT_DATA, "meta": WANT_META}
 # Arrow types pyarrow's JSON reader converts to directly; dates and timestamps are read
 # as strings and cast (the reader does not parse ISO dates itself).
@@ -251,7 +256,9 @@ class RangeReader:
             name = f.name
             if name == "topic":
                 arr = _repeat(topic, n)
-            elif name in ("seq", "ts", "node", "tag", "data", "meta"):
+            elif name in ("ts", "ts_ms"):
+                arr = _ts(records.column(records.schema.get_field_index("ts")), f.type)
+            elif name in ("seq", "node", "tag", "data", "meta"):
                 arr = records.column(records.schema.get_field_index(name))
             elif name == CORRUPT:
                 arr = corrupt
@@ -409,6 +416,15 @@ def _flat_array(
                 reasons.setdefault(row, _wrong(f))
                 out.append(pa.nulls(1, f.type))
         return pa.concat_arrays(out)
+
+
+def _ts(ms: pa.Array, t: pa.DataType) -> pa.Array:
+    """``$ts`` (int64 ms since the epoch) as column type ``t`` (rule 7): a timestamp, or
+    the milliseconds themselves for an integer column (``ts_ms``, or ``ts bigint`` in a
+    user schema written for the old layout)."""
+    if not pa.types.is_timestamp(t):
+        return ms
+    return ms.view(pa.timestamp("ms", tz=t.tz)).cast(t)
 
 
 def _empty(schema: pa.Schema, n: int = 0) -> pa.RecordBatch:

@@ -11,7 +11,7 @@ Rules:
    be a struct, map or array column and ``meta`` a struct or map: each value is then
    encoded to JSON once, in the task (``_json``: dates and timestamps as ISO 8601
    strings, decimals as exact JSON numbers), with no ``to_json`` round trip. The read side's
-   ``topic``, ``seq``, ``ts`` and ``gap`` are ignored (seqs are assigned by the topic), so
+   ``topic``, ``seq``, ``ts``, ``ts_ms`` and ``gap`` are ignored (seqs are assigned by the topic), so
    a DataFrame read from one topic can be written to another as it is. Any other column
    is an error at planning time.
 2. Every chunk has an idempotency key ``spark:<scope>:<partition>:<chunk>``, where the
@@ -22,14 +22,23 @@ Rules:
    them again (within the topic's ``idempotency_window_ms``, default 2 minutes). Chunks
    are cut by position, so this holds when a partition's rows come in the same order on
    every attempt (true for a deterministic plan; sort within partitions otherwise).
-3. ``path`` mode: a data directory has one writer. A task opens ``topics.open(path)``,
-   waiting up to ``lock_timeout_s`` for the directory lock (other tasks, or a server:
-   stop it, or write through ``url``), writes, and closes. The engine keeps idempotency
-   keys in memory only, so this mode records each written chunk in the ledger topic
-   ``spark.writes`` (one small record per chunk, kept for an hour), right after the
+3. Engines and servers keep idempotency keys in memory only (SEMANTICS rule 19: a
+   closed engine or a restarted server forgets them). So each written chunk is also
+   recorded in the ledger topic (option ``ledger_topic``, default ``spark.writes``; one
+   small record per chunk tagged with its key, kept for an hour), right after the
    chunk, and every task first skips the chunks the ledger already lists for its scope
-   and partition (Spark does not tell a Python task whether it repeats a stage).
-4. Writes are appends, not transactions: a failed job may leave some chunks written.
+   and partition (Spark does not tell a Python task whether it repeats a stage). The
+   ledger record follows its chunk (same WAL, later entry), so it never lists a chunk
+   that is not there.
+4. ``path`` mode: a data directory has one writer. A task opens ``topics.open(path)``,
+   waiting up to ``lock_timeout_s`` for the directory lock (other tasks, or a server:
+   stop it, or write through ``url``), writes, and closes.
+5. ``url`` mode: a chunk whose answer was lost with the connection (a server restart)
+   is in doubt: the server may have appended it and then forgotten its key. The task
+   does not resend it blindly: it reads the topic after the head it saw before sending
+   and counts the chunk as written when its records stand there together, each field as
+   sent; only otherwise does it send it again.
+6. Writes are appends, not transactions: a failed job may leave some chunks written.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,18 +62,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, MapType, Row, StringType, StructType
 
+from .._core.columns import WANT_ALL
 from .._storage.fs import DataDirLockedError
 from ..errors import TopicNotFoundError
 from ..frontends.inproc import SyncEngine
 from ._http import HttpClient, json_body
-from ._options import OptionError, WriteOptions
+from ._options import LEDGER, OptionError, WriteOptions
+from ._sources import HttpSource
 
 __all__ = ["LEDGER_TOPIC", "TopicsCommitMessage", "TopicsStreamWriter", "TopicsWriter"]
 
-LEDGER_TOPIC = "spark.writes"
+LEDGER_TOPIC = LEDGER
 LEDGER_CONFIG = {"ttl_ms": 3_600_000, "durability": "disk"}
 _WRITABLE = ("data", "tag", "node", "meta")
-_IGNORED = frozenset({"topic", "seq", "ts", "gap"})
+_IGNORED = frozenset({"topic", "seq", "ts", "ts_ms", "gap"})
 
 
 @dataclass
@@ -87,7 +98,7 @@ def column_positions(schema: StructType) -> dict[str, int]:
             raise OptionError(
                 f"column {f.name!r} cannot be written to a topic: the writable columns are "
                 "data (JSON text), tag, node, meta (JSON text of an object); "
-                "topic, seq, ts and gap are ignored"
+                "topic, seq, ts, ts_ms and gap are ignored"
             )
         nested = (StructType, MapType) if f.name == "meta" else (StructType, MapType, ArrayType)
         if not isinstance(f.dataType, StringType) and not (
@@ -171,6 +182,24 @@ def _chunks(rows: Iterator[Row], size: int) -> Iterator[list[Row]]:
         yield chunk
 
 
+def _ledger_entry(topic: str, key: str, first_seq: int, last_seq: int) -> dict[str, Any]:
+    return {"data": {"topic": topic, "first_seq": first_seq, "last_seq": last_seq}, "tag": key}
+
+
+def _ledger_keys(page: Callable[[int], tuple[list[str], int, bool]], prefix: str) -> set[str]:
+    """Chunk keys under ``prefix`` in a ledger read page by page (rules 3, 5)."""
+    done: set[str] = set()
+    cursor = 0
+    while True:
+        try:
+            tags, cursor, caught_up = page(cursor)
+        except TopicNotFoundError:  # nothing was ever logged here
+            return done
+        done.update(t for t in tags if t.startswith(prefix))
+        if caught_up:
+            return done
+
+
 class _HttpAppender:
     def __init__(self, opts: WriteOptions) -> None:
         assert opts.url is not None
@@ -181,11 +210,24 @@ class _HttpAppender:
             timeout_s=opts.timeout_s,
             retry_timeout_s=opts.timeout_s,
         )
+        #: the topic's head before the next chunk: where a chunk in doubt would be (rule 5)
+        self.head: int | None = None
 
     def done_keys(self, prefix: str) -> set[str]:
-        return set()  # the server's own idempotency window covers repeats (rule 2)
+        ledger = self.opts.ledger_topic
+        if not ledger:
+            return set()
+
+        def page(cursor: int) -> tuple[list[str], int, bool]:
+            body = {"from_seq": cursor, "limit": 1000, "include_tags": True}
+            ans = json.loads(self.client.diff(ledger, {**body, "include_data": False}))
+            tags = [r["$tag"] for r in ans["records"] if "$tag" in r]
+            return tags, int(ans["next_from_seq"]), bool(ans["caught_up"])
+
+        return _ledger_keys(page, prefix)
 
     def append(self, key: str, records: list[dict[str, Any]]) -> None:
+        opts = self.opts
         parts = [
             b'{"data":'
             + rec["data"]
@@ -196,14 +238,76 @@ class _HttpAppender:
             for rec in records
         ]
         fields: dict[str, Any] = {"idempotency_key": key, "return_seqs": False}
-        if self.opts.node is not None:
-            fields["node"] = self.opts.node
-        if self.opts.create is not None:
-            fields["create"] = self.opts.create
-        if self.opts.config is not None:
-            fields["config"] = self.opts.config
+        if opts.node is not None:
+            fields["node"] = opts.node
+        if opts.create is not None:
+            fields["create"] = opts.create
+        if opts.config is not None:
+            fields["config"] = opts.config
         body = b'{"records":[' + b",".join(parts) + b"]," + json_body(fields)[1:]
-        self.client.write(self.opts.topic, body)
+        if self.head is None:
+            self.head = self._head()
+        deadline = time.monotonic() + opts.timeout_s
+        while True:
+            try:
+                answer = self.client.write(opts.topic, body, retry_lost=False)
+                break
+            except ConnectionError:  # rule 5: it may be there, under a forgotten key
+                if time.monotonic() >= deadline:
+                    raise
+                found = self._find(self.head, records)
+                if found is not None:
+                    answer = found
+                    break
+        self.head = int(answer["head_seq"])
+        if opts.ledger_topic:
+            entry = _ledger_entry(opts.topic, key, answer["first_seq"], answer["last_seq"])
+            ledger = {"idempotency_key": key, "create": True, "config": LEDGER_CONFIG}
+            self.client.write(opts.ledger_topic, json_body({"records": [entry], **ledger}))
+
+    def _head(self) -> int:
+        try:
+            return int(self.client.topic_state(self.opts.topic)["head_seq"])
+        except TopicNotFoundError:
+            return 0
+
+    def _find(self, after: int, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The write answer of ``records`` if they stand together after seq ``after``,
+        every field as sent (rule 5); None when they are not there."""
+        node = self.opts.node
+        sent = [
+            (
+                rec["data"].decode(),
+                rec.get("tag"),
+                rec.get("node", node),
+                rec["meta"].decode() if "meta" in rec else None,
+            )
+            for rec in records
+        ]
+        source = HttpSource(self.opts.url or "", self.opts.api_key, self.opts.timeout_s)
+        seqs: list[int] = []
+        rows: list[tuple[Any, ...]] = []
+        cursor, head = after, after
+        try:
+            while True:  # the requests retry until the server is back (_http rule 1)
+                page = source.page(self.opts.topic, cursor, 1 << 62, WANT_ALL)
+                head = page.head_seq
+                if page.batch is not None:
+                    cols = page.batch.to_pydict()
+                    seqs += cols["seq"]
+                    rows += zip(cols["data"], cols["tag"], cols["node"], cols["meta"], strict=True)
+                cursor = page.next_from_seq
+                if page.caught_up:
+                    break
+        except TopicNotFoundError:
+            return None
+        finally:
+            source.close()
+        n = len(sent)
+        for i in range(len(rows) - n + 1):
+            if rows[i] == sent[0] and rows[i : i + n] == sent:
+                return {"first_seq": seqs[i], "last_seq": seqs[i + n - 1], "head_seq": head}
+        return None
 
     def close(self) -> None:
         self.client.close()
@@ -217,19 +321,17 @@ class _PathAppender:
 
     def done_keys(self, prefix: str) -> set[str]:
         """Chunk keys under ``prefix`` already in the ledger (rule 3)."""
-        done: set[str] = set()
-        cursor = 0
-        while True:
-            try:
-                page = self.engine.diff(
-                    LEDGER_TOPIC, from_seq=cursor, limit=1000, include_tags=True, include_data=False
-                )
-            except TopicNotFoundError:  # nothing was ever written in path mode here
-                return done
-            done.update(r.tag for r in page.records if r.tag and r.tag.startswith(prefix))
-            cursor = page.next_from_seq
-            if page.caught_up:
-                return done
+        ledger = self.opts.ledger_topic
+        if not ledger:
+            return set()
+
+        def page(cursor: int) -> tuple[list[str], int, bool]:
+            res = self.engine.diff(
+                ledger, from_seq=cursor, limit=1000, include_tags=True, include_data=False
+            )
+            return [r.tag for r in res.records if r.tag], res.next_from_seq, res.caught_up
+
+        return _ledger_keys(page, prefix)
 
     def append(self, key: str, records: list[dict[str, Any]]) -> None:
         opts = self.opts
@@ -244,10 +346,9 @@ class _PathAppender:
         )
         # Rule 3: logged after the chunk, in the same WAL, so the ledger never lists a
         # chunk that is not there.
-        entry = {"topic": opts.topic, "first_seq": res.first_seq, "last_seq": res.last_seq}
-        self.engine.write(
-            LEDGER_TOPIC, [{"data": entry, "tag": key}], config=LEDGER_CONFIG, return_seqs=False
-        )
+        if opts.ledger_topic:
+            entry = _ledger_entry(opts.topic, key, res.first_seq, res.last_seq)
+            self.engine.write(opts.ledger_topic, [entry], config=LEDGER_CONFIG, return_seqs=False)
 
     def close(self) -> None:
         self.engine.close()
@@ -295,7 +396,7 @@ def _write_partition(
 
 
 class TopicsWriter(DataSourceWriter):
-    """``df.write.format("topics").mode("append")`` (rules 1-4)."""
+    """``df.write.format("topics").mode("append")`` (rules 1-6)."""
 
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         self.opts = opts
@@ -311,7 +412,7 @@ class TopicsWriter(DataSourceWriter):
         """Nothing to do: every chunk was appended (and acknowledged) by its task."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to undo: appends are not transactional (rule 4)."""
+        """Nothing to undo: appends are not transactional (rule 6)."""
 
 
 class TopicsStreamWriter(DataSourceStreamWriter):
@@ -333,4 +434,4 @@ class TopicsStreamWriter(DataSourceStreamWriter):
         """Nothing to do: each task's chunks are already appended."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo (rule 4); a replay of the batch is deduplicated (rule 2)."""
+        """Nothing to undo (rule 6); a replay of the batch is deduplicated (rules 2, 3)."""
