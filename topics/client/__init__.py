@@ -25,6 +25,8 @@ from ._aworker import AsyncWorkIterator as AsyncWorkIterator
 from ._cursor_store import CursorStore as CursorStore
 from ._cursor_store import FileCursorStore as FileCursorStore
 from ._cursor_store import MemoryCursorStore as MemoryCursorStore
+from ._group import ConsumeStats as ConsumeStats
+from ._group import ServerCursorStore as ServerCursorStore
 from ._retry import RetryPolicy as RetryPolicy
 from ._sync import Client as Client
 from ._transport import ClientConnectionError as ClientConnectionError
@@ -46,11 +48,13 @@ __all__ = [
     "AsyncWorkIterator",
     "Client",
     "ClientConnectionError",
+    "ConsumeStats",
     "CursorStore",
     "FileCursorStore",
     "LeasedJob",
     "MemoryCursorStore",
     "RetryPolicy",
+    "ServerCursorStore",
     "WatchEventValue",
     "WatchIterator",
     "WatchRecord",

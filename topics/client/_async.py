@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import httpx
 
+from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import TopicsError
 from topics.queue_types import AckResult, ClaimResult, ExtendResult, Job, NackResult
 from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
@@ -24,6 +25,7 @@ from topics.types import (
     DeleteTopicResult,
     DiffResult,
     PutTopicResult,
+    Record,
     TopicPage,
     TopicState,
     TopicSummary,
@@ -33,12 +35,21 @@ from topics.worker import WorkerStats
 
 from . import _protocol as p
 from ._retry import RETRY_STATUSES, RetryPolicy
-from ._sync import DIFF_BYTE_BUDGET, diff_args, make_settings, parse_reply, write_options
+from ._sync import (
+    DIFF_BYTE_BUDGET,
+    cursor_args,
+    diff_args,
+    make_settings,
+    parse_reply,
+    write_options,
+)
 from ._transport import connection_error, error_from_response, new_request_id
 
 if TYPE_CHECKING:
     from ._aworker import AsyncWorkIterator
     from ._cursor_store import CursorStore
+    from ._group import ConsumeStats
+    from ._sync import Client
     from ._watch import AsyncWatchIterator, WatchTopics
     from ._ws import AsyncWebSocket
 
@@ -234,14 +245,19 @@ class AsyncClient:
         include_data: bool = True,
         wait_ms: int = 0,
         max_bytes: int = DIFF_BYTE_BUDGET,
+        cursor: str | None = None,
+        commit: bool = False,
     ) -> DiffResult:
         """Records after ``from_seq`` with any tombstone (§3); ``wait_ms`` long-polls.
+        ``cursor`` reads after a named cursor instead; ``commit`` commits the answer's
+        ``next_from_seq`` to it on the server (at most once: never retried).
 
         Raises: invalid_request, topic_not_found.
         """
         args = diff_args(
             from_seq, limit, node, include_tags, include_meta, include_data, wait_ms, max_bytes
         )
+        cursor_args(args, cursor, commit)
         return await self._run(p.diff(topic, args, wait_ms if isinstance(wait_ms, int) else 0))
 
     async def delete_records(
@@ -252,6 +268,48 @@ class AsyncClient:
         Raises: invalid_request, topic_not_found.
         """
         return await self._run(p.delete_records(topic, before_seq, match))
+
+    # -- named cursors (consumer groups) ------------------------------------------------
+
+    async def put_cursor(
+        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+    ) -> CursorInfo:
+        """Commit ``seq`` to the named cursor; ``expect_seq`` makes it a compare-and-set.
+
+        Raises: invalid_request (seq above the head), topic_not_found, cursor_conflict.
+        """
+        return await self._run(p.put_cursor(topic, cursor, seq, expect_seq))
+
+    async def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
+        """One cursor with its lag. Raises: topic_not_found, cursor_not_found."""
+        return await self._run(p.get_cursor(topic, cursor))
+
+    async def list_cursors(self, topic: str) -> list[CursorInfo]:
+        """Every cursor of ``topic`` with its lag. Raises: topic_not_found."""
+        return await self._run(p.list_cursors(topic))
+
+    async def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
+        """Forget a cursor (absent: ``deleted`` false). Raises: topic_not_found."""
+        return await self._run(p.delete_cursor(topic, cursor))
+
+    async def consume(
+        self,
+        topic: str,
+        group: str,
+        handler: Callable[[Record], Any],
+        *,
+        limit: int = 0,
+        wait_ms: int = 5000,
+        until_caught_up: bool = False,
+    ) -> ConsumeStats:
+        """Run ``handler`` on every record after consumer group ``group``'s cursor,
+        committing each batch once handled (at least once; topics.client._group)."""
+        from ._group import aconsume
+
+        return await aconsume(
+            self, topic, group, handler,
+            limit=limit, wait_ms=wait_ms, until_caught_up=until_caught_up,
+        )  # fmt: skip
 
     # -- routers (§6) -----------------------------------------------------------------
 
@@ -346,6 +404,13 @@ class AsyncClient:
 
     # -- streams ----------------------------------------------------------------------
 
+    def _group_client(self) -> Client:
+        """A synchronous twin for a group's cursor store (the watch saves in a thread)."""
+        from ._sync import Client
+
+        s = self.settings
+        return Client(s.url, s.api_key, timeout_s=s.timeout_s, retry=s.retry)
+
     def watch(
         self,
         topics: WatchTopics,
@@ -354,6 +419,7 @@ class AsyncClient:
         node: str | None = None,
         cursor_store: CursorStore | None = None,
         heartbeat_ms: int = 15_000,
+        group: str | None = None,
         **options: Any,
     ) -> AsyncWatchIterator:
         """Iterate (``async for``) over live records and loss events of ``topics`` (§7); see
@@ -361,6 +427,10 @@ class AsyncClient:
         from ._watch import AsyncWatchIterator, WatchSpec
 
         spec = WatchSpec.build(topics, tail, node, heartbeat_ms, options)
+        if group is not None:  # the group's named cursors are the store (_group.py)
+            from ._group import ServerCursorStore
+
+            cursor_store = ServerCursorStore(self._group_client(), group, spec.starts)
         return AsyncWatchIterator(self, spec, cursor_store)
 
     def work(

@@ -30,8 +30,10 @@ from urllib.parse import quote
 
 import ujson
 
+from topics._cursors import check_cursor_name
 from topics._names import check_router_name, check_topic_name
 from topics.config import TopicConfig
+from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import InvalidRequestError
 from topics.queue_types import AckResult, ClaimResult, ExtendResult, Job, NackResult
 from topics.router_types import (
@@ -322,11 +324,12 @@ def diff(topic: str, args: Mapping[str, object], wait_ms: int) -> Call[DiffResul
         tomb = obj.get("tombstone")
         perf = obj.get("performance")
         scanned = perf.get("records_scanned", 0) if isinstance(perf, dict) else 0
-        records = [Record.from_json(v) for v in values]
+        fmt = "cloudevents" if args.get("format") == "cloudevents" else "records"
+        records = [Record.from_json(v) for v in values] if fmt == "records" else []
         return DiffResult(
             topic=obj.get("topic", topic),
             records_json=records_json,
-            record_count=len(records),
+            record_count=len(values),
             next_from_seq=obj["next_from_seq"],
             head_seq=obj["head_seq"],
             earliest_seq=obj["earliest_seq"],
@@ -335,10 +338,67 @@ def diff(topic: str, args: Mapping[str, object], wait_ms: int) -> Call[DiffResul
             lag=obj.get("lag", obj["head_seq"] - obj["next_from_seq"]),
             records_scanned=scanned,
             _decoded=records,
+            from_seq=obj.get("from_seq"),
+            end_reached=obj.get("end_reached"),
+            format=fmt,
         )
 
     body = dumps({k: v for k, v in args.items() if v is not None}, "diff")
-    return Call("POST", _topic_path(topic, "/diff"), parse, body=body, wait_s=wait_ms / 1000)
+    # A committing read is not sent again after a lost answer: the retry would skip what
+    # the first commit covered.
+    return Call(
+        "POST",
+        _topic_path(topic, "/diff"),
+        parse,
+        body=body,
+        wait_s=wait_ms / 1000,
+        idempotent=args.get("commit") is not True,
+    )
+
+
+# -- named cursors -------------------------------------------------------------------------
+
+
+def _cursor_path(topic: str, cursor: str | None = None) -> str:
+    tail = "" if cursor is None else "/" + quote(check_cursor_name(cursor), safe="")
+    return _topic_path(topic, "/cursors" + tail)
+
+
+def cursor_info(obj: Mapping[str, Any]) -> CursorInfo:
+    return CursorInfo(**_fields(CursorInfo, obj))
+
+
+def put_cursor(topic: str, cursor: str, seq: int, expect_seq: int | None) -> Call[CursorInfo]:
+    body: dict[str, object] = {"seq": seq}
+    if expect_seq is not None:
+        body["expect_seq"] = expect_seq
+    # With expect_seq a repeat after a lost answer would be a 409 against its own commit.
+    return Call(
+        "PUT",
+        _cursor_path(topic, cursor),
+        lambda r: cursor_info(r.json()),
+        body=dumps(body),
+        idempotent=expect_seq is None,
+    )
+
+
+def get_cursor(topic: str, cursor: str) -> Call[CursorInfo]:
+    return Call("GET", _cursor_path(topic, cursor), lambda r: cursor_info(r.json()))
+
+
+def list_cursors(topic: str) -> Call[list[CursorInfo]]:
+    def parse(reply: Reply) -> list[CursorInfo]:
+        return [cursor_info(c) for c in reply.json().get("cursors", [])]
+
+    return Call("GET", _cursor_path(topic), parse)
+
+
+def delete_cursor(topic: str, cursor: str) -> Call[DeleteCursorResult]:
+    def parse(reply: Reply) -> DeleteCursorResult:
+        obj = reply.json()
+        return DeleteCursorResult(obj["topic"], obj["cursor"], bool(obj["deleted"]))
+
+    return Call("DELETE", _cursor_path(topic, cursor), parse)
 
 
 # -- deletes (§5) --------------------------------------------------------------------------

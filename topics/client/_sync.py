@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import TopicsError
 from topics.queue_types import AckResult, ClaimResult, ExtendResult, Job, NackResult
 from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
@@ -31,6 +32,7 @@ from topics.types import (
     DeleteTopicResult,
     DiffResult,
     PutTopicResult,
+    Record,
     TopicPage,
     TopicState,
     TopicSummary,
@@ -50,6 +52,7 @@ from ._transport import (
 
 if TYPE_CHECKING:
     from ._cursor_store import CursorStore
+    from ._group import ConsumeStats
     from ._watch import WatchIterator, WatchTopics
     from ._worker import WorkIterator
     from ._ws import WebSocket
@@ -122,6 +125,16 @@ def diff_args(
     if max_bytes != DIFF_BYTE_BUDGET:
         args["max_batch_bytes"] = max_bytes
     return args
+
+
+def cursor_args(args: dict[str, object], cursor: str | None, commit: bool) -> None:
+    """A diff from a named cursor: ``cursor`` replaces ``from_seq`` (0 is the default)."""
+    if cursor is not None:
+        if args.get("from_seq") == 0:
+            del args["from_seq"]
+        args["cursor"] = cursor
+    if commit:
+        args["commit"] = True
 
 
 def parse_reply(call: p.Call[T], status: int, body: bytes, request_id: str | None) -> T:
@@ -317,14 +330,19 @@ class Client:
         include_data: bool = True,
         wait_ms: int = 0,
         max_bytes: int = DIFF_BYTE_BUDGET,
+        cursor: str | None = None,
+        commit: bool = False,
     ) -> DiffResult:
         """Records after ``from_seq`` with any tombstone (§3); ``wait_ms`` long-polls.
+        ``cursor`` reads after a named cursor instead; ``commit`` commits the answer's
+        ``next_from_seq`` to it on the server (at most once: never retried).
 
         Raises: invalid_request, topic_not_found.
         """
         args = diff_args(
             from_seq, limit, node, include_tags, include_meta, include_data, wait_ms, max_bytes
         )
+        cursor_args(args, cursor, commit)
         return self._run(p.diff(topic, args, wait_ms if isinstance(wait_ms, int) else 0))
 
     def delete_records(
@@ -335,6 +353,48 @@ class Client:
         Raises: invalid_request, topic_not_found.
         """
         return self._run(p.delete_records(topic, before_seq, match))
+
+    # -- named cursors (consumer groups) ------------------------------------------------
+
+    def put_cursor(
+        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+    ) -> CursorInfo:
+        """Commit ``seq`` to the named cursor; ``expect_seq`` makes it a compare-and-set.
+
+        Raises: invalid_request (seq above the head), topic_not_found, cursor_conflict.
+        """
+        return self._run(p.put_cursor(topic, cursor, seq, expect_seq))
+
+    def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
+        """One cursor with its lag. Raises: topic_not_found, cursor_not_found."""
+        return self._run(p.get_cursor(topic, cursor))
+
+    def list_cursors(self, topic: str) -> list[CursorInfo]:
+        """Every cursor of ``topic`` with its lag. Raises: topic_not_found."""
+        return self._run(p.list_cursors(topic))
+
+    def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
+        """Forget a cursor (absent: ``deleted`` false). Raises: topic_not_found."""
+        return self._run(p.delete_cursor(topic, cursor))
+
+    def consume(
+        self,
+        topic: str,
+        group: str,
+        handler: Callable[[Record], Any],
+        *,
+        limit: int = 0,
+        wait_ms: int = 5000,
+        until_caught_up: bool = False,
+    ) -> ConsumeStats:
+        """Run ``handler`` on every record after consumer group ``group``'s cursor,
+        committing each batch once handled (at least once; topics.client._group)."""
+        from ._group import consume
+
+        return consume(
+            self, topic, group, handler,
+            limit=limit, wait_ms=wait_ms, until_caught_up=until_caught_up,
+        )  # fmt: skip
 
     # -- routers (§6) -----------------------------------------------------------------
 
@@ -435,6 +495,7 @@ class Client:
         node: str | None = None,
         cursor_store: CursorStore | None = None,
         heartbeat_ms: int = 15_000,
+        group: str | None = None,
         **options: Any,
     ) -> WatchIterator:
         """Iterate over live records and loss events of ``topics`` (§7); see
@@ -442,6 +503,10 @@ class Client:
         from ._watch import WatchIterator, WatchSpec
 
         spec = WatchSpec.build(topics, tail, node, heartbeat_ms, options)
+        if group is not None:  # the group's named cursors are the store (_group.py)
+            from ._group import ServerCursorStore
+
+            cursor_store = ServerCursorStore(self, group, spec.starts)
         return WatchIterator(self, spec, cursor_store)
 
     def work(
