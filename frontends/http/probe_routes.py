@@ -68,18 +68,21 @@ async def metrics_route(ctx: RequestContext) -> Reply:
     # A prefix-limited key sees only its own topics' series (§0.2: no cross-tenant names);
     # the server-wide aggregates stay (docs/OPERATIONS.md, "Limits and hostile clients").
     principal = ctx.principal
-    stats = engine.statistics(
-        max_topic_gauges=state.settings.metrics_max_topics,
-        include=principal.may_touch if principal.prefixes else None,
-    )
+    include = principal.may_touch if principal.prefixes else None
+    stats = engine.statistics(max_topic_gauges=state.settings.metrics_max_topics, include=include)
+    cursors = [
+        (c.topic, c.cursor, c.seq, c.lag)
+        for c in engine.cursor_lags(include)[: state.settings.metrics_max_topics]
+    ]
     wal = engine.wal_statistics()
     extras: dict[str, float | int] = {}
     for source in state.metrics_sources:
         extras.update(source())
     extras.update(engine.storage_gauges())
     if b"application/json" in ctx.headers.get(b"accept", b""):
-        return ctx.json(metrics.render_json(stats, wal, extras))
-    return Reply(200, metrics.render_prometheus(stats, wal, extras), content_type=_PROMETHEUS)
+        return ctx.json(metrics.render_json(stats, wal, extras, cursors))
+    body = metrics.render_prometheus(stats, wal, extras, cursors)
+    return Reply(200, body, content_type=_PROMETHEUS)
 
 
 ROUTES = (

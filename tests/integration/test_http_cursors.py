@@ -165,3 +165,22 @@ def test_a_commit_survives_a_sigkill_of_the_server(tmp_path: Path) -> None:
             assert [rec["$seq"] for rec in r.json()["records"]] == [8, 9, 10]
     finally:
         assert second.stop() == 0
+
+
+def test_metrics_report_lag_per_cursor(http: httpx.Client) -> None:
+    _write(http, "cur-metrics", 6)
+    http.put("/v0/topics/cur-metrics/cursors/billing", json={"seq": 2})
+    snap = http.get("/v0/metrics", headers={"Accept": "application/json"}).json()
+    assert snap["topics_cursor_lag"]["cur-metrics"] == {"billing": 4}
+    assert snap["topics_cursor_seq"]["cur-metrics"] == {"billing": 2}
+    text = http.get("/v0/metrics").text
+    assert 'topics_cursor_lag{topic="cur-metrics",cursor="billing"} 4' in text
+
+
+def test_metrics_show_a_tenant_only_its_own_cursors(authed: ServerProcess) -> None:
+    with authed.client("admin-key") as admin:
+        admin.put("/v0/topics/open/cursors/m", json={"seq": 1})
+        admin.put("/v0/topics/ten.jobs/cursors/m", json={"seq": 1})
+    with authed.client("tenant") as tenant:
+        snap = tenant.get("/v0/metrics", headers={"Accept": "application/json"}).json()
+    assert set(snap["topics_cursor_lag"]) == {"ten.jobs"}

@@ -15,6 +15,9 @@ Rules:
 4. The JSON snapshot uses the same names as keys: a number for a plain metric, a
    ``{label value: number}`` object for a labelled one, and ``{"buckets", "sum", "count"}``
    (cumulative buckets keyed by ``le``) for the fsync histogram.
+5. Named cursors (our extension): ``topics_cursor_lag`` and ``topics_cursor_seq`` per
+   ``{topic, cursor}``; in JSON ``{topic: {cursor: number}}``. The caller bounds and
+   filters the list as it does the per-topic block.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ __all__ = [
     "CONTENT_TYPE",
     "EXTRA_GAUGES",
     "HistogramLike",
+    "CursorGauge",
     "WalStatisticsLike",
     "metric_names",
     "render_json",
@@ -111,6 +115,14 @@ _TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 _HISTOGRAM = "topics_wal_fsync_latency_us"
+
+#: One named cursor: (topic, cursor, committed seq, lag).
+CursorGauge = tuple[str, str, int, int]
+
+_CURSOR_METRICS: tuple[tuple[str, int, str], ...] = (
+    ("topics_cursor_lag", 3, "Seqs after a named cursor (head_seq - committed seq)."),
+    ("topics_cursor_seq", 2, "A named cursor's committed seq."),
+)
 
 
 def _escape(value: str) -> str:
@@ -203,6 +215,7 @@ def render_prometheus(
     stats: EngineStatistics,
     wal: WalStatisticsLike | None = None,
     extras: Mapping[str, float | int] | None = None,
+    cursors: Sequence[CursorGauge] = (),
 ) -> bytes:
     """The Prometheus text exposition (v0.0.4) of every §8.3 metric.
 
@@ -210,6 +223,7 @@ def render_prometheus(
         stats: the engine's snapshot (``Engine.statistics()``).
         wal: the WAL's statistics, or None for a memory-only engine (WAL metrics are 0).
         extras: values for :data:`EXTRA_GAUGES` reported by their owners.
+        cursors: the named cursors to report (rule 5).
     """
     lines: list[str] = []
 
@@ -229,6 +243,11 @@ def render_prometheus(
             lines.append(f'{name}{{topic="{_escape(topic)}"}} {value}')
     family("topics_topic_metrics_truncated", "gauge", "1 when the per-topic block was capped.")
     lines.append(f"topics_topic_metrics_truncated {_num(stats.topic_gauges_truncated)}")
+    for name, index, help_text in _CURSOR_METRICS:
+        family(name, "gauge", help_text)
+        for gauge in cursors:
+            labels = f'topic="{_escape(gauge[0])}",cursor="{_escape(gauge[1])}"'
+            lines.append(f"{name}{{{labels}}} {gauge[index]}")
     for attr, kind, help_text in _WAL_METRICS:
         name = f"topics_wal_{attr}"
         family(name, kind, help_text)
@@ -247,6 +266,7 @@ def render_json(
     stats: EngineStatistics,
     wal: WalStatisticsLike | None = None,
     extras: Mapping[str, float | int] | None = None,
+    cursors: Sequence[CursorGauge] = (),
 ) -> dict[str, Any]:
     """The JSON snapshot: the same metrics keyed by their Prometheus names (rule 4)."""
     out: dict[str, Any] = {"topics_topics_by_class": dict(sorted(stats.topics_by_class.items()))}
@@ -255,6 +275,11 @@ def render_json(
     for name, attr, _ in _TOPIC_METRICS:
         out[name] = dict(_topic_values(stats, attr))
     out["topics_topic_metrics_truncated"] = int(stats.topic_gauges_truncated)
+    for name, index, _ in _CURSOR_METRICS:
+        by_topic: dict[str, dict[str, int]] = {}
+        for gauge in cursors:
+            by_topic.setdefault(gauge[0], {})[gauge[1]] = gauge[index]
+        out[name] = by_topic
     for attr, _, _ in _WAL_METRICS:
         value = getattr(wal, attr) if wal is not None else 0
         out[f"topics_wal_{attr}"] = int(value) if isinstance(value, bool) else value
@@ -269,6 +294,7 @@ def metric_names() -> Sequence[str]:
     names += [n for n, _, _ in _aggregates(_EMPTY, None)]
     names += [n for n, _, _ in _TOPIC_METRICS]
     names.append("topics_topic_metrics_truncated")
+    names += [n for n, _, _ in _CURSOR_METRICS]
     names += [f"topics_wal_{a}" for a, _, _ in _WAL_METRICS]
     names.append(_HISTOGRAM)
     return names

@@ -40,11 +40,13 @@ CONTRACT_NAMES = {
     "topics_wal_read_only",
     "topics_wal_fsync_latency_us",
 }
-# Our extension beside the contract's names (storage degraded by a full disk).
+# Our extensions beside the contract's names (storage degraded by a full disk, cursors).
 EXTENSION_NAMES = {
     "topics_storage_degraded",
     "topics_storage_free_bytes",
     "topics_storage_min_free_bytes",
+    "topics_cursor_lag",
+    "topics_cursor_seq",
 }
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[a-z]+="(?:[^"\\]|\\.)*"\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
@@ -169,3 +171,16 @@ def test_json_snapshot_uses_the_same_names() -> None:
         "sum": 9000.0,
         "count": 10,
     }
+
+
+def test_named_cursor_lag_and_seq() -> None:
+    cursors = [("jobs", "billing", 7, 3), ('we"ird\\', "g", 5, 0)]
+    text = render_prometheus(_stats(), None, None, cursors).decode()
+    assert 'topics_cursor_lag{topic="jobs",cursor="billing"} 3' in text
+    assert 'topics_cursor_seq{topic="jobs",cursor="billing"} 7' in text
+    assert 'topics_cursor_lag{topic="we\\"ird\\\\",cursor="g"} 0' in text
+    assert "# TYPE topics_cursor_lag gauge" in render_prometheus(_stats()).decode()
+    out = render_json(_stats(), None, None, cursors)
+    assert out["topics_cursor_lag"] == {"jobs": {"billing": 3}, 'we"ird\\': {"g": 0}}
+    assert out["topics_cursor_seq"]["jobs"] == {"billing": 7}
+    assert render_json(_stats())["topics_cursor_lag"] == {}
