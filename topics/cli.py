@@ -40,6 +40,7 @@ from typing import IO, Any, NoReturn
 import ujson
 
 from topics._core.scan import BodyError, split_write_body
+from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
 from topics.client import Client, ClientConnectionError, RetryPolicy, WatchRecord
 from topics.errors import ConflictError, NotFoundError, TopicsError
 from topics.types import Record, Tombstone
@@ -312,18 +313,47 @@ class Cli:
         )
         self.out.write(f"{prefix}{rec.seq}{extra}  {short(rec.data, 200)}\n")
 
+    def _bounds(self) -> dict[str, Any]:
+        """--since/--until/--to/--where as diff or watch options (topics/cli_filters.py)."""
+        a = self.args
+        out: dict[str, Any] = {}
+        now = int(time.time() * 1000)
+        try:
+            if a.since is not None:
+                out["from_ts"] = parse_time(a.since, now)
+            if a.until is not None:
+                out["to_ts"] = parse_time(a.until, now)
+            if a.where is not None:
+                out["where"] = parse_where(a.where)
+        except FilterSyntaxError as exc:
+            raise UsageError(str(exc)) from None
+        if a.to_seq is not None:
+            out["to_seq"] = a.to_seq
+        return out
+
     def read(self) -> None:
-        cursor, shown = self.args.from_seq, 0
+        a = self.args
+        bounds = self._bounds()
+        if "from_ts" in bounds and a.from_seq:
+            raise UsageError("give --from or --since, not both")
+        cursor, shown = a.from_seq, 0
+        cloudevents = a.format == "cloudevents"
         while True:
             page = self.client.diff(
-                self.args.topic, from_seq=cursor, limit=self.args.limit, include_tags=True
-            )
+                a.topic, from_seq=cursor, limit=a.limit, include_tags=True, format=a.format,
+                **bounds,
+            )  # fmt: skip
+            bounds.pop("from_ts", None)  # resolved: go on from the cursor
             if page.tombstone is not None:
-                self.warn_tombstone(self.args.topic, page.tombstone)
-            for rec in page.records:
-                if self.args.max is not None and shown >= self.args.max:
+                self.warn_tombstone(a.topic, page.tombstone)
+            items = page.events if cloudevents else page.records
+            for item in items:
+                if a.max is not None and shown >= a.max:
                     return
-                self._show_record(None, rec)
+                if isinstance(item, Record):
+                    self._show_record(None, item)
+                else:  # an event is printed as JSON whatever the output mode
+                    self.out.write(ujson.dumps(item, escape_forward_slashes=False) + "\n")
                 shown += 1
             cursor = page.next_from_seq
             if page.caught_up:
@@ -481,6 +511,15 @@ def _bool_flag(p: argparse.ArgumentParser, name: str, help_on: str) -> None:
     p.add_argument(f"--no-{name}", dest=dest, action="store_false", help=argparse.SUPPRESS)
 
 
+def _bound_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--since", metavar="WHEN",
+                   help="start at records written since: 10m, 2h, 1d, RFC 3339 or epoch ms")  # fmt: skip
+    p.add_argument("--until", metavar="WHEN", help="end after records written until WHEN")
+    p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="end after this seq")
+    p.add_argument("--where", metavar="FILTER",
+                   help="server-side filter, e.g. 'kind=refund and amount>10' (docs/CLI.md)")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="topics",
@@ -531,6 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_seq", type=int, default=0, help="start after this seq")
     p.add_argument("--limit", type=int, default=1000, help="records per request")
     p.add_argument("--max", type=int, help="stop after this many records")
+    _bound_options(p)
+    p.add_argument("--format", choices=("records", "cloudevents"), default="records",
+                   help="cloudevents: print each record as a CloudEvents 1.0 JSON event")  # fmt: skip
     p.set_defaults(run=Cli.read)
     p = sub.add_parser("tail", help="follow topics live (watch)")
     p.add_argument("topics", nargs="+")

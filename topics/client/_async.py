@@ -37,6 +37,7 @@ from . import _protocol as p
 from ._retry import RETRY_STATUSES, RetryPolicy
 from ._sync import (
     DIFF_BYTE_BUDGET,
+    bound_args,
     cursor_args,
     diff_args,
     make_settings,
@@ -247,10 +248,18 @@ class AsyncClient:
         max_bytes: int = DIFF_BYTE_BUDGET,
         cursor: str | None = None,
         commit: bool = False,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> DiffResult:
         """Records after ``from_seq`` with any tombstone (§3); ``wait_ms`` long-polls.
         ``cursor`` reads after a named cursor instead; ``commit`` commits the answer's
         ``next_from_seq`` to it on the server (at most once: never retried).
+        ``from_ts`` (ms; instead of ``from_seq``), ``to_ts``/``to_seq`` (inclusive ends),
+        ``where`` (a predicate), ``format="cloudevents"``: see ``Engine.diff``.
 
         Raises: invalid_request, topic_not_found.
         """
@@ -258,6 +267,7 @@ class AsyncClient:
             from_seq, limit, node, include_tags, include_meta, include_data, wait_ms, max_bytes
         )
         cursor_args(args, cursor, commit)
+        bound_args(args, from_ts, to_ts, to_seq, where, format, ce_type_field)
         return await self._run(p.diff(topic, args, wait_ms if isinstance(wait_ms, int) else 0))
 
     async def delete_records(

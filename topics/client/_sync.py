@@ -127,6 +127,29 @@ def diff_args(
     return args
 
 
+def bound_args(
+    args: dict[str, object],
+    from_ts: object,
+    to_ts: object,
+    to_seq: object,
+    where: object,
+    format: object,
+    ce_type_field: object,
+) -> None:
+    """Issue 18's diff options, sent only when given (``from_ts`` replaces ``from_seq`` 0)."""
+    if from_ts is not None:
+        if args.get("from_seq") == 0:
+            del args["from_seq"]
+        args["from_ts"] = from_ts
+    for name, value in (("to_ts", to_ts), ("to_seq", to_seq), ("where", where)):
+        if value is not None:
+            args[name] = list(value) if isinstance(value, tuple) else value
+    if format != "records":
+        args["format"] = format
+    if ce_type_field is not None:
+        args["ce_type_field"] = ce_type_field
+
+
 def cursor_args(args: dict[str, object], cursor: str | None, commit: bool) -> None:
     """A diff from a named cursor: ``cursor`` replaces ``from_seq`` (0 is the default)."""
     if cursor is not None:
@@ -332,10 +355,18 @@ class Client:
         max_bytes: int = DIFF_BYTE_BUDGET,
         cursor: str | None = None,
         commit: bool = False,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> DiffResult:
         """Records after ``from_seq`` with any tombstone (§3); ``wait_ms`` long-polls.
         ``cursor`` reads after a named cursor instead; ``commit`` commits the answer's
         ``next_from_seq`` to it on the server (at most once: never retried).
+        ``from_ts`` (ms; instead of ``from_seq``), ``to_ts``/``to_seq`` (inclusive ends),
+        ``where`` (a predicate), ``format="cloudevents"``: see ``Engine.diff``.
 
         Raises: invalid_request, topic_not_found.
         """
@@ -343,6 +374,7 @@ class Client:
             from_seq, limit, node, include_tags, include_meta, include_data, wait_ms, max_bytes
         )
         cursor_args(args, cursor, commit)
+        bound_args(args, from_ts, to_ts, to_seq, where, format, ce_type_field)
         return self._run(p.diff(topic, args, wait_ms if isinstance(wait_ms, int) else 0))
 
     def delete_records(
