@@ -278,7 +278,7 @@ def render_json(
     for name, index, _ in _CURSOR_METRICS:
         by_topic: dict[str, dict[str, int]] = {}
         for gauge in cursors:
-            by_topic.setdefault(gauge[0], {})[gauge[1]] = gauge[index]
+            by_topic.setdefault(gauge[0], {})[gauge[1]] = int(gauge[index])
         out[name] = by_topic
     for attr, _, _ in _WAL_METRICS:
         value = getattr(wal, attr) if wal is not None else 0
