@@ -200,6 +200,15 @@ def test_error_carries_code_detail_and_request_id(client: topics.Client) -> None
     assert exc.http_status == 404  # type: ignore[attr-defined]
 
 
+def test_an_unknown_record_field_is_the_servers_400_naming_it(client: topics.Client) -> None:
+    name = unique("typo")
+    client.write(name, [{"data": 0}])
+    with pytest.raises(topics.InvalidRequestError) as err:
+        client.write(name, [{"data": 1, "tga": "x"}])
+    assert err.value.detail == {"field": "records[0].tga"}
+    assert client.get_topic(name, touch=False).head_seq == 1
+
+
 def test_bad_names_fail_like_the_engine_before_sending(client: topics.Client) -> None:
     with pytest.raises(topics.InvalidRequestError) as err:
         client.write("no/slash", [{"data": 1}])

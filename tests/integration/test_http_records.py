@@ -128,6 +128,19 @@ def test_write_invalid_requests(http: httpx.Client) -> None:
     assert r.json()["error"]["detail"]["path"] == "$.records[1].data"
 
 
+def test_an_unknown_record_field_is_400_naming_it_and_stores_nothing(http: httpx.Client) -> None:
+    """A typo must not be stored with the field dropped (in every server mode: the fast lane
+    and hypercorn carry the same write route)."""
+    assert _write(http, "w-typo", {"records": [{"data": 0}]}).status_code == 201
+    r = _write(http, "w-typo", b'{"records":[{"data":1,"tag":"ok"},{"data":1,"tga":"x"}]}')
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["code"] == "invalid_request"
+    assert err["detail"] == {"field": "records[1].tga"}
+    assert "records[1].tga" in err["message"]
+    assert http.get("/v0/topics/w-typo").json()["head_seq"] == 1  # nothing appended
+
+
 def test_full_reject_topic_is_422(http: httpx.Client) -> None:
     http.put("/v0/topics/w-full", json={"cap_records": 2, "discard": "reject"})
     assert _write(http, "w-full", {"records": [{"data": 1}, {"data": 2}]}).status_code == 200

@@ -181,6 +181,19 @@ async def test_bad_commands_answer_errors_and_keep_the_connection(inproc: InProc
         assert (await ws.recv())["op"] == "pong"
 
 
+async def test_publish_with_an_unknown_record_field_is_refused_naming_it(inproc: InProc) -> None:
+    await inproc.engine.write("typo", [{"data": 0}])
+    async with ws_client(inproc) as ws:
+        await ws.send(
+            {"op": "publish", "request_id": "p1", "topic": "typo",
+             "records": [{"data": 1, "tga": "x"}]}
+        )  # fmt: skip
+        err = await ws.recv()
+    assert (err["op"], err["request_id"], err["code"]) == ("error", "p1", "invalid_request")
+    assert err["detail"]["field"] == "records[0].tga"
+    assert (await inproc.engine.get_topic("typo")).head_seq == 1
+
+
 async def test_tombstone_and_topic_deleted_frames(inproc: InProc) -> None:
     engine = inproc.engine
     await engine.put_topic("capped", {"cap_records": 2})

@@ -101,7 +101,9 @@ def records(draw: st.DrawFn, fault: bool = False) -> dict[str, Any]:
     if draw(st.integers(0, 3)) == 0:
         rec["meta"] = draw(metas)
     if fault:
-        kind = draw(st.sampled_from(["data", "raw", "meta", "tag", "node", "missing", "type"]))
+        kind = draw(
+            st.sampled_from(["data", "raw", "meta", "tag", "node", "missing", "type", "unknown"])
+        )
         if kind == "data":
             rec["data"] = draw(bad_data)
         elif kind == "raw":
@@ -114,6 +116,8 @@ def records(draw: st.DrawFn, fault: bool = False) -> dict[str, Any]:
             rec["node"] = draw(bad_nodes)
         elif kind == "missing":
             del rec["data"]
+        elif kind == "unknown":
+            rec[draw(st.sampled_from(["tga", "Data", "$seq", ""]))] = 1
         else:
             return draw(st.sampled_from([5, "rec", [1], None]))  # type: ignore[return-value]
     return rec

@@ -71,6 +71,10 @@ class Clock(Protocol):
 # -- small validators -----------------------------------------------------------------
 
 
+# The model's own list (not topics.record_fields): a field added there must be added here.
+_RECORD_FIELDS = frozenset({"data", "tag", "node", "meta"})
+
+
 def _bad(field_name: str, problem: str) -> InvalidRequestError:
     return InvalidRequestError(f"{field_name}: {problem}", detail={"field": field_name})
 
@@ -392,7 +396,7 @@ class ContractModel:
         queue = None
         if topic.config.type == "queue":
             # ASSUMPTION: with no claims ever made, every live job is ready.
-            queue = {"ready": topic.count, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
+            queue = {"ready": topic.count, "in_flight": 0, "dead_lettered": 0}
         return TopicState(
             topic=topic.name,
             type=topic.config.type,
@@ -612,6 +616,9 @@ class ContractModel:
         where = f"records[{i}]"
         if not isinstance(rec, Mapping):
             raise _bad(where, "must be an object")
+        unknown = sorted(str(k) for k in rec if k not in _RECORD_FIELDS)
+        if unknown:  # a typo is refused, not stored without the field (issue 21)
+            raise _bad(f"{where}.{unknown[0]}", "is not a record field")
         if "data" not in rec:
             raise _bad(f"{where}.data", "is required")
         try:

@@ -113,6 +113,7 @@ BAD_RECORDS = [
     "not-a-record",
     {"data": b"{bad json"},
     {"data": 1, "node": ""},
+    {"data": 1, "tga": "typo"},
 ]
 
 
@@ -132,6 +133,33 @@ async def test_bad_record_at_index_5_appends_nothing_to_existing_topic(engine, b
         await engine.write("orders", [*recs(0, 1, 2, 3, 4), bad, *recs(6)])
     await assert_nothing_appended(engine, "orders", before)
     assert (await engine.write("orders", recs("c"))).seqs == [3]
+
+
+async def test_an_unknown_record_field_is_named_and_nothing_is_stored(engine):
+    await engine.write("orders", recs("a"))
+    before = await snapshot(engine, "orders")
+    with pytest.raises(InvalidRequestError) as info:
+        await engine.write("orders", [{"data": 1}, {"data": 2, "tga": "x", "zz": 1}])
+    assert info.value.detail == {"field": "records[1].tga"}
+    assert "records[1].tga: is not a record field (one of data, meta, node, tag)" in str(info.value)
+    await assert_nothing_appended(engine, "orders", before)
+
+
+async def test_an_earlier_records_error_wins_over_a_later_unknown_field(engine):
+    with pytest.raises(InvalidRequestError) as info:
+        await engine.write("orders", [{"data": 1}, {"tag": 5, "data": 1}, {"data": 1, "x": 1}])
+    assert info.value.detail["field"] == "records[1].tag"
+    with pytest.raises(InvalidRequestError) as info:
+        await engine.write("orders", [{"data": 1, "x": 1}, {"tag": 5, "data": 1}])
+    assert info.value.detail["field"] == "records[0].x"
+
+
+async def test_the_four_base_record_fields_are_declared_and_accepted(engine):
+    from topics.record_fields import RECORD_FIELDS
+
+    record = {"data": 1, "tag": "t", "node": "n", "meta": {"k": "v"}}
+    assert set(record) <= RECORD_FIELDS
+    assert (await engine.write("orders", [record])).seqs == [1]
 
 
 # ---------------------------------------------------------------------------------
