@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from dataclasses import replace as replace_fields
 from typing import Any
 
 import trio
@@ -24,14 +26,16 @@ import ujson
 
 from . import _args
 from ._clock import Clock, SystemClock
+from ._cloudevents import check_format, to_cloudevents
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
 from ._cursor_ops import CursorOps
 from ._durability import DurabilityOps, open_data_dir
+from ._job_ops import JobOps
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
 from ._queue_ops import QueueOps
 from ._quotas import NamespaceQuotas
-from ._reads import read_diff
+from ._reads import read_bounds, read_diff
 from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
 from ._router_ops import RouterOps
 from ._storage.fs import Fs, RealFs
@@ -82,7 +86,7 @@ AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
 
 
-class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
+class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
     """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
     synchronous facade); every method must be called from the engine's trio thread."""
 
@@ -228,12 +232,19 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         create: bool | None = None,
         config: Mapping[str, Any] | None = None,
         return_seqs: bool = True,
+        dedupe: str | None = None,
+        dedupe_ms: int | None = None,
+        replace: bool | None = None,
     ) -> WriteResult:
         """Append a batch atomically (§2); checks in the order of docs/SEMANTICS.md rule 18.
 
         Args:
             records: mappings with "data" (any JSON value, or bytes of JSON text) and
                 optional "tag", "node", "meta".
+            dedupe, dedupe_ms, replace: how the records' ``dedupe_key``s act on a queue
+                (``"until_ack"`` or ``"window"`` for ``dedupe_ms``; ``replace`` swaps a
+                held job never handed out for the new one: topics/_job_ops.py rule 3).
+                Records of a queue may also carry ``deliver_at`` or ``delay_ms``.
 
         Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,
         topic_full, throttled.
@@ -252,6 +263,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         node = _args.opt_str("node", node, self.limits.max_node_bytes)
         key = self._idempotency_key(idempotency_key)
         return_seqs = _args.bool_arg("return_seqs", return_seqs)
+        jobs = self._job_write_args(dedupe, dedupe_ms, replace)
         self._check_serving()
         # One clock reading serves retention and the batch's ts, unless a wait comes between.
         now = self.clock.now_ms()
@@ -263,14 +275,26 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
             hit = self._dedupe_hit(log, key, now)
             if hit is not None:
                 return self._write_result(log, hit, return_seqs, created=False, deduped=True)
+        plan = None
+        if jobs is not None or log.config.type == "queue":
+            records, plan = self._plan_jobs(log, records, jobs, now)
+            if plan is not None and not records:  # every job was a duplicate
+                nothing = DedupeEntry(now, log.head + 1, log.head)
+                result = self._write_result(log, nothing, return_seqs, created=False, deduped=False)
+                return replace_fields(result, dedupe=plan.outcomes(log.head + 1))
         entry, salt, frames = self._append_batch(log, records, node, created, now)
+        if plan is not None:
+            self._settle_jobs(log, plan)
         if key is not None:
             log.remember_key(key, entry)
         n = entry.last_seq - entry.first_seq + 1
         timings = await self._log_append(log, salt, frames, created, n)
-        return self._write_result(
+        result = self._write_result(
             log, entry, return_seqs, created=created, deduped=False, timings=timings
         )
+        if plan is not None and plan.keyed:
+            return replace_fields(result, dedupe=plan.outcomes(entry.first_seq))
+        return result
 
     def _append_batch(
         self,
@@ -301,6 +325,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         log.last_write_ts = now
         if log.config.discard == "old":
             self._evict(log)
+        if log.config.type == "queue":
+            self._queue_appended(log, records, log.head - n + 1, now)
         return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
 
     def _topic_for_write(
@@ -446,8 +472,20 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         max_bytes: int = DIFF_BYTE_BUDGET,
         cursor: str | None = None,
         commit: bool = False,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> DiffResult:
         """Records after ``from_seq`` (exclusive), windowed, with any tombstone (§3).
+
+        Issue 18: ``from_ts`` starts at the first record with ``$ts >= from_ts`` (instead
+        of ``from_seq``; echoed as ``result.from_seq``), ``to_ts``/``to_seq`` end the read
+        inclusively (``result.end_reached``), ``where`` filters (topics/_where.py), and
+        ``format="cloudevents"`` answers CloudEvents (``result.events``; the type from
+        meta's ``ce_type_field``, default "type"). docs/SEMANTICS.md rules 29-32.
 
         ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
         write (at most 30 s). ``cursor`` starts after a named cursor's committed seq
@@ -473,6 +511,14 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
             | (RENDER_DATA if _args.bool_arg("include_data", include_data) else 0)
         )
         budget = max(1, _args.u64("max_bytes", max_bytes))
+        bounds = read_bounds(
+            from_seq=from_seq, from_ts=from_ts, to_ts=to_ts, to_seq=to_seq, where=where
+        )
+        fmt, type_field = check_format(format, ce_type_field)
+        if fmt == "cloudevents":
+            flags |= RENDER_DATA | RENDER_META | RENDER_TAGS
+        if cursor is not None and from_ts is not None:
+            raise InvalidRequestError.for_field("from_ts", "give cursor or from_ts, not both")
         cname = self._cursor_read_args(from_seq, cursor, commit)
         if commit:
             self._check_serving()
@@ -481,16 +527,35 @@ class Engine(DurabilityOps, RouterOps, QueueOps, WatchOps, CursorOps):
         log = self._live_topic(name)
         if cname is not None:
             from_seq = self._cursor_start(log, cname)
-        result = read_diff(log, from_seq, limit, skip, flags, budget)
-        if wait_ms and result.caught_up and not result.record_count and result.tombstone is None:
+        now = self.clock.now_ms()
+        result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
+        if (
+            wait_ms
+            and result.caught_up
+            and not result.record_count
+            and result.tombstone is None
+            and not result.end_reached
+        ):
+            if bounds is not None and result.from_seq is not None:  # from where from_ts was
+                from_seq, bounds = result.from_seq, replace(bounds, from_ts=None)
             with trio.move_on_after(wait_ms / 1000):
                 await log.waiters.park()
             if self._registry.get(name) is not log:  # deleted (maybe recreated) meanwhile
                 raise TopicNotFoundError.for_topic(name)
             self._apply_retention(log)
-            result = read_diff(log, from_seq, limit, skip, flags, budget)
+            now = self.clock.now_ms()
+            echo = result.from_seq
+            result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
+            if echo is not None:
+                result = replace(result, from_seq=echo)
         else:
             await self._yield_point()
+        if fmt == "cloudevents":
+            result = replace(
+                result,
+                records_json=to_cloudevents(name, result.records_json, type_field),
+                format=fmt,
+            )
         log.last_read_ts = self.clock.now_ms()
         if commit and cname is not None:
             await self._commit_read(log, cname, result.next_from_seq)
