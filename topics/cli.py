@@ -31,6 +31,7 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -359,18 +360,38 @@ class Cli:
             if page.caught_up:
                 return
 
+    @contextlib.contextmanager
+    def _group_commit(self, events: Any, printed: dict[str, int]) -> Iterator[None]:
+        """``tail --group``: the watch commits a frame to the group's cursors once the next
+        item is asked for; on exit what was printed since is committed too, so the next
+        ``tail --group`` goes on right after the last record printed (at least once)."""
+        try:
+            yield
+        finally:
+            group = self.args.group
+            committed = events.cursors
+            for topic, seq in printed.items():
+                if group is not None and seq > committed.get(topic, 0):
+                    self.client.put_cursor(topic, group, seq)
+
     def tail(self) -> None:
         topics: dict[str, Any] | list[str] = self.args.topics
         if self.args.from_seq is not None:
             topics = {t: self.args.from_seq for t in self.args.topics}
         shown = 0
         events = self.client.watch(
-            topics, tail=self.args.from_seq is None, node=self.args.node, include_tags=True
+            topics,
+            tail=self.args.from_seq is None,
+            node=self.args.node,
+            include_tags=True,
+            group=self.args.group,
         )
-        with events:
+        printed: dict[str, int] = {}  # topic -> the last seq printed
+        with events, self._group_commit(events, printed):
             for ev in events:
                 if isinstance(ev, WatchRecord):
                     self._show_record(ev.topic, ev.record)
+                    printed[ev.topic] = ev.seq
                     shown += 1
                 elif isinstance(ev, TombstoneEvent):
                     self.warn_tombstone(ev.topic, ev.tombstone)
@@ -576,6 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=Cli.read)
     p = sub.add_parser("tail", help="follow topics live (watch)")
     p.add_argument("topics", nargs="+")
+    p.add_argument("--group", help="consumer group: resume after its cursor, commit to it")
     p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
     p.add_argument("--node", help="skip records written by this node")
     p.add_argument("--count", type=int, help="exit after this many records")
