@@ -31,7 +31,6 @@ Rules:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -45,7 +44,13 @@ from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
 from topics.client import Client, ClientConnectionError, RetryPolicy, WatchRecord
 from topics.errors import ConflictError, NotFoundError, TopicsError
 from topics.types import Record, Tombstone
-from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
+from topics.watch_types import (
+    BacklogExceededEvent,
+    CaughtUpEvent,
+    TombstoneEvent,
+    TopicAddedEvent,
+    TopicDeletedEvent,
+)
 
 __all__ = ["main"]
 
@@ -360,43 +365,41 @@ class Cli:
             if page.caught_up:
                 return
 
-    @contextlib.contextmanager
-    def _group_commit(self, events: Any, printed: dict[str, int]) -> Iterator[None]:
-        """``tail --group``: the watch commits a frame to the group's cursors once the next
-        item is asked for; on exit what was printed since is committed too, so the next
-        ``tail --group`` goes on right after the last record printed (at least once)."""
-        try:
-            yield
-        finally:
-            group = self.args.group
-            committed = events.cursors
-            for topic, seq in printed.items():
-                if group is not None and seq > committed.get(topic, 0):
-                    self.client.put_cursor(topic, group, seq)
-
     def tail(self) -> None:
         topics: dict[str, Any] | list[str] = self.args.topics
+        if not topics and not self.args.prefix:
+            raise UsageError("name a topic or give --prefix")
         if self.args.from_seq is not None:
             topics = {t: self.args.from_seq for t in self.args.topics}
         shown = 0
+        guard: dict[str, Any] = {}
+        if self.args.prefix:  # topics under it now (from --from's side) and created later
+            guard["topic_prefix"] = self.args.prefix
+        if self.args.max_backlog is not None:
+            guard["max_backlog"] = self.args.max_backlog
         events = self.client.watch(
             topics,
             tail=self.args.from_seq is None,
             node=self.args.node,
             include_tags=True,
-            group=self.args.group,
+            **guard,
         )
-        printed: dict[str, int] = {}  # topic -> the last seq printed
-        with events, self._group_commit(events, printed):
+        with events:
             for ev in events:
                 if isinstance(ev, WatchRecord):
                     self._show_record(ev.topic, ev.record)
-                    printed[ev.topic] = ev.seq
                     shown += 1
                 elif isinstance(ev, TombstoneEvent):
                     self.warn_tombstone(ev.topic, ev.tombstone)
                 elif isinstance(ev, TopicDeletedEvent):
                     self.err.write(f"topics: {ev.topic} was deleted\n")
+                elif isinstance(ev, BacklogExceededEvent):
+                    self.err.write(
+                        f"topics: {ev.topic} was {ev.backlog} records behind (more than "
+                        f"--max-backlog {ev.max_backlog}): skipped to seq {ev.head_seq}\n"
+                    )
+                elif isinstance(ev, TopicAddedEvent) and self.args.verbose:
+                    self.err.write(f"topics: {ev.topic} joined (--prefix {ev.prefix})\n")
                 elif isinstance(ev, CaughtUpEvent) and self.args.verbose:
                     self.err.write(f"topics: {ev.topic} caught up at {ev.head_seq}\n")
                 self.out.flush()
@@ -596,12 +599,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cloudevents: print each record as a CloudEvents 1.0 JSON event")  # fmt: skip
     p.set_defaults(run=Cli.read)
     p = sub.add_parser("tail", help="follow topics live (watch)")
-    p.add_argument("topics", nargs="+")
-    p.add_argument("--group", help="consumer group: resume after its cursor, commit to it")
+    p.add_argument("topics", nargs="*")
+    p.add_argument(
+        "--prefix",
+        action="append",
+        help="also every topic under this name prefix (from the head, or from the start with "
+        "--from), and topics created under it later, from their first record (repeatable)",
+    )
+    p.add_argument(
+        "--max-backlog",
+        type=int,
+        help="a topic more than N records behind skips to its head (reported on stderr)",
+    )
     p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
     p.add_argument("--node", help="skip records written by this node")
     p.add_argument("--count", type=int, help="exit after this many records")
-    p.add_argument("-v", "--verbose", action="store_true", help="report caught-up events")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="report caught-up events and joined topics"
+    )
     p.set_defaults(run=Cli.tail)
     p = sub.add_parser("health", help="server liveness")
     p.set_defaults(run=Cli.health)

@@ -81,8 +81,10 @@ class _Base:
 
 class WatchIterator(_Base):
     """Iterator over a watch (sync). Yields :class:`WatchRecord`,
-    :class:`~topics.watch_types.TombstoneEvent`, :class:`~topics.watch_types.CaughtUpEvent`
-    and :class:`~topics.watch_types.TopicDeletedEvent` values; close it (or use ``with``)
+    :class:`~topics.watch_types.TombstoneEvent`, :class:`~topics.watch_types.CaughtUpEvent`,
+    :class:`~topics.watch_types.TopicDeletedEvent`, and for prefix watches and
+    ``max_backlog`` :class:`~topics.watch_types.TopicAddedEvent` and
+    :class:`~topics.watch_types.BacklogExceededEvent` values; close it (or use ``with``)
     to end the stream."""
 
     def __init__(self, client: Client, spec: WatchSpec, store: CursorStore | None) -> None:
@@ -126,12 +128,12 @@ class WatchIterator(_Base):
         state = self._state
         http = self._client.http
         timeout = _stream_timeout(self._client.settings.timeout_s, state.watchdog_s)
-        while state.topics:
+        while state.active:
             fresh = state.wid is None
             if fresh and not self._create():
                 time.sleep(state.reconnect_delay_s(failed=True))
                 continue
-            if not state.topics or state.stream_path is None:
+            if not state.active or state.stream_path is None:
                 return
             opened = False
             try:
@@ -151,11 +153,11 @@ class WatchIterator(_Base):
                                     self._commit(item)
                                 else:
                                     yield item
-                            if state.wid is None or not state.topics:
+                            if state.wid is None or not state.active:
                                 break
             except httpx.TransportError:
                 pass  # dropped, refused, or the watchdog fired: reconnect
-            if not state.topics or (state.wid is None and opened):
+            if not state.active or (state.wid is None and opened):
                 continue  # all topics gone, or an in-stream 410: re-create at once
             time.sleep(state.reconnect_delay_s(failed=not opened))
 
@@ -206,12 +208,12 @@ class AsyncWatchIterator(_Base):
         state = self._state
         http = self._client.http
         timeout = _stream_timeout(self._client.settings.timeout_s, state.watchdog_s)
-        while state.topics:
+        while state.active:
             fresh = state.wid is None
             if fresh and not await self._create():
                 await anyio.sleep(state.reconnect_delay_s(failed=True))
                 continue
-            if not state.topics or state.stream_path is None:
+            if not state.active or state.stream_path is None:
                 return
             opened = False
             try:
@@ -231,10 +233,10 @@ class AsyncWatchIterator(_Base):
                                     await self._commit(item)
                                 else:
                                     yield item
-                            if state.wid is None or not state.topics:
+                            if state.wid is None or not state.active:
                                 break
             except httpx.TransportError:
                 pass
-            if not state.topics or (state.wid is None and opened):
+            if not state.active or (state.wid is None and opened):
                 continue
             await anyio.sleep(state.reconnect_delay_s(failed=not opened))

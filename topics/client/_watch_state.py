@@ -7,9 +7,11 @@ wait before reconnecting.
 
 Rules:
 1. Nothing is dropped silently. Records are handed over one by one as
-   :class:`WatchRecord`; ``tombstone``, ``caught-up`` and ``topic-deleted`` frames become
-   :class:`~topics.watch_types.TombstoneEvent`, :class:`~topics.watch_types.CaughtUpEvent`
-   and :class:`~topics.watch_types.TopicDeletedEvent` values. Unknown events are ignored
+   :class:`WatchRecord`; ``tombstone``, ``caught-up``, ``topic-deleted``, ``topic-added``
+   and ``backlog-exceeded`` frames become :class:`~topics.watch_types.TombstoneEvent`,
+   :class:`~topics.watch_types.CaughtUpEvent`, :class:`~topics.watch_types.TopicDeletedEvent`,
+   :class:`~topics.watch_types.TopicAddedEvent` and
+   :class:`~topics.watch_types.BacklogExceededEvent` values. Unknown events are ignored
    (EventSource does the same; CONTRACT-NOTES 6).
 2. A frame's cursor map is committed (and saved to the cursor store) only when the consumer
    has taken every item of that frame: :class:`Commit` markers follow each frame's items.
@@ -27,6 +29,11 @@ Rules:
    ``connection-closing`` or advisory error frame's ``retry_after_ms`` when larger.
 6. The liveness watchdog is ``2 x heartbeat_ms + WATCHDOG_SLACK_S`` without a byte: any
    frame (a heartbeat comment too) resets it; on expiry the stream is reopened.
+7. A prefix watch (``topic_prefix``) tracks every topic the server hands it (the POST
+   answer, ``topic-added``) beside the named ones, and never ends for want of topics. A
+   re-created session names every tracked topic with its committed cursor and asks the
+   prefixes from the beginning (``tail`` dropped): a topic created while the client was
+   away is then read from its first record.
 """
 
 from __future__ import annotations
@@ -39,7 +46,13 @@ from typing import Any
 import ujson
 
 from topics.types import Record
-from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
+from topics.watch_types import (
+    BacklogExceededEvent,
+    CaughtUpEvent,
+    TombstoneEvent,
+    TopicAddedEvent,
+    TopicDeletedEvent,
+)
 from topics.wire import cursor as cursor_codec
 from topics.wire.sse import Event, Retry, SSEDecoder
 
@@ -59,7 +72,16 @@ WATCHDOG_SLACK_S = 5.0
 MAX_BACKOFF_S = 30.0
 DEFAULT_RETRY_MS = 2000
 _OPTIONS = frozenset(
-    {"limit", "max_batch_bytes", "include_meta", "include_tags", "include_data", "consistency"}
+    {
+        "limit",
+        "max_batch_bytes",
+        "include_meta",
+        "include_tags",
+        "include_data",
+        "consistency",
+        "max_backlog",
+        "on_backlog",
+    }
 )
 
 
@@ -79,7 +101,14 @@ class WatchRecord:
         return self.record.data
 
 
-WatchEventValue = WatchRecord | TombstoneEvent | CaughtUpEvent | TopicDeletedEvent
+WatchEventValue = (
+    WatchRecord
+    | TombstoneEvent
+    | CaughtUpEvent
+    | TopicDeletedEvent
+    | TopicAddedEvent
+    | BacklogExceededEvent
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +127,8 @@ class WatchSpec:
     node: str | None = None
     heartbeat_ms: int = 15_000
     options: dict[str, Any] = field(default_factory=dict)
+    #: ``topic_prefix`` as POSTed: prefix -> ``{"tail", "max_backlog"}`` (rule 7).
+    prefixes: dict[str, dict[str, Any]] | None = None
 
     @classmethod
     def build(
@@ -108,6 +139,8 @@ class WatchSpec:
         heartbeat_ms: int,
         options: Mapping[str, Any],
     ) -> WatchSpec:
+        options = dict(options)
+        prefixes = _prefixes(options.pop("topic_prefix", None), tail)
         unknown = set(options) - _OPTIONS
         if unknown:
             raise TypeError(f"unknown watch options: {', '.join(sorted(unknown))}")
@@ -120,9 +153,22 @@ class WatchSpec:
                 starts[name] = {"from_seq": start} if isinstance(start, int) else dict(start)
         else:
             starts = {name: dict(default) for name in topics}
-        if not starts:
-            raise ValueError("watch at least one topic")
-        return cls(starts, node, heartbeat_ms, dict(options))
+        if not starts and not prefixes:
+            raise ValueError("watch at least one topic or topic_prefix")
+        return cls(starts, node, heartbeat_ms, options, prefixes)
+
+
+def _prefixes(value: object, tail: bool) -> dict[str, dict[str, Any]] | None:
+    """``topic_prefix`` as a map: a prefix, a list of them, or prefix -> options."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, Mapping):
+        return {str(k): dict(v or {}) for k, v in value.items()}
+    if isinstance(value, Sequence):
+        return {str(k): ({"tail": True} if tail else {}) for k in value}
+    raise TypeError("topic_prefix: a prefix, a list of prefixes or prefix -> options")
 
 
 class WatchState:
@@ -131,8 +177,11 @@ class WatchState:
     def __init__(self, spec: WatchSpec, stored: Mapping[str, int] | None) -> None:
         self.spec = spec
         self.committed: dict[str, int] = {}
+        #: Topics a prefix brought in (rule 7); their cursors are in ``committed``.
+        self.joined: set[str] = set()
         if stored:  # the consumer's own saved positions win over the watch's starts
-            self.committed = {t: s for t, s in stored.items() if t in spec.starts}
+            self.committed = {t: s for t, s in stored.items() if self._ours(t)}
+            self.joined = {t for t in self.committed if t not in spec.starts}
         self.last_id: str | None = None
         self.wid: str | None = None
         self.stream_path: str | None = None
@@ -144,7 +193,18 @@ class WatchState:
 
     @property
     def topics(self) -> list[str]:
-        return list(self.spec.starts)
+        return [*self.spec.starts, *sorted(self.joined)]
+
+    @property
+    def active(self) -> bool:
+        """Something is left to watch: a named or joined topic, or a prefix (rule 7)."""
+        return bool(self.spec.starts or self.joined or self.spec.prefixes)
+
+    def _ours(self, topic: str) -> bool:
+        prefixes = self.spec.prefixes
+        return topic in self.spec.starts or (
+            prefixes is not None and topic.startswith(tuple(prefixes))
+        )
 
     @property
     def watchdog_s(self) -> float:
@@ -158,7 +218,17 @@ class WatchState:
         for name, start in self.spec.starts.items():
             seq = self.committed.get(name)
             topics[name] = {"from_seq": seq} if seq is not None else start
+        for name in self.joined:
+            topics[name] = {"from_seq": self.committed.get(name, 0)}
         body: dict[str, Any] = {"topics": topics, "heartbeat_ms": self.spec.heartbeat_ms}
+        prefixes = self.spec.prefixes
+        if prefixes is not None:
+            if self.committed or self.joined:  # a re-creation: new topics from their start
+                prefixes = {
+                    k: {o: v for o, v in opts.items() if o != "tail"}
+                    for k, opts in prefixes.items()
+                }
+            body["topic_prefix"] = prefixes
         if self.spec.node is not None:
             body["node"] = self.spec.node
         body.update(self.spec.options)
@@ -171,7 +241,11 @@ class WatchState:
         if not isinstance(marks, dict):
             return
         for name, mark in marks.items():
-            if name in self.spec.starts and name not in self.committed:
+            if name not in self.spec.starts:
+                if self.spec.prefixes is None:
+                    continue
+                self.joined.add(name)  # covered by a prefix (rule 7)
+            if name not in self.committed:
                 self.committed[name] = int(mark["from_seq"])
         for name in list(self.spec.starts):  # dropped by ?lenient=true: not watched
             if name not in marks:
@@ -250,6 +324,28 @@ class WatchState:
         out.append(TopicDeletedEvent(topic, head, head))
         return head
 
+    def _added(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        start = int(payload.get("from_seq", 0))
+        head = int(payload.get("head_seq", 0))
+        out.append(TopicAddedEvent(topic, str(payload.get("prefix", "")), head, start))
+        if topic not in self.spec.starts:
+            self.joined.add(topic)
+        return start
+
+    def _backlog(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        head = int(payload.get("head_seq", 0))
+        out.append(
+            BacklogExceededEvent(
+                topic,
+                int(payload.get("from_seq", 0)),
+                head,
+                int(payload.get("backlog", 0)),
+                int(payload.get("max_backlog", 0)),
+                head,
+            )
+        )
+        return head
+
     def _commit(
         self, event_id: str, topic: str, cursor: int, *, deleted: bool, out: list[Any]
     ) -> None:
@@ -261,11 +357,15 @@ class WatchState:
                 decoded = None
         if decoded is not None:
             self._pending = {t: s for t, s in decoded.items() if t in self.spec.starts}
+            for t in self.joined:
+                if t in decoded:
+                    self._pending[t] = decoded[t]
         else:
             self._pending[topic] = cursor
         if deleted:  # terminal for that topic only (§7.5)
             self._pending.pop(topic, None)
             self.spec.starts.pop(topic, None)
+            self.joined.discard(topic)
         out.append(Commit(event_id or None, dict(self._pending)))
 
     def _error(self, payload: Mapping[str, Any]) -> None:
@@ -300,4 +400,6 @@ _FRAMES = {
     "tombstone": WatchState._tombstone,
     "caught-up": WatchState._caught_up,
     "topic-deleted": WatchState._deleted,
+    "topic-added": WatchState._added,
+    "backlog-exceeded": WatchState._backlog,
 }

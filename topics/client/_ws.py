@@ -38,7 +38,13 @@ from wsproto.connection import ConnectionState
 
 from topics.errors import error_class_for_code
 from topics.types import Record, WriteResult
-from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
+from topics.watch_types import (
+    BacklogExceededEvent,
+    CaughtUpEvent,
+    TombstoneEvent,
+    TopicAddedEvent,
+    TopicDeletedEvent,
+)
 
 from . import _protocol as p
 from ._transport import ClientConnectionError, Settings, error_from_response
@@ -170,6 +176,13 @@ def events_of(frame: Mapping[str, Any]) -> list[WatchEventValue]:
         return [TombstoneEvent(topic, tomb, tomb.gap_to)]
     if op == "topic_deleted":
         return [TopicDeletedEvent(topic, head, head)]
+    if op == "topic_added":
+        start = int(frame.get("from_seq", 0))
+        return [TopicAddedEvent(topic, str(frame.get("prefix", "")), head, start)]
+    if op == "backlog_exceeded":
+        start, backlog = int(frame.get("from_seq", 0)), int(frame.get("backlog", 0))
+        limit = int(frame.get("max_backlog", 0))
+        return [BacklogExceededEvent(topic, start, head, backlog, limit, head)]
     return []
 
 
@@ -185,13 +198,21 @@ def subscribe_message(
         }
     else:
         msg["topics"] = {t: {} for t in topics}
+    if not msg.get("topics", True) and options.get("topic_prefix") is not None:
+        del msg["topics"]  # a prefix alone: no topics named
     msg.update({k: v for k, v in options.items() if v is not None})
     return p.dumps(msg).decode()
 
 
-def unsubscribe_message(rid: str, topics: str | Sequence[str]) -> str:
+def unsubscribe_message(
+    rid: str, topics: str | Sequence[str], topic_prefix: str | Sequence[str] | None = None
+) -> str:
     msg: dict[str, Any] = {"op": "unsubscribe", "request_id": rid}
-    if isinstance(topics, str):
+    if topic_prefix is not None:  # the prefixes and every topic they brought in
+        msg["topic_prefix"] = (
+            [topic_prefix] if isinstance(topic_prefix, str) else list(topic_prefix)
+        )
+    elif isinstance(topics, str):
         msg["topic"] = topics
     else:
         msg["topics"] = list(topics)
@@ -284,13 +305,17 @@ class WebSocket:
         self, topics: str | Sequence[str] | Mapping[str, Any], **options: Any
     ) -> dict[str, Any]:
         """Subscribe (``from_seq``/``tail`` for one topic, or a ``topics`` map of starts;
-        ``node``, ``limit``, ``include_*``); returns the ``subscribed`` frame."""
+        ``node``, ``limit``, ``include_*``, ``topic_prefix`` (topics may then be empty),
+        ``max_backlog``, ``on_backlog``); returns the ``subscribed`` frame."""
         rid = self._proto.next_id("subscribe")
         return self._request(rid, subscribe_message(rid, topics, options))
 
-    def unsubscribe(self, topics: str | Sequence[str]) -> dict[str, Any]:
+    def unsubscribe(
+        self, topics: str | Sequence[str] = (), *, topic_prefix: str | Sequence[str] | None = None
+    ) -> dict[str, Any]:
+        """Unsubscribe topics, or (``topic_prefix``) prefixes and the topics they cover."""
         rid = self._proto.next_id("unsubscribe")
-        return self._request(rid, unsubscribe_message(rid, topics))
+        return self._request(rid, unsubscribe_message(rid, topics, topic_prefix))
 
     def publish(
         self, topic: str, records: Sequence[Mapping[str, Any]], **options: Any
@@ -390,9 +415,11 @@ class AsyncWebSocket:
         rid = self._proto.next_id("subscribe")
         return await self._request(rid, subscribe_message(rid, topics, options))
 
-    async def unsubscribe(self, topics: str | Sequence[str]) -> dict[str, Any]:
+    async def unsubscribe(
+        self, topics: str | Sequence[str] = (), *, topic_prefix: str | Sequence[str] | None = None
+    ) -> dict[str, Any]:
         rid = self._proto.next_id("unsubscribe")
-        return await self._request(rid, unsubscribe_message(rid, topics))
+        return await self._request(rid, unsubscribe_message(rid, topics, topic_prefix))
 
     async def publish(
         self, topic: str, records: Sequence[Mapping[str, Any]], **options: Any
