@@ -244,6 +244,9 @@ class WsConnection:
             create=op.create,  # type: ignore[arg-type]
             config=op.config,  # type: ignore[arg-type]
             return_seqs=op.return_seqs,  # type: ignore[arg-type]
+            dedupe=op.dedupe,  # type: ignore[arg-type]
+            dedupe_ms=op.dedupe_ms,  # type: ignore[arg-type]
+            replace=op.replace,  # type: ignore[arg-type]
         )
         perf = performance(
             (time.perf_counter() - t0) * 1000,

@@ -98,6 +98,8 @@ ROUTE_SCOPES: Mapping[tuple[str, str], frozenset[Scope]] = {
     ("DELETE", "/v0/routers/{router}"): _DELETE,
     ("POST", "/v0/topics/{topic}/delete"): _DELETE,
     ("PUT", "/v0/topics/{topic}"): _ADMIN,
+    # Redrive writes to queues it names itself and deletes from the dead-letter topic.
+    ("POST", "/v0/topics/{topic}/redrive"): _ADMIN,
     ("PUT", "/v0/routers/{router}"): _ADMIN,
 }
 

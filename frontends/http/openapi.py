@@ -583,8 +583,13 @@ def _topics() -> dict[str, Schema]:
                 "dead_lettered": _int(
                     "Jobs moved to dead_letter over this topic's life.", minimum=0
                 ),
+                "scheduled": _int(
+                    "Jobs written with a deliver_at still in the future (not claimable yet; "
+                    "counted in neither ready nor in_flight).",
+                    minimum=0,
+                ),
             },
-            ["ready", "in_flight", "dead_lettered"],
+            ["ready", "in_flight", "dead_lettered", "scheduled"],
         ),
         "TopicPutResult": _with_perf(
             _obj(
@@ -685,6 +690,28 @@ def _records() -> dict[str, Schema]:
                 "tag": _nullable(_ref("Tag")),
                 "node": _nullable(_ref("NodeId")),
                 "meta": _nullable(_ref("Meta")),
+                "deliver_at": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "description": "Queue topics only: not claimable before this epoch-ms time "
+                    "(at most 365 days ahead; a past time is claimable at once). Stored as "
+                    "meta.$deliver_at.",
+                },
+                "delay_ms": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "maximum": 31_536_000_000,
+                    "description": "Queue topics only: deliver_at = now + delay_ms. Not with "
+                    "deliver_at.",
+                },
+                "dedupe_key": {
+                    "type": ["string", "null"],
+                    "minLength": 1,
+                    "maxLength": 256,
+                    "description": "Queue topics only: a job whose key is held (see the write's "
+                    "dedupe) is not appended; the answer's dedupe names the holder. Stored as "
+                    "meta.$dedupe_key.",
+                },
             },
             ["data"],
             description="One record to append. tag/node/meta null = absent. Members other "
@@ -721,6 +748,26 @@ def _records() -> dict[str, Schema]:
                     "type": ["boolean", "null"],
                     "description": "false omits seqs from the answer (wins over ?return_seqs).",
                 },
+                "dedupe": {
+                    "type": ["string", "null"],
+                    "enum": ["until_ack", "window", None],
+                    "description": "Queue topics only: how the records' dedupe_key holds. "
+                    "until_ack (default): while the job is live (until acked, dead-lettered or "
+                    "deleted); window: for dedupe_ms after the write, acked or not.",
+                },
+                "dedupe_ms": {
+                    "type": ["integer", "null"],
+                    "minimum": 1,
+                    "maximum": 31_536_000_000,
+                    "description": "The window of dedupe: window (required with it, 400 "
+                    "otherwise).",
+                },
+                "replace": {
+                    "type": ["boolean", "null"],
+                    "description": "A held key whose job was never handed out is replaced: the "
+                    "old job is deleted and the new one appended (a new seq, at the tail). A "
+                    "claimed holder is never replaced.",
+                },
             },
             ["records"],
             closed=True,
@@ -738,12 +785,22 @@ def _records() -> dict[str, Schema]:
                         "description": "Omitted with return_seqs=false.",
                     },
                     "head_seq": _ref("Seq"),
-                    "count": _int("Records in this write.", minimum=1),
+                    "count": _int(
+                        "Records appended by this write (0 when every job was a dedupe "
+                        "duplicate: first_seq is then head_seq + 1).",
+                        minimum=0,
+                    ),
                     "created": _bool("This write created the topic (status 201)."),
                     "deduped": _bool(
                         "An in-window idempotency_key matched: nothing appended, "
                         "the original seqs are returned."
                     ),
+                    "dedupe": {
+                        "type": "array",
+                        "items": _ref("JobDedupe"),
+                        "description": "Present when a queue write carried dedupe_keys: one "
+                        "entry per record whose key was held, by request index.",
+                    },
                 },
                 ["topic", "first_seq", "last_seq", "head_seq", "count", "created", "deduped"],
             ),
@@ -777,7 +834,8 @@ def _records() -> dict[str, Schema]:
             ["gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq"],
             description="An explicit gap [gap_from, gap_to] lost to cap/TTL (§3.3), or in a "
             "crash (reason crash: the un-synced tail of a disk/memory topic, docs/SEMANTICS.md "
-            "rule 13a); a 200 in-band signal, never an error.",
+            "rule 13a), or to a restart (reason restart: an ephemeral topic's records, which "
+            "live only in memory); a 200 in-band signal, never an error.",
         ),
         "DiffRequest": _obj(
             {
@@ -1399,6 +1457,72 @@ def _queues() -> dict[str, Schema]:
                     },
                 },
                 ["topic", "extended", "skipped", "deadlines"],
+            )
+        ),
+        "JobDedupe": _obj(
+            {
+                "index": _int("The record's index in the request.", minimum=0),
+                "dedupe_key": _str("Its dedupe_key."),
+                "seq": _ref("Seq"),
+                "outcome": _str(
+                    "duplicate: not appended, seq is the holder's; replaced: appended as seq, "
+                    "the unclaimed holder replaced_seq was deleted.",
+                    enum=["duplicate", "replaced"],
+                ),
+                "replaced_seq": _ref("Seq"),
+            },
+            ["index", "dedupe_key", "seq", "outcome"],
+        ),
+        "RedriveRequest": _obj(
+            {
+                "to": _nullable(_ref("TopicName"))
+                | {
+                    "description": "Target queue for every job (must exist and be a queue); "
+                    "default: the queue each job's meta.$dead_letter_from names."
+                },
+                "max": _int("Jobs to move at most, 1..100000.", minimum=1, default=1000),
+                "where": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "origin": _ref("TopicName")
+                        | {"description": "Only jobs dead-lettered from this queue."},
+                        "match": {
+                            "description": "Only jobs whose tag matches, as a delete's match: "
+                            '"tag" or ["tag", "Eq"|"Glob", value].'
+                        },
+                    },
+                    "additionalProperties": False,
+                },
+            },
+            [],
+            closed=True,
+        ),
+        "RedriveResult": _with_perf(
+            _obj(
+                {
+                    "topic": _ref("TopicName"),
+                    "moved": _int("Jobs moved back.", minimum=0),
+                    "skipped": _int(
+                        "Jobs that passed the filter but have no queue to go to (no "
+                        "$dead_letter_from and no to, or it is gone or not a queue).",
+                        minimum=0,
+                    ),
+                    "remaining": _int("Records the dead-letter topic still holds.", minimum=0),
+                    "batches": {
+                        "type": "array",
+                        "description": "One atomic move each: the copies' seqs in to.",
+                        "items": _obj(
+                            {
+                                "to": _ref("TopicName"),
+                                "count": _int("Jobs in the batch.", minimum=1),
+                                "first_seq": _ref("Seq"),
+                                "last_seq": _ref("Seq"),
+                            },
+                            ["to", "count", "first_seq", "last_seq"],
+                        ),
+                    },
+                },
+                ["topic", "moved", "skipped", "remaining", "batches"],
             )
         ),
         "SseJobEvent": _obj(
@@ -2085,6 +2209,23 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             body=_json_body("ExtendRequest", required=True, description="The held seqs."),
             ok=_ok("ExtendResult", "The new deadlines."),
             errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+        ),
+        _op(
+            "POST",
+            "/v0/topics/{topic}/redrive",
+            op_id="redriveJobs",
+            tag="queues",
+            summary="Move dead-lettered jobs back to their queue",
+            description="Admin. Moves up to max live records of this dead-letter topic, in seq "
+            "order, to to (or the queue each one's meta.$dead_letter_from names), one atomic "
+            "batch per target: appended there as fresh jobs (data, tag and meta kept, plus "
+            "$redrive_from, $redrive_src_seq, $redrive_origin, $redrive_origin_seq, "
+            "$redrive_at) and deleted here in one step. The key's prefix allowlist must cover "
+            "every target (403 before anything moves)." + topic_body_note,
+            params=["Content-Encoding"],
+            body=_json_body("RedriveRequest", required=False, description="Target and filter."),
+            ok=_ok("RedriveResult", "What moved, in which batches."),
+            errors=(*GATE, *STORE, *BODY, "topic_not_found", "not_a_queue"),
         ),
         _op(
             "GET",

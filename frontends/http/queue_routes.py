@@ -14,6 +14,10 @@ Rules:
    not: refusing them would only turn finished work into redeliveries.
 4. ``GET /v0/topics/:q/work`` (§10.8) is served by the dispatcher too, as a stream
    (``queue_fast``): it shares the §11 long-lived connection caps with watch streams.
+5. ``POST /v0/topics/:dlq/redrive`` (admin) is not hot and goes through hypercorn. The
+   key's name allowlist covers every topic it writes: ``to`` is checked before the engine
+   runs, the queues named by the jobs' ``$dead_letter_from`` by the engine before anything
+   moves (``may_touch``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ CLAIM_FIELDS = frozenset({"node", "max", "lease_ms"})
 ACK_FIELDS = frozenset({"node", "seqs", "lease_ids"})
 NACK_FIELDS = frozenset({"node", "seqs", "delay_ms", "lease_ids"})
 EXTEND_FIELDS = frozenset({"node", "seqs", "lease_ms", "lease_ids"})
+REDRIVE_FIELDS = frozenset({"to", "max", "where"})
 
 
 async def claim(ctx: RequestContext) -> Reply:
@@ -108,10 +113,27 @@ async def extend(ctx: RequestContext) -> Reply:
     return ctx.json(result.to_dict(), fsync_ms=result.fsync_ms)
 
 
+async def redrive(ctx: RequestContext) -> Reply:
+    """POST /v0/topics/:dlq/redrive — move dead-lettered jobs back to a queue (rule 5)."""
+    args: dict[str, Any] = decode_json_object(ctx.body, REDRIVE_FIELDS)
+    to = args.get("to")
+    if isinstance(to, str):
+        ctx.principal.check_name("to", to)
+    result = await ctx.engine.redrive(
+        ctx.name,
+        to=to,
+        max=args.get("max"),
+        where=args.get("where"),
+        may_touch=ctx.principal.may_touch,
+    )
+    return ctx.json(result.to_dict(), fsync_ms=result.fsync_ms)
+
+
 ROUTES = (
     Route("GET", WORK_PATTERN, open_work, fast=True, query_token=True),
     Route("POST", "/v0/topics/{topic}/claim", claim, fast=True, body=True),
     Route("POST", "/v0/topics/{topic}/ack", ack, fast=True, body=True, pressure="never"),
     Route("POST", "/v0/topics/{topic}/nack", nack, fast=True, body=True, pressure="never"),
     Route("POST", "/v0/topics/{topic}/extend", extend, fast=True, body=True, pressure="never"),
+    Route("POST", "/v0/topics/{topic}/redrive", redrive, body=True),
 )

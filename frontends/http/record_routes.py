@@ -49,6 +49,9 @@ WRITE_FIELDS = frozenset(
         "config",
         "disable_backpressure",
         "return_seqs",
+        "dedupe",
+        "dedupe_ms",
+        "replace",
     }
 )
 DIFF_FIELDS = frozenset(
@@ -118,6 +121,9 @@ async def write_records(ctx: RequestContext) -> Reply:
         create=fields.get("create"),  # type: ignore[arg-type]
         config=fields.get("config"),  # type: ignore[arg-type]
         return_seqs=return_seqs,  # type: ignore[arg-type]
+        dedupe=fields.get("dedupe"),  # type: ignore[arg-type]
+        dedupe_ms=fields.get("dedupe_ms"),  # type: ignore[arg-type]
+        replace=fields.get("replace"),  # type: ignore[arg-type]
     )
     return ctx.json(
         result.to_dict(),

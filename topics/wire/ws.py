@@ -94,6 +94,9 @@ _PUBLISH = _COMMON | {
     "config",
     "disable_backpressure",
     "return_seqs",
+    "dedupe",
+    "dedupe_ms",
+    "replace",
 }
 _START_FIELDS = frozenset({"from_seq", "tail", "max_backlog", "cursor", "commit"})
 
@@ -171,6 +174,9 @@ class Publish:
     config: object = None
     disable_backpressure: object = False
     return_seqs: object = True
+    dedupe: object = None
+    dedupe_ms: object = None
+    replace: object = None
     op: Literal["publish"] = "publish"
 
 
@@ -348,6 +354,9 @@ def _publish(reader: _Reader, records: list[dict[str, object]] | None) -> Publis
         config=f.get("config"),
         disable_backpressure=f.get("disable_backpressure", False),
         return_seqs=f.get("return_seqs", True),
+        dedupe=f.get("dedupe"),
+        dedupe_ms=f.get("dedupe_ms"),
+        replace=f.get("replace"),
     )
 
 

@@ -139,6 +139,17 @@ async def test_bad_job_fields_are_400_and_nothing_is_stored(engine, record, fiel
     assert (await engine.get_topic("q")).head_seq == 0
 
 
+async def test_job_fields_on_a_log_topic_are_400(engine):
+    await engine.put_topic("log")
+    for record in ({"data": 1, "delay_ms": 5}, {"data": 1, "dedupe_key": "k"}):
+        with pytest.raises(InvalidRequestError) as info:
+            await engine.write("log", [record])
+        assert "queue" in info.value.message
+    with pytest.raises(InvalidRequestError):
+        await engine.write("log", [{"data": 1}], dedupe="until_ack")
+    assert (await engine.get_topic("log")).head_seq == 0
+
+
 async def test_a_work_session_wakes_when_a_scheduled_job_comes_due(engine, clock, autojump_clock):
     await make_queue(engine)
     await engine.write("q", [{"data": 1, "delay_ms": 60_000}])
