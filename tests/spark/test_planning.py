@@ -61,7 +61,7 @@ class FakeSource:
     def close(self) -> None:
         pass
 
-    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+    def page(self, topic: str, from_seq: int, hi: int, want: int, where: object = None) -> Page:
         earliest = next((s for s in self.seqs if s >= self.floor), self.head + 1)
         tomb = None
         if from_seq > self.head:
@@ -235,7 +235,7 @@ class WantSource(FakeSource):
         super().__init__([1, 2, 3])
         self.wants: list[int] = []
 
-    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+    def page(self, topic: str, from_seq: int, hi: int, want: int, where: object = None) -> Page:
         self.wants.append(want)
         return super().page(topic, from_seq, hi, want)
 

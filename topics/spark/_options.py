@@ -20,10 +20,18 @@ Rules:
    rest of the read's schema), and ``_rows`` checks the types at planning. ``mode``
    says what a record that does not fit them becomes: ``PERMISSIVE`` (a
    ``_corrupt_record`` row) or ``FAILFAST`` (an error), as for ``spark.read.json``.
+6. ``starting_ts`` / ``ending_ts`` (issue 18, as Kafka's ``startingOffsetsByTimestamp``)
+   bound a read by commit time instead of seq: ms since the epoch or an ISO 8601 time
+   with a zone, or a JSON map of topic -> either. Each is resolved to a seq per topic
+   (``_plan.start_seq`` / ``end_seq``) and cannot be given with its seq twin.
+7. ``where`` is the diff's predicate (the JSON tuple language of ``topics._where``),
+   checked here and evaluated by the engine or the server, so filtered-out records never
+   reach Spark.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Mapping
@@ -31,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._names import check_topic_name
+from .._reads import read_bounds
 from ..errors import TopicsError
 
 __all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
@@ -47,6 +56,9 @@ _READ = _COMMON | {
     "max_records_per_trigger",
     "data_schema",
     "mode",
+    "starting_ts",
+    "ending_ts",
+    "where",
 }
 _WRITE = _COMMON | {
     "batch_records",
@@ -93,6 +105,19 @@ class ReadOptions:
     timeout_s: float = 60.0
     data_schema: str | None = None
     failfast: bool = False
+    #: per-topic commit-time bounds in ms (rule 6); the defaults for any other topic
+    starting_ts: dict[str, int] = field(default_factory=dict)
+    default_starting_ts: int | None = None
+    ending_ts: dict[str, int] = field(default_factory=dict)
+    default_ending_ts: int | None = None
+    #: the diff predicate (rule 7), as parsed JSON
+    where: object = None
+
+    def starting_ts_for(self, topic: str) -> int | None:
+        return self.starting_ts.get(topic, self.default_starting_ts)
+
+    def ending_ts_for(self, topic: str) -> int | None:
+        return self.ending_ts.get(topic, self.default_ending_ts)
 
     def from_seq_for(self, topic: str) -> int | None:
         return self.from_seqs.get(topic, self.default_from_seq)
@@ -209,8 +234,56 @@ def _seq_option(
     return {}, one(raw, name)
 
 
+def _ts_option(name: str, raw: str | None) -> tuple[dict[str, int], int | None]:
+    """A time option (rule 6): ms, ISO 8601 with a zone, or a JSON map of topic -> either."""
+
+    def one(value: object, where: str) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str):
+            text = value.strip()
+            if text.isdigit():
+                return int(text)
+            try:
+                when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                when = None
+            if when is not None and when.tzinfo is not None:
+                return int(when.timestamp() * 1000)
+        raise OptionError(
+            f"{where}: expected ms since the epoch or an ISO 8601 time with a zone "
+            f"(2026-11-25T17:00:00Z), got {value!r}"
+        )
+
+    if raw is None or raw.strip() == "":
+        return {}, None
+    raw = raw.strip()
+    if raw.startswith("{"):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise OptionError(f"{name}: not a JSON object: {raw!r}") from None
+        return {_topic(k): one(v, f"{name}[{k!r}]") for k, v in obj.items()}, None
+    return {}, one(raw, name)
+
+
+def _where(raw: str | None) -> object:
+    """The ``where`` option (rule 7): JSON, checked by the engine's own compiler."""
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        where = json.loads(raw)
+    except ValueError:
+        raise OptionError(f"where: not JSON: {raw!r}") from None
+    try:
+        read_bounds(where=where)
+    except TopicsError as exc:
+        raise OptionError(f"where: {exc.message}") from None
+    return where
+
+
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Check a read's options (rules 1-5)."""
+    """Check a read's options (rules 1-7)."""
     opts = _check_keys(options, _READ)
     path, url, api_key = _location(opts)
     topic, prefix = opts.get("topic"), opts.get("topic_prefix")
@@ -228,6 +301,11 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         "from_seq", opts.get("from_seq"), 0, {"earliest": 0, "latest": None}
     )
     to_seqs, default_to = _seq_option("to_seq", opts.get("to_seq"), None, {"latest": None})
+    starting, default_starting = _ts_option("starting_ts", opts.get("starting_ts"))
+    ending, default_ending = _ts_option("ending_ts", opts.get("ending_ts"))
+    for seq_name, ts_name in (("from_seq", "starting_ts"), ("to_seq", "ending_ts")):
+        if opts.get(seq_name, "").strip() and opts.get(ts_name, "").strip():
+            raise OptionError(f"give {seq_name} or {ts_name}, not both")
     mode = opts.get("mode", "PERMISSIVE").upper()
     if mode not in ("PERMISSIVE", "FAILFAST"):
         raise OptionError(f"mode: expected PERMISSIVE or FAILFAST, got {opts['mode']!r}")
@@ -250,6 +328,11 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         timeout_s=_float(opts, "timeout_s", 60.0),
         data_schema=data_schema,
         failfast=mode == "FAILFAST",
+        starting_ts=starting,
+        default_starting_ts=default_starting,
+        ending_ts=ending,
+        default_ending_ts=default_ending,
+        where=_where(opts.get("where")),
     )
 
 

@@ -11,6 +11,11 @@ Rules:
    directory, fixed strides of ``partition_records`` seqs for a server.
 3. ``hi < lo`` (only in streaming, when a topic's head fell below the stored offset) is
    kept as one partition: ``_rows`` reports the recreation and reads the new topic.
+4. A topic's range comes from its options: ``from_seq`` (``latest`` = the head) or
+   ``starting_ts`` resolved to the last seq committed before that time; ``to_seq`` or
+   ``ending_ts`` resolved to the last seq committed at or before it, never past the
+   head. ``$ts`` never decreases within a topic, so each is one binary search on the
+   engine's side (``Source.seq_before_ts``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pyspark.sql.datasource import InputPartition
 from ._options import ReadOptions
 from ._sources import HttpSource, PathSource, Source
 
-__all__ = ["TopicRange", "open_source", "plan_ranges", "resolve_topics"]
+__all__ = ["TopicRange", "end_seq", "open_source", "plan_ranges", "resolve_topics", "start_seq"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,23 @@ def resolve_topics(source: Source, opts: ReadOptions) -> list[str]:
     if opts.topic_prefix is not None:
         return source.topic_names(opts.topic_prefix)
     return list(opts.topics)
+
+
+def start_seq(source: Source, opts: ReadOptions, topic: str, head: int) -> int:
+    """Where a read of ``topic`` starts (exclusive; rule 4)."""
+    ts = opts.starting_ts_for(topic)
+    if ts is not None:
+        return source.seq_before_ts(topic, ts)
+    start = opts.from_seq_for(topic)
+    return head if start is None else start
+
+
+def end_seq(source: Source, opts: ReadOptions, topic: str, head: int) -> int:
+    """Where a read of ``topic`` ends (inclusive, at most ``head``; rule 4)."""
+    ts = opts.ending_ts_for(topic)
+    if ts is not None:
+        return min(head, source.seq_before_ts(topic, ts + 1))
+    return opts.end_for(topic, head)
 
 
 def plan_ranges(source: Source, topic: str, lo: int, hi: int, target: int) -> list[TopicRange]:

@@ -34,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import TopicNotFoundError
 from ._options import ReadOptions
-from ._plan import TopicRange, open_source, plan_ranges, resolve_topics
+from ._plan import TopicRange, end_seq, open_source, plan_ranges, resolve_topics, start_seq
 from ._rows import RangeReader, check_data_fields
 from ._sources import Source
 
@@ -63,9 +63,8 @@ def _read_partition(
     source = open_source(opts)
     try:
         arrow_schema = _arrow_schema(schema)
-        yield from RangeReader(source, arrow_schema, opts.on_gap, opts.failfast).read(
-            partition.topic, partition.lo, partition.hi
-        )
+        ranges = RangeReader(source, arrow_schema, opts.on_gap, opts.failfast, opts.where)
+        yield from ranges.read(partition.topic, partition.lo, partition.hi)
     finally:
         source.close()
 
@@ -95,14 +94,11 @@ class TopicsBatchReader(DataSourceReader):
             plan: list[InputPartition] = []
             for topic in resolve_topics(source, opts):
                 head = source.head_seq(topic)
-                lo = opts.from_seq_for(topic)
-                lo = head if lo is None else lo
-                end = opts.to_seq_for(topic)
-                if end is not None and end <= lo:
-                    continue
-                plan += plan_ranges(
-                    source, topic, lo, opts.end_for(topic, head), opts.partition_records
-                )
+                lo = start_seq(source, opts, topic, head)
+                hi = end_seq(source, opts, topic, head)
+                if hi < head and hi <= lo:
+                    continue  # ends before it starts (an above-head start is rule 1's gap)
+                plan += plan_ranges(source, topic, lo, hi, opts.partition_records)
             return plan
         finally:
             source.close()
@@ -147,8 +143,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return heads
 
     def _joined_at(self, topic: str, head: int) -> int:
-        start = self.opts.from_seq_for(topic)
-        return head if start is None else start
+        return start_seq(self.source, self.opts, topic, head)
 
     def initialOffset(self) -> dict[str, int]:
         return {t: self._joined_at(t, h) for t, h in self._heads().items()}
@@ -189,7 +184,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if head < lo:  # recreated: the head fell below the offset (_plan rule 3)
                 end[topic] = head
                 continue
-            head = max(lo, self.opts.end_for(topic, head))  # a stream ends at to_seq
+            head = max(lo, end_seq(self.source, self.opts, topic, head))  # to_seq/ending_ts
             if budget is not None:
                 head = min(head, lo + budget)
                 budget -= head - lo

@@ -189,9 +189,15 @@ class RangeReader:
     """Turns pages of one source into batches of the requested Arrow schema (rule 5)."""
 
     def __init__(
-        self, source: Source, arrow_schema: pa.Schema, on_gap: OnGap, failfast: bool = False
+        self,
+        source: Source,
+        arrow_schema: pa.Schema,
+        on_gap: OnGap,
+        failfast: bool = False,
+        where: object = None,
     ) -> None:
         self.source = source
+        self.where = where
         self.schema = arrow_schema
         self.on_gap = on_gap
         self.failfast = failfast
@@ -209,13 +215,13 @@ class RangeReader:
     def read(self, topic: str, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
         """Yield the rows of ``(lo, hi]`` (rules 1-4)."""
         if hi < lo:
-            first = self.source.page(topic, lo, hi, self.want)
+            first = self.source.page(topic, lo, hi, self.want, self.where)
             gap_to = first.earliest_seq - 1
             yield from self._gap(topic, _Gap(1, gap_to, "recreated"))
             lo = max(0, gap_to)  # the new topic's records after what it already lost
         cursor, refreshed = lo, False
         while cursor < hi:
-            page = self.source.page(topic, cursor, hi, self.want)
+            page = self.source.page(topic, cursor, hi, self.want, self.where)
             tomb = page.tombstone
             if tomb is not None:
                 if tomb.reason == "recreated":

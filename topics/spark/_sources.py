@@ -84,7 +84,8 @@ class Source(Protocol):
     def topic_names(self, prefix: str) -> list[str]: ...
     def head_seq(self, topic: str) -> int: ...
     def refresh(self) -> None: ...
-    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page: ...
+    def page(self, topic: str, from_seq: int, hi: int, want: int, where: object = None) -> Page: ...
+    def seq_before_ts(self, topic: str, ts: int) -> int: ...
     def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]: ...
     def close(self) -> None: ...
 
@@ -154,7 +155,7 @@ class PathSource:
         self._view = view
         return view
 
-    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+    def page(self, topic: str, from_seq: int, hi: int, want: int, where: object = None) -> Page:
         reader = self.handle.get()
         tags, data, meta = bool(want & WANT_TAG), bool(want & WANT_DATA), bool(want & WANT_META)
 
@@ -166,6 +167,7 @@ class PathSource:
                 include_tags=tags,
                 include_data=data,
                 include_meta=meta,
+                where=where,
             )
 
         parts: list[bytes] = []
@@ -191,6 +193,12 @@ class PathSource:
         return Page(
             batch, lines, first.tombstone, cursor, res.head_seq, res.earliest_seq, res.caught_up
         )
+
+    def seq_before_ts(self, topic: str, ts: int) -> int:
+        res = self.handle.get().diff(
+            topic, from_ts=ts, limit=1, include_data=False, include_meta=False
+        )
+        return int(res.from_seq or 0)
 
     def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]:
         view = self._plan_view().get(topic)
@@ -230,14 +238,16 @@ class HttpSource:
     def refresh(self) -> None:
         """Nothing to do: every request sees the server's current state."""
 
-    def page(self, topic: str, from_seq: int, hi: int, want: int) -> Page:
+    def page(self, topic: str, from_seq: int, hi: int, want: int, where: object = None) -> Page:
         client = self.client
-        request = {
+        request: dict[str, Any] = {
             "from_seq": from_seq,
             "limit": URL_PAGE_RECORDS,  # the server clamps it to its TOPICS_MAX_LIMIT
             "max_batch_bytes": PAGE_BYTES,
             **_diff_flags(want),
         }
+        if where is not None:
+            request["where"] = where
         body = client.diff(topic, request, accept=ARROW_STREAM)
         if client.content_type.startswith(ARROW_STREAM):
             batch, fields = decode_diff(body)
@@ -264,6 +274,10 @@ class HttpSource:
             int(fields["earliest_seq"]),
             bool(fields["caught_up"]),
         )
+
+    def seq_before_ts(self, topic: str, ts: int) -> int:
+        body = {"from_ts": ts, "limit": 1, "include_data": False, "include_meta": False}
+        return int(json.loads(self.client.diff(topic, body)).get("from_seq", 0))
 
     def split_points(self, topic: str, lo: int, hi: int, target: int) -> list[int]:
         return fixed_cuts(lo, hi, target)
