@@ -15,6 +15,10 @@ Rules (docs/SEMANTICS.md has the user-facing version):
 3. ``cap_floor``/``ttl_floor`` move only when a *live* record is lost involuntarily
    (cap, TTL); deletes move ``earliest`` only. ``evict_floor = max(cap_floor, ttl_floor)``
    is the sole tombstone trigger and never exceeds ``earliest``.
+3a. ``restart_floor`` names the cause only: an ``ephemeral`` topic that comes back from a
+   restart without its records moves ``cap_floor`` past them (recovery) and sets
+   ``restart_floor`` to the same seq, so a reader below gets reason ``restart``, not
+   ``cap``, until later cap/TTL loss passes it.
 4. ``count``/``bytes`` are the live records and the sum of their frame lengths. Every
    live tagged record has exactly one entry in ``trie``; a record leaving the live set
    leaves the trie in the same step.
@@ -110,6 +114,9 @@ class TopicLog:
         self.earliest = 1
         self.cap_floor = 1
         self.ttl_floor = 1
+        # Seqs below this were lost because an ``ephemeral`` topic's records do not outlive
+        # the process (set by recovery, kept by checkpoints; rule 3a): reason ``restart``.
+        self.restart_floor = 0
         self.count = 0
         self.bytes = 0
         self.last_ts = -1

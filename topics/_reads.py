@@ -106,6 +106,8 @@ def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
         return None
     by_cap, by_ttl = first < log.cap_floor, first < log.ttl_floor
     reason: TombstoneReason = "mixed" if by_cap and by_ttl else "cap" if by_cap else "ttl"
+    if log.restart_floor >= log.evict_floor:  # the last loss was a restart (_log rule 3a)
+        reason = "restart"
     gap_to = log.earliest - 1
     return Tombstone(first, gap_to, reason, gap_to - first + 1, log.earliest, log.head)
 

@@ -146,3 +146,38 @@ def test_a_quiet_topic_releases_a_reservation_no_write_settled(tmp_path: Path) -
     head, before, watermark, reserved_to = trio.run(main)
     assert before > head
     assert watermark == reserved_to == head == 3000
+
+
+def test_an_ephemeral_topic_reports_its_records_lost_to_a_restart(tmp_path: Path) -> None:
+    """Issue 20 item 2: reason ``restart`` (not ``cap``), after a clean restart, again
+    after a second one with nothing written between (the cause is checkpointed), and
+    after a SIGKILL; a later cap eviction above it is ``cap`` again."""
+
+    async def reopen(write: int = 0, cap: int = 0) -> tuple[int, list[Any]]:
+        async with open_engine(str(tmp_path)) as engine:
+            if engine._registry.get("e") is None:
+                await engine.put_topic("e", {"durability": "ephemeral"})
+            if cap:
+                await engine.put_topic("e", {"cap_records": cap, "discard": "old"})
+            if write:
+                await engine.write("e", [{"data": i} for i in range(write)])
+            log = engine._registry.topics["e"]
+            return log.head, (await _read(engine, "e", 0))[1]
+
+    def reasons(tombstones: list[Any]) -> list[tuple[int, int, str]]:
+        return [(t["gap_from"], t["gap_to"], t["reason"]) for t in tombstones]
+
+    assert trio.run(reopen, 5) == (5, [])
+    head, tombstones = trio.run(reopen)
+    assert (head, reasons(tombstones)) == (5, [(1, 5, "restart")])
+    head, tombstones = trio.run(reopen)
+    assert (head, reasons(tombstones)) == (5, [(1, 5, "restart")])
+    head, tombstones = trio.run(reopen, 4, 2)  # 6..9 written, 6 and 7 evicted for room
+    assert (head, reasons(tombstones)) == (9, [(1, 7, "cap")])
+
+    _run_child(tmp_path / "killed", "written", "ephemeral", "disk")
+    got = _recovered(tmp_path / "killed", ["t-ephemeral"])["t-ephemeral"]
+    assert got["head"] == 5
+    assert [(t["gap_from"], t["gap_to"], t["reason"]) for t in got["from_0"][1]] == [
+        (1, 5, "restart")
+    ]

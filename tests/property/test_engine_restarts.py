@@ -334,11 +334,14 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
                 if crashed:  # nothing of it is logged but config and watermarks
                     topic.live = []
                     topic.head_seq = max(topic.head_seq, head)
+                    if cap_floor > topic.cap_floor:  # what it held in memory is gone
+                        topic.restart_floor = cap_floor
                     topic.cap_floor = cap_floor
                     topic.last_write_ts = last_write
                     continue
                 if topic.live:
                     topic.cap_floor = max(topic.cap_floor, topic.head_seq + 1)
+                    topic.restart_floor = topic.cap_floor
                 topic.live = []
             if head > topic.head_seq:  # the head jumped to the durable watermark: what
                 # survived stays readable; for disk/memory a marker on the last skipped seq

@@ -196,6 +196,8 @@ class _Topic:
     last_ts: int | None = None  # $ts of the record at head_seq (S3), live or not
     cap_floor: int = 1  # S9
     ttl_floor: int = 1
+    # An ephemeral topic's records lost to a restart lie below this (reason "restart").
+    restart_floor: int = 0
     dedupe: dict[str, _Dedupe] = field(default_factory=dict)
     last_write_ts: int | None = None
     last_read_ts: int | None = None
@@ -769,6 +771,8 @@ class ContractModel:
         if wanted < topic.evict_floor:  # S10
             below_cap, below_ttl = wanted < topic.cap_floor, wanted < topic.ttl_floor
             reason = "mixed" if below_cap and below_ttl else ("cap" if below_cap else "ttl")
+            if topic.restart_floor >= topic.evict_floor:  # the last loss was a restart
+                reason = "restart"
             return (
                 Tombstone(
                     gap_from=wanted,

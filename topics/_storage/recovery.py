@@ -32,7 +32,8 @@ Rules:
 5. Running recovery twice on the same directory gives the same state.
 6. ``ephemeral`` records are never stored: a topic whose checkpoint says it held live
    records comes back empty with its eviction floor at head+1 (readers below get a
-   tombstone; the loss is involuntary).
+   tombstone with reason ``restart``: the loss is involuntary for them, and it is what
+   the class promises, not capacity; ``_log`` rule 3a).
 7. With ``repair=True``, segment files that no manifest on disk lists (neither the loaded
    one nor the older generation kept as its fallback) are removed before the engine
    writes again: files of a checkpoint that crashed before its manifest, and files of
@@ -160,6 +161,7 @@ def _jump(log: TopicLog, head: int) -> GapMarker | None:
     durability = log.config.durability
     if durability == "ephemeral":
         log.skip_to(head)  # it stores nothing: the loss is reported to readers below
+        log.restart_floor = log.cap_floor
         return None
     if durability == "fsync":
         log.skip_silently(head)  # no acknowledged record can be among them
@@ -232,8 +234,9 @@ def _load_topic(fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered
     log.restore_gaps(
         [GapMarker(int(g[0]), g[1], int(g[2]), int(g[3]), int(g[4])) for g in topic.get("gaps", ())]
     )
+    log.restart_floor = int(topic.get("restart_floor", 0))
     if config.durability == "ephemeral" and int(topic["earliest"]) <= log.head:
-        log.cap_floor = max(log.cap_floor, log.head + 1)  # rule 6
+        log.cap_floor = log.restart_floor = max(log.cap_floor, log.head + 1)  # rule 6
     out.registry.add(log)
 
 
@@ -274,7 +277,9 @@ class _Replay:
             # replayed head only after a silent jump, or for an ephemeral topic's records.
             head = values[1]
             if log.config.durability == "ephemeral":
-                log.skip_to(head)
+                if head > log.head:  # records handed out in memory, gone (rule 6)
+                    log.skip_to(head)
+                    log.restart_floor = log.cap_floor
             else:
                 log.skip_silently(head)
             log.watermark = head

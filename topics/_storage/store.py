@@ -411,6 +411,8 @@ class Store:
                     ],
                 }
             )
+            if log.restart_floor:  # absent, not 0: other topics' entries are unchanged
+                topics[-1]["restart_floor"] = log.restart_floor
         body = {
             "format": 1,
             "covered_lsn": covered,
