@@ -304,6 +304,9 @@ ERROR_CODES: dict[str, str] = {
     "router's derived dest (detail.reason = router_dest_fan_in).",
     "topic_not_empty": "DELETE ?if_empty=true on a topic that holds records.",
     "not_a_queue": "A queue operation on a topic whose type is not queue.",
+    "backlog_exceeded": "A watched topic is further behind than its max_backlog and the watch "
+    'asked on_backlog: "error" (POST /v0/watch, a WebSocket subscribe); detail: topic, '
+    "from_seq, head_seq, backlog, max_backlog.",
     "topic_full": "A write to a full topic whose discard policy is reject; nothing appended.",
     "throttled": "CPU pressure (detail.retry_after_ms) or a resource cap (detail.limit, "
     "detail.max); carries Retry-After.",
@@ -1061,21 +1064,78 @@ def _watch() -> dict[str, Schema]:
             {
                 "from_seq": _u64("Deliver records with $seq > from_seq; 0 = earliest.", default=0),
                 "tail": _bool("Start at the current head (ignore from_seq).", default=False),
+                "max_backlog": _u64(
+                    "This topic's backlog limit (replaces the request's max_backlog; 0: none).",
+                ),
             },
             closed=True,
         ),
+        "WatchPrefixOptions": _obj(
+            {
+                "tail": _bool(
+                    "Existing topics under the prefix start at their head (topics created "
+                    "later always start at 0).",
+                    default=False,
+                ),
+                "max_backlog": _u64(
+                    "Backlog limit of the topics under it (replaces the request's; 0: none)."
+                ),
+            },
+            closed=True,
+        ),
+        "WatchPrefixes": {
+            "description": "topic_prefix: every topic whose name starts with a prefix, now and "
+            "created later (those join with an event: topic-added at from_seq 0). A prefix "
+            "is narrowed to the key's allowlist; one that shares no name with it is 403. "
+            "An object prefix -> options, or an array of prefixes.",
+            "oneOf": [
+                {
+                    "type": "object",
+                    "minProperties": 1,
+                    "additionalProperties": {
+                        "oneOf": [_ref("WatchPrefixOptions"), {"type": "null"}]
+                    },
+                },
+                {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+            ],
+        },
+        "WatchPrefixesResolved": {
+            "type": "object",
+            "description": "Each topic_prefix as it applies: the allowed prefixes it covers "
+            "after narrowing to the key's allowlist.",
+            "additionalProperties": _obj(
+                {
+                    "covers": {"type": "array", "items": {"type": "string"}},
+                    "tail": {"type": "boolean"},
+                    "max_backlog": _ref("Seq"),
+                },
+                ["covers", "tail", "max_backlog"],
+            ),
+        },
         "WatchRequest": _obj(
             {
                 "node": _ref("NodeFilter"),
                 "topics": {
                     "type": "object",
                     "description": f"topic -> options; 1..TOPICS_MAX_WATCH_TOPICS (default "
-                    f"{_LIMITS.max_watch_topics}). The key's prefix allowlist applies to "
-                    "every name (403).",
+                    f"{_LIMITS.max_watch_topics}), counting what topic_prefix covers. The "
+                    "key's prefix allowlist applies to every name (403). May be empty or "
+                    "absent beside topic_prefix.",
                     "propertyNames": _ref("TopicName"),
                     "additionalProperties": _ref("WatchTopicOptions"),
-                    "minProperties": 1,
                 },
+                "topic_prefix": _ref("WatchPrefixes"),
+                "max_backlog": _u64(
+                    "A topic more than this many seqs behind its head when a stream starts or "
+                    "resumes reading it gets an event: backlog-exceeded with the head instead "
+                    "of the replay (0: no limit).",
+                    default=0,
+                ),
+                "on_backlog": _str(
+                    "jump: the backlog-exceeded event; error: 409 backlog_exceeded here.",
+                    enum=["jump", "error"],
+                    default="jump",
+                ),
                 "limit": _u64("Max records per record frame.", default=256),
                 "max_batch_bytes": _u64(
                     "Soft byte budget per record frame; 0 = 1 MiB, clamped to 8 MiB.",
@@ -1093,9 +1153,8 @@ def _watch() -> dict[str, Schema]:
                     default="eventual",
                 ),
             },
-            ["topics"],
             closed=True,
-            description="A multiplexed watch subscription (§7.1).",
+            description="A multiplexed watch subscription (§7.1): topics, topic_prefix or both.",
         ),
         "WatchSession": _with_perf(
             _obj(
@@ -1112,6 +1171,7 @@ def _watch() -> dict[str, Schema]:
                         "with ?lenient=true are absent).",
                         "additionalProperties": position,
                     },
+                    "topic_prefix": _ref("WatchPrefixesResolved"),
                 },
                 ["wid", "stream_url", "session_ttl_ms", "topics"],
             )
@@ -1152,6 +1212,30 @@ def _watch() -> dict[str, Schema]:
             {"topic": _ref("TopicName"), "head_seq": _ref("Seq"), "reason": {"type": "string"}},
             ["topic", "head_seq", "reason"],
             description="event: topic-deleted — terminal for that topic only.",
+        ),
+        "SseTopicAddedEvent": _obj(
+            {
+                "topic": _ref("TopicName"),
+                "prefix": _str("The topic_prefix it joined under."),
+                "from_seq": _ref("Seq"),
+                "head_seq": _ref("Seq"),
+            },
+            ["topic", "prefix", "from_seq", "head_seq"],
+            description="event: topic-added — a topic created under a watched prefix joined; "
+            "its records follow from from_seq (0). Sent again on a resume until a later frame "
+            "of it was sent.",
+        ),
+        "SseBacklogExceededEvent": _obj(
+            {
+                "topic": _ref("TopicName"),
+                "from_seq": _ref("Seq"),
+                "head_seq": _ref("Seq"),
+                "backlog": _ref("Seq"),
+                "max_backlog": _ref("Seq"),
+            },
+            ["topic", "from_seq", "head_seq", "backlog", "max_backlog"],
+            description="event: backlog-exceeded — (from_seq, head_seq] is not replayed; the "
+            "id: already points at head_seq. Re-snapshot, then take what follows.",
         ),
         "SseErrorEvent": _obj(
             {
@@ -1236,6 +1320,9 @@ def _ws() -> dict[str, Schema]:
                         "include_tags": {"type": "boolean"},
                         "include_meta": {"type": "boolean"},
                         "consistency": {"enum": ["eventual", "strong"]},
+                        "topic_prefix": _ref("WatchPrefixes"),
+                        "max_backlog": {"type": "integer", "minimum": 0},
+                        "on_backlog": {"enum": ["jump", "error"]},
                     },
                 ),
                 op(
@@ -1244,6 +1331,14 @@ def _ws() -> dict[str, Schema]:
                         **rid,
                         "topic": _ref("TopicName"),
                         "topics": {"type": "array", "items": _ref("TopicName")},
+                        "topic_prefix": {
+                            "oneOf": [
+                                {"type": "string"},
+                                {"type": "array", "items": {"type": "string"}},
+                            ],
+                            "description": "Stop joining under these prefixes and drop the "
+                            "topics they cover.",
+                        },
                     },
                 ),
                 op(
@@ -1268,7 +1363,15 @@ def _ws() -> dict[str, Schema]:
             "description": "A JSON text message from the server (§7.x). Clients must ignore "
             "unknown ops.",
             "oneOf": [
-                op("subscribed", {**rid, "topics": topic_positions}, ["topics"]),
+                op(
+                    "subscribed",
+                    {
+                        **rid,
+                        "topics": topic_positions,
+                        "topic_prefix": _ref("WatchPrefixesResolved"),
+                    },
+                    ["topics"],
+                ),
                 op(
                     "unsubscribed",
                     {**rid, "topics": {"type": "array", "items": _ref("TopicName")}},
@@ -1321,6 +1424,27 @@ def _ws() -> dict[str, Schema]:
                         "reason": {"type": "string"},
                     },
                     ["topic"],
+                ),
+                op(
+                    "topic_added",
+                    {
+                        "topic": _ref("TopicName"),
+                        "prefix": {"type": "string"},
+                        "from_seq": _ref("Seq"),
+                        "head_seq": _ref("Seq"),
+                    },
+                    ["topic", "prefix", "from_seq"],
+                ),
+                op(
+                    "backlog_exceeded",
+                    {
+                        "topic": _ref("TopicName"),
+                        "from_seq": _ref("Seq"),
+                        "head_seq": _ref("Seq"),
+                        "backlog": _ref("Seq"),
+                        "max_backlog": _ref("Seq"),
+                    },
+                    ["topic", "head_seq"],
                 ),
                 op(
                     "error",
@@ -2077,13 +2201,15 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             tag="watch",
             summary="Create a multiplexed SSE watch session",
             description="§7.1. Returns a wid and the stream URL; 400/404 come here, before any "
-            "stream is open. The key's prefix allowlist applies to every topic named (403). "
+            "stream is open. The key's prefix allowlist applies to every topic named (403); "
+            "a topic_prefix is narrowed to it (403 when nothing is left). With on_backlog: "
+            "error, a topic further behind than its max_backlog is 409 backlog_exceeded. "
             "Over TOPICS_MAX_WATCH_SESSIONS is 429 throttled. Idle sessions are collected "
             "after session_ttl_ms." + topic_body_note,
             params=["lenient", "Content-Encoding"],
             body=_json_body("WatchRequest", required=True, description="The subscription."),
             ok=_ok("WatchSession", "The session and the resolved per-topic positions."),
-            errors=(*GATE, *BODY, "topic_not_found"),
+            errors=(*GATE, *BODY, "topic_not_found", "backlog_exceeded"),
         ),
         _op(
             "GET",
@@ -2118,6 +2244,8 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
                     "tombstone": _ref("SseTombstoneEvent"),
                     "caught-up": _ref("SseCaughtUpEvent"),
                     "topic-deleted": _ref("SseTopicDeletedEvent"),
+                    "topic-added": _ref("SseTopicAddedEvent"),
+                    "backlog-exceeded": _ref("SseBacklogExceededEvent"),
                     "error": _ref("SseErrorEvent"),
                 }
             },
