@@ -28,7 +28,7 @@ import trio
 from topics._clock import Clock
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.engine import Engine, open_engine
-from topics.queue_types import AckResult, ClaimResult, ExtendResult, NackResult
+from topics.queue_types import AckResult, ClaimResult, ExtendResult, NackResult, RedriveResult
 from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
 from topics.settings import Limits
 from topics.types import (
@@ -257,6 +257,46 @@ class SyncEngine:
         return self._call(
             self.engine.extend, topic, node=node, seqs=seqs, lease_ms=lease_ms, lease_ids=lease_ids
         )
+
+    def schedule(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        deliver_at: int | None = None,
+        delay_ms: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe: str | None = None,
+        dedupe_ms: int | None = None,
+        replace: bool | None = None,
+        tag: str | None = None,
+        meta: Mapping[str, Any] | bytes | None = None,
+    ) -> WriteResult:
+        """Enqueue one job, as ``topics.Client.schedule`` (a write of one record)."""
+        record: dict[str, Any] = {"data": data}
+        for name, value in (
+            ("tag", tag),
+            ("meta", meta),
+            ("deliver_at", deliver_at),
+            ("delay_ms", delay_ms),
+            ("dedupe_key", dedupe_key),
+        ):
+            if value is not None:
+                record[name] = value
+        return self._call(
+            self.engine.write, queue, [record], dedupe=dedupe, dedupe_ms=dedupe_ms, replace=replace
+        )
+
+    def redrive(
+        self,
+        topic: str,
+        *,
+        to: str | None = None,
+        max: int | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> RedriveResult:
+        """See :meth:`topics.Engine.redrive`."""
+        return self._call(self.engine.redrive, topic, to=to, max=max, where=where)
 
 
 def open(

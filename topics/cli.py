@@ -7,6 +7,8 @@
     topics write orders < events.jsonl topics read orders --from 0
     topics tail orders audit           topics rm orders
     topics router put|get|ls|rm ...    topics queue claim|ack|nack|extend ...
+    topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
+    topics dlq redrive jobs.dlq [--to jobs] [--origin jobs] [--match TAG]
 
 Global options: ``--url`` (default ``$TOPICS_URL``, else ``http://127.0.0.1:4000``),
 ``--api-key`` (default ``$TOPICS_API_KEY``), ``--json`` (machine-readable output: one JSON
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -508,6 +511,63 @@ class Cli:
         )  # fmt: skip
         self._lease_result(res.to_dict(), f"extended {res.extended}", res.skipped)
 
+    # jobs: scheduled jobs and dedupe keys; dead letters ------------------------------
+
+    def jobs_schedule(self) -> None:
+        a = self.args
+        if a.at is not None and a.delay is not None:
+            raise UsageError("give --at or --in, not both")
+        deliver_at = delay_ms = None
+        try:
+            if a.at is not None:
+                if re.fullmatch(r"\d+(ms|s|m|h|d)", a.at.strip()):
+                    raise UsageError(f"--at takes a time (RFC 3339 or epoch ms); use --in {a.at}")
+                deliver_at = parse_time(a.at, 0)
+            if a.delay is not None:
+                delay_ms = _duration_ms(a.delay)
+        except FilterSyntaxError as exc:
+            raise UsageError(str(exc)) from None
+        data = a.data.encode()  # JSON text, sent verbatim (as write does)
+        meta = a.meta.encode() if a.meta is not None else None
+        res = self.client.schedule(
+            a.queue, data, deliver_at=deliver_at, delay_ms=delay_ms, dedupe_key=a.dedupe_key,
+            dedupe=a.dedupe, dedupe_ms=a.dedupe_ms, replace=True if a.replace else None,
+            tag=a.tag, meta=meta,
+        )  # fmt: skip
+        if self.json:
+            self.emit(res.to_dict())
+            return
+        outcome = res.dedupe[0] if res.dedupe else None
+        if outcome is not None and outcome["outcome"] == "duplicate":
+            self.out.write(
+                f"not added: job {outcome['seq']} holds dedupe key {outcome['dedupe_key']!r}\n"
+            )
+            return
+        when = "at once" if deliver_at is None and not delay_ms else (
+            f"in {delay_ms} ms" if delay_ms else f"at {deliver_at}"
+        )  # fmt: skip
+        note = f" (replaced job {outcome['replaced_seq']})" if outcome is not None else ""
+        self.out.write(f"job {res.first_seq} in {a.queue}, claimable {when}{note}\n")
+
+    def dlq_redrive(self) -> None:
+        a = self.args
+        where: dict[str, Any] = {}
+        if a.origin is not None:
+            where["origin"] = a.origin
+        if a.match is not None:
+            where["match"] = ["tag", "Glob" if a.match.endswith("*") else "Eq", a.match]
+        res = self.client.redrive(a.dlq, to=a.to, max=a.max, where=where or None)
+        if self.json:
+            self.emit(res.to_dict())
+            return
+        for batch in res.batches:
+            self.out.write(
+                f"moved {batch['count']} to {batch['to']} "
+                f"(seqs {batch['first_seq']}..{batch['last_seq']})\n"
+            )
+        skipped = f"; {res.skipped} without a queue to go to" if res.skipped else ""
+        self.out.write(f"moved {res.moved}{skipped}; {res.remaining} left in {a.dlq}\n")
+
     def _lease_result(self, obj: dict[str, Any], summary: str, skipped: list[int]) -> None:
         if self.json:
             self.emit(obj)
@@ -661,7 +721,44 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "extend":
             p.add_argument("--lease-ms", type=int, required=True)
         p.set_defaults(run=run)
+
+    jobs = sub.add_parser("jobs", help="queue jobs: schedule (delayed, deduplicated)")
+    jsub = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
+    p = jsub.add_parser("schedule", help="enqueue one job, maybe for later, maybe deduplicated")
+    p.add_argument("queue")
+    p.add_argument("data", help="the job's data as JSON text (sent verbatim)")
+    p.add_argument("--at", help="claimable from this time: RFC 3339 or epoch ms")
+    p.add_argument(
+        "--in", dest="delay", metavar="DURATION", help="claimable after 500ms, 10s, 5m, 2h, 1d"
+    )
+    p.add_argument("--dedupe-key", help="not added while a job with this key is held")
+    p.add_argument("--dedupe", choices=("until_ack", "window"), help="how the key holds")
+    p.add_argument("--dedupe-ms", type=int, help="the window of --dedupe window")
+    p.add_argument("--replace", action="store_true", help="replace a held job not yet claimed")
+    p.add_argument("--tag")
+    p.add_argument("--meta", help="meta as a JSON object")
+    p.set_defaults(run=Cli.jobs_schedule)
+
+    dlq = sub.add_parser("dlq", help="dead-letter topics: redrive")
+    dsub = dlq.add_subparsers(dest="dlq_command", required=True, metavar="COMMAND")
+    p = dsub.add_parser("redrive", help="move dead-lettered jobs back to their queue (admin)")
+    p.add_argument("dlq", help="the dead-letter topic")
+    p.add_argument("--to", help="this queue instead of each job's origin")
+    p.add_argument("--max", type=int, help="jobs to move at most (default 1000)")
+    p.add_argument("--origin", help="only jobs dead-lettered from this queue")
+    p.add_argument("--match", metavar="TAG", help="only jobs with this tag (PREFIX* for a prefix)")
+    p.set_defaults(run=Cli.dlq_redrive)
     return parser
+
+
+def _duration_ms(text: str) -> int:
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)", text.strip())
+    if m is None:
+        raise UsageError(f"{text!r} is not a duration (500ms, 10s, 5m, 2h, 1d)")
+    return int(m.group(1)) * _DURATION_UNITS[m.group(2)]
+
+
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 # -- errors and exit codes -------------------------------------------------------------------

@@ -51,6 +51,24 @@ class Job:
             meta=obj.get("meta"),
         )
 
+    @property
+    def deliver_at(self) -> int | None:
+        """When a scheduled job became claimable (its ``$deliver_at`` stamp), else None."""
+        value = self.meta.get("$deliver_at") if self.meta else None
+        return value if type(value) is int else None
+
+    @property
+    def dedupe_key(self) -> str | None:
+        """The job's ``dedupe_key`` (its ``$dedupe_key`` stamp), else None."""
+        value = self.meta.get("$dedupe_key") if self.meta else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def redriven_from(self) -> str | None:
+        """The dead-letter topic a redrive moved this job back from, else None."""
+        value = self.meta.get("$redrive_from") if self.meta else None
+        return value if isinstance(value, str) else None
+
     def to_dict(self) -> dict[str, Any]:
         out = record_dict(self.seq, self.ts, self.node, self.tag, self.data, self.meta)
         out.update(lease_id=self.lease_id, deadline=self.deadline, deliveries=self.deliveries)

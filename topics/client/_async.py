@@ -18,7 +18,14 @@ import httpx
 
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import TopicsError
-from topics.queue_types import AckResult, ClaimResult, ExtendResult, Job, NackResult
+from topics.queue_types import (
+    AckResult,
+    ClaimResult,
+    ExtendResult,
+    Job,
+    NackResult,
+    RedriveResult,
+)
 from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
 from topics.types import (
     DeleteRecordsResult,
@@ -213,9 +220,14 @@ class AsyncClient:
         config: Mapping[str, Any] | None = None,
         return_seqs: bool = True,
         disable_backpressure: bool = False,
+        dedupe: str | None = None,
+        dedupe_ms: int | None = None,
+        replace: bool | None = None,
     ) -> WriteResult:
         """Append a batch atomically (§2). ``data``/``meta`` given as bytes are JSON text,
-        sent verbatim.
+        sent verbatim. On a queue, a record may carry ``deliver_at``/``delay_ms`` (a
+        scheduled job) and ``dedupe_key``; ``dedupe``/``dedupe_ms``/``replace`` say how
+        the keys hold (docs/QUEUES.md; see also :meth:`schedule`).
 
         Retried (on 429/503 or a lost connection) under one idempotency key, so a retry
         never appends twice: ``deduped`` is then true and the seqs are the original ones.
@@ -231,6 +243,9 @@ class AsyncClient:
             config=config,
             return_seqs=return_seqs,
             disable_backpressure=disable_backpressure,
+            dedupe=dedupe,
+            dedupe_ms=dedupe_ms,
+            replace=replace,
         )
         return await self._run(p.write(topic, records, options))
 
@@ -397,6 +412,48 @@ class AsyncClient:
     ) -> ExtendResult:
         """Set held leases to expire ``lease_ms`` from now (§10.6)."""
         return await self._run(p.extend(topic, node, seqs, lease_ms, lease_ids))
+
+    async def schedule(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        deliver_at: int | None = None,
+        delay_ms: int | None = None,
+        dedupe_key: str | None = None,
+        dedupe: str | None = None,
+        dedupe_ms: int | None = None,
+        replace: bool | None = None,
+        tag: str | None = None,
+        meta: Mapping[str, Any] | bytes | None = None,
+    ) -> WriteResult:
+        """Enqueue one job, claimable at ``deliver_at`` (epoch ms) or ``delay_ms`` from
+        now (neither: at once), optionally under a ``dedupe_key``; a write of one record
+        (retried under one idempotency key). ``result.dedupe`` names a holder that kept
+        it out, or the job it replaced."""
+        record = p.job_record(
+            data,
+            deliver_at=deliver_at,
+            delay_ms=delay_ms,
+            dedupe_key=dedupe_key,
+            tag=tag,
+            meta=meta,
+        )
+        return await self.write(
+            queue, [record], dedupe=dedupe, dedupe_ms=dedupe_ms, replace=replace
+        )
+
+    async def redrive(
+        self,
+        topic: str,
+        *,
+        to: str | None = None,
+        max: int | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> RedriveResult:
+        """Move dead-lettered jobs of ``topic`` back to their queue, or to ``to`` (admin).
+        ``where``: ``{"origin": queue}`` and/or ``{"match": tag match}``. Not retried."""
+        return await self._run(p.redrive(topic, to, max, where))
 
     # -- probes (§8) ------------------------------------------------------------------
 

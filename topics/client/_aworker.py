@@ -62,6 +62,12 @@ class AsyncLeasedJob:
         return self.job.deliveries
 
     @property
+    def meta(self) -> dict[str, Any] | None:
+        """The job's meta, with the engine's stamps (``job.job.deliver_at``,
+        ``dedupe_key`` and ``redriven_from`` read them)."""
+        return self.job.meta
+
+    @property
     def lost(self) -> bool:
         return self.seq in self._owner._book.lost
 

@@ -35,7 +35,14 @@ from topics._names import check_router_name, check_topic_name
 from topics.config import TopicConfig
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import InvalidRequestError
-from topics.queue_types import AckResult, ClaimResult, ExtendResult, Job, NackResult
+from topics.queue_types import (
+    AckResult,
+    ClaimResult,
+    ExtendResult,
+    Job,
+    NackResult,
+    RedriveResult,
+)
 from topics.router_types import (
     DeleteRouterResult,
     PutRouterResult,
@@ -267,6 +274,7 @@ def write(
             deduped=bool(obj.get("deduped", False)),
             wal_append_ms=_perf(obj, "wal_append_ms"),
             fsync_ms=_perf(obj, "fsync_ms"),
+            dedupe=obj.get("dedupe"),
         )
 
     body = write_body(records, options)
@@ -580,6 +588,44 @@ def extend(
 
     body = _lease_body(node, seqs, lease_ids, lease_ms=lease_ms)
     return Call("POST", _topic_path(topic, "/extend"), parse, body=body)
+
+
+def redrive(
+    topic: str, to: str | None, max: int | None, where: Mapping[str, Any] | None
+) -> Call[RedriveResult]:
+    def parse(reply: Reply) -> RedriveResult:
+        o = reply.json()
+        return RedriveResult(
+            o["topic"], o["moved"], o["skipped"], o["remaining"], list(o["batches"]),
+            _perf(o, "fsync_ms"),
+        )  # fmt: skip
+
+    body = {k: v for k, v in (("to", to), ("max", max), ("where", where)) if v is not None}
+    # Not retried: a repeat after a lost answer would move up to max more jobs.
+    return Call("POST", _topic_path(topic, "/redrive"), parse, body=dumps(body), idempotent=False)
+
+
+def job_record(
+    data: Any,
+    *,
+    deliver_at: int | None,
+    delay_ms: int | None,
+    dedupe_key: str | None,
+    tag: str | None,
+    meta: Mapping[str, Any] | bytes | None,
+) -> dict[str, Any]:
+    """One queue job as a write record (the ``schedule`` helpers); None members left out."""
+    record: dict[str, Any] = {"data": data}
+    for name, value in (
+        ("tag", tag),
+        ("meta", meta),
+        ("deliver_at", deliver_at),
+        ("delay_ms", delay_ms),
+        ("dedupe_key", dedupe_key),
+    ):
+        if value is not None:
+            record[name] = value
+    return record
 
 
 # -- probes (§8) ---------------------------------------------------------------------------

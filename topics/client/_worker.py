@@ -183,6 +183,12 @@ class LeasedJob:
         return self.job.deliveries
 
     @property
+    def meta(self) -> dict[str, Any] | None:
+        """The job's meta, with the engine's stamps (``job.job.deliver_at``,
+        ``dedupe_key`` and ``redriven_from`` read them)."""
+        return self.job.meta
+
+    @property
     def lost(self) -> bool:
         """True once the server said this lease is no longer ours (rule 3)."""
         return self.seq in self._owner._book.lost

@@ -55,7 +55,17 @@ __all__ = ["AsyncWebSocket", "WebSocket"]
 PATH = "/v0/ws"
 _ANSWERS = frozenset({"subscribed", "unsubscribed", "ack", "pong", "error"})
 _PUBLISH_OPTIONS = frozenset(
-    {"node", "idempotency_key", "create", "config", "return_seqs", "disable_backpressure"}
+    {
+        "node",
+        "idempotency_key",
+        "create",
+        "config",
+        "return_seqs",
+        "disable_backpressure",
+        "dedupe",
+        "dedupe_ms",
+        "replace",
+    }
 )
 
 
@@ -240,6 +250,7 @@ def write_result(frame: Mapping[str, Any]) -> WriteResult:
         created=bool(frame.get("created", False)),
         deduped=bool(frame.get("deduped", False)),
         fsync_ms=float((frame.get("performance") or {}).get("fsync_ms", 0.0)),
+        dedupe=frame.get("dedupe"),
     )
 
 
