@@ -2,7 +2,11 @@
 
 The console is a static client of the ``/v0`` API (docs/OPERATIONS.md has a tour): it polls
 ``GET /v0/topics`` and ``GET /v0/routers``, reads queue counters from ``GET /v0/topics/:q``
-and tails a topic through ``POST /v0/watch`` plus the browser's ``EventSource``.
+and the named cursors' lag from ``GET /v0/metrics``, and tails a topic through
+``POST /v0/watch`` plus the browser's ``EventSource``. A topic's panel writes records, browses
+from a seq or a time (``diff``), lists its cursors, edits its config and deletes records or
+the topic (after a confirmation step); a queue's dead letters can be redriven. Each action is
+the same ``/v0`` call any client makes, with the key typed into the page.
 
 Rules:
 1. The files are package data (``topics.frontends.http/console/*``), read once and kept in

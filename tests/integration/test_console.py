@@ -11,11 +11,16 @@
    return), so this part reads the DOM over the DevTools pipe (``--remote-debugging-pipe``:
    NUL-separated JSON on fds 3/4) instead, and takes the 1280x800 screenshot the same way
    (``--screenshot`` is checked on the tail-less page).
+4. The actions, driven over the same pipe with the key typed into the page: write a record,
+   browse from a seq and from a time, the cursors with their lag, edit a config (and a bad
+   one refused), delete records and a topic only after the confirmation step, a queue's
+   dead-letter count and redrive. Each is checked against the server over HTTP too.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -28,7 +33,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.chromium import HEADLESS_FLAGS, find_chromium
+from tests.support.chromium import HEADLESS_FLAGS, Chromium, find_chromium
 
 from .conftest import ServerProcess
 
@@ -262,3 +267,187 @@ def test_console_tails_a_topic_live_with_an_api_key(
     shot.write_bytes(png)
     assert png.startswith(PNG_MAGIC)
     assert shot.stat().st_size > 10_000
+
+
+# -- the console's actions (produce, browse, cursors, config, deletes, DLQ), in chromium ----
+#
+# Each test types the API key into the page's key form, as a user does: every call the
+# page makes after that carries it (the server has keys, so a call without it is 401).
+
+
+@pytest.fixture(scope="module")
+def keyed(start_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return start_server({"TOPICS_API_KEYS": KEY})
+
+
+@contextlib.contextmanager
+def _console(server: ServerProcess, tmp_path: Path) -> Iterator[Chromium]:
+    with Chromium.open(f"{server.base_url}/console", tmp_path / "profile") as page:
+        # Without the key every call is refused (and the script is running: typing before
+        # it is would submit the bare form instead).
+        page.wait_for("document.querySelector('#status').textContent.startsWith('401')")
+        page.evaluate(
+            f"document.querySelector('#api-key').value = {json.dumps(KEY)};"
+            "document.querySelector('#key-form').requestSubmit(); true"
+        )
+        page.wait_for("document.querySelector('#status').className === 'status ok'")
+        yield page
+
+
+def _open_topic(page: Chromium, topic: str) -> None:
+    row = f"[...document.querySelectorAll('#topics tbody tr')].find((tr) => tr.querySelector('.topic-name') && tr.querySelector('.topic-name').textContent === {json.dumps(topic)})"
+    page.wait_for(f"!!{row}")
+    page.evaluate(f"{row}.querySelector('button').click(); true")
+    page.wait_for("document.querySelector('#detail-state').textContent.includes('head')")
+
+
+def _set(page: Chromium, selector: str, value: str) -> None:
+    page.evaluate(
+        f"document.querySelector({json.dumps(selector)}).value = {json.dumps(value)}; true"
+    )
+
+
+def _submit(page: Chromium, form: str) -> None:
+    page.evaluate(f"document.querySelector({json.dumps(form)}).requestSubmit(); true")
+
+
+def _click(page: Chromium, selector: str) -> None:
+    page.evaluate(f"document.querySelector({json.dumps(selector)}).click(); true")
+
+
+def _text(page: Chromium, selector: str) -> str:
+    return str(page.evaluate(f"document.querySelector({json.dumps(selector)}).textContent"))
+
+
+def test_console_produces_browses_by_seq_and_time_and_shows_cursors(
+    keyed: ServerProcess, tmp_path: Path
+) -> None:
+    with keyed.client(KEY) as http:
+        http.post("/v0/topics/c-orders", json={"records": [{"data": {"n": 1}}]}).raise_for_status()
+        http.put("/v0/topics/c-orders/cursors/billing", json={"seq": 1}).raise_for_status()
+        with _console(keyed, tmp_path) as page:
+            _open_topic(page, "c-orders")
+            page.wait_for("document.querySelector('#cursors .cursor-name') !== null")
+            assert _text(page, "#cursors .cursor-lag") == "0"
+            _set(page, "#produce-data", '{"sku": "B2", "qty": 3}')
+            _set(page, "#produce-tag", "t-9")
+            _submit(page, "#produce-form")
+            page.wait_for("document.querySelector('#produce-result').textContent === 'wrote seq 2'")
+            rec = http.post("/v0/topics/c-orders/diff", json={"from_seq": 1, "include_tags": True})
+            assert rec.json()["records"][0]["data"] == {"sku": "B2", "qty": 3}
+            assert rec.json()["records"][0]["$tag"] == "t-9"
+            _set(page, "#produce-data", "{not json")
+            _submit(page, "#produce-form")
+            page.wait_for(
+                "document.querySelector('#produce-result').textContent === 'data is not JSON'"
+            )
+            # The cursor lags by the new record, in the panel and in the all-cursors view.
+            page.wait_for("document.querySelector('#cursors .cursor-lag').textContent === '1'")
+            page.wait_for(
+                "document.querySelector('#all-cursors .cursor-lag') && document.querySelector('#all-cursors .cursor-lag').textContent === '1'"
+            )
+            # Browse from a seq...
+            _set(page, "#browse-from", "1")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.startsWith('1 records')"
+            )
+            assert _text(page, "#browse .seq") == "2"
+            # ... and from a time (from_ts): the future holds nothing, the past everything.
+            _set(page, "#browse-time", "2999-01-01T00:00:00")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.startsWith('0 records')"
+            )
+            _set(page, "#browse-time", "2001-01-01T00:00:00")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.startsWith('2 records')"
+            )
+
+
+def test_console_edits_a_topic_config(keyed: ServerProcess, tmp_path: Path) -> None:
+    with keyed.client(KEY) as http:
+        http.put("/v0/topics/c-config", json={"cap_records": 10}).raise_for_status()
+        with _console(keyed, tmp_path) as page:
+            _open_topic(page, "c-config")
+            config = json.loads(
+                _text(page, "#config-json")
+                or page.evaluate("document.querySelector('#config-json').value")
+            )
+            assert config["cap_records"] == 10
+            config["cap_records"] = 5
+            _set(page, "#config-json", json.dumps(config))
+            _submit(page, "#config-form")
+            page.wait_for("document.querySelector('#config-result').textContent === 'saved'")
+            assert http.get("/v0/topics/c-config").json()["config"]["cap_records"] == 5
+            _set(page, "#config-json", '{"cap_records": -1}')
+            _submit(page, "#config-form")
+            page.wait_for(
+                "document.querySelector('#config-result').textContent.startsWith('400 invalid_request')"
+            )
+            assert http.get("/v0/topics/c-config").json()["config"]["cap_records"] == 5
+
+
+def test_console_deletes_records_and_a_topic_only_after_confirmation(
+    keyed: ServerProcess, tmp_path: Path
+) -> None:
+    with keyed.client(KEY) as http:
+        records = [{"data": i} for i in range(5)]
+        http.post("/v0/topics/c-doomed", json={"records": records}).raise_for_status()
+        with _console(keyed, tmp_path) as page:
+            _open_topic(page, "c-doomed")
+            _set(page, "#delete-before", "3")
+            _submit(page, "#delete-records-form")
+            page.wait_for("!document.querySelector('#confirm').hidden")
+            assert http.get("/v0/topics/c-doomed").json()["count"] == 5  # nothing yet
+            _click(page, "#confirm-no")
+            page.wait_for("document.querySelector('#confirm').hidden")
+            assert http.get("/v0/topics/c-doomed").json()["count"] == 5
+            _submit(page, "#delete-records-form")
+            _click(page, "#confirm-yes")
+            page.wait_for(
+                "document.querySelector('#delete-result').textContent === 'deleted 2 records'"
+            )
+            assert http.get("/v0/topics/c-doomed").json()["earliest_seq"] == 3
+            # A topic delete needs its name typed.
+            _click(page, "#delete-topic")
+            page.wait_for("!document.querySelector('#confirm-input').hidden")
+            _set(page, "#confirm-input", "c-doome")
+            _click(page, "#confirm-yes")
+            page.wait_for(
+                "document.querySelector('#delete-result').textContent === 'type the topic name to confirm'"
+            )
+            assert http.get("/v0/topics/c-doomed").status_code == 200
+            _set(page, "#confirm-input", "c-doomed")
+            _click(page, "#confirm-yes")
+            page.wait_for(
+                "document.querySelector('#delete-result').textContent === 'topic deleted'"
+            )
+            assert http.get("/v0/topics/c-doomed").status_code == 404
+
+
+def test_console_shows_dead_letter_counts_and_redrives(
+    keyed: ServerProcess, tmp_path: Path
+) -> None:
+    with keyed.client(KEY) as http:
+        http.put(
+            "/v0/topics/c-jobs",
+            json={"type": "queue", "max_deliveries": 1, "dead_letter": "c-jobs-dlq"},
+        ).raise_for_status()
+        http.post("/v0/topics/c-jobs", json={"records": [{"data": {"n": 1}}]}).raise_for_status()
+        assert http.post("/v0/topics/c-jobs/claim", json={"node": "w"}).json()["count"] == 1
+        http.post("/v0/topics/c-jobs/nack", json={"node": "w", "seqs": [1]}).raise_for_status()
+        assert http.post("/v0/topics/c-jobs/claim", json={"node": "w"}).json()["count"] == 0
+        assert http.get("/v0/topics/c-jobs-dlq").json()["count"] == 1
+        with _console(keyed, tmp_path) as page:
+            row = "[...document.querySelectorAll('#queues tbody tr')].find((tr) => tr.cells[0].textContent === 'c-jobs')"
+            page.wait_for(f"!!{row} && {row}.querySelector('.dlq-count').textContent === '1'")
+            assert page.evaluate(f"{row}.querySelector('.dead').textContent") == "1"
+            page.evaluate(f"{row}.querySelector('button').click(); true")
+            page.wait_for(
+                "document.querySelector('#queues-result').textContent === 'redrove 1 from c-jobs-dlq'"
+            )
+            page.wait_for(f"!!{row} && {row}.querySelector('.dlq-count').textContent === '0'")
+        assert http.get("/v0/topics/c-jobs-dlq").json()["count"] == 0
+        assert http.get("/v0/topics/c-jobs").json()["queue"]["ready"] == 1

@@ -6,7 +6,10 @@
 // - Topics, routers and queue counters are polled every POLL_MS.
 // - The tail is POST /v0/watch (from a little before the head) + EventSource on the wid.
 // - Everything from the server is inserted with textContent, never as HTML.
-// - Query parameters: ?tail=<topic> starts tailing that topic at load.
+// - Query parameters: ?tail=<topic> starts tailing that topic at load, ?topic=<topic>
+//   opens its panel (produce, browse, cursors, config, deletes).
+// - Every change goes through the same key and the same /v0 calls as any client; the
+//   destructive ones (delete records, delete topic) take a confirmation step first.
 "use strict";
 
 (() => {
@@ -20,6 +23,9 @@
   const state = {
     topics: [],          // last GET /v0/topics entries
     tail: null,          // {topic, wid, es, cursor}
+    detail: null,        // the topic whose panel is open
+    browseNext: null,    // next_from_seq of the last browse page
+    pending: null,       // the destructive action awaiting confirmation
     polling: false,
   };
 
@@ -73,6 +79,20 @@
   }
 
   // -- DOM helpers -------------------------------------------------------------------
+  function button(text, onClick) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.addEventListener("click", onClick);
+    return b;
+  }
+  function result(sel, text, ok) {
+    const el = $(sel);
+    el.textContent = text;
+    el.className = "result " + (ok ? "ok" : "bad");
+  }
+  const topicPath = (t, suffix) => "/v0/topics/" + encodeURIComponent(t) + (suffix || "");
+  const isoTime = (ts) => (ts ? new Date(ts).toISOString().replace("T", " ").replace("Z", "") : "");
   function cell(text, cls) {
     const td = document.createElement("td");
     td.textContent = text === null || text === undefined ? "" : String(text);
@@ -134,6 +154,7 @@
       btn.textContent = "tail";
       btn.addEventListener("click", () => startTail(t.topic));
       const action = document.createElement("td");
+      action.appendChild(button("open", () => openTopic(t.topic)));
       action.appendChild(btn);
       const lag = tailLag(t);
       rows.push(row([
@@ -141,7 +162,7 @@
         cell(fmt(t.earliest_seq), "num"), cell(fmt(t.head_seq), "num head"),
         cell(fmt(t.count), "num count"), cell(fmtBytes(t.bytes), "num"),
         cell(fmt(lag), "num lag" + (lag !== "" && lag > 1000 ? " lag-bad" : "")), action,
-      ], state.tail && state.tail.topic === t.topic ? "selected" : ""));
+      ], (state.tail && state.tail.topic === t.topic) || state.detail === t.topic ? "selected" : ""));
     }
     fill($("#topics tbody"), rows, 9, filter ? "no topic with this prefix" : "no topics yet");
   }
@@ -172,19 +193,52 @@
     const queues = state.topics.filter((t) => t.type === "queue").slice(0, 200);
     const details = await Promise.all(queues.map((t) =>
       api("GET", "/v0/topics/" + encodeURIComponent(t.topic) + "?touch=false").catch(() => null)));
+    const counts = new Map(state.topics.map((t) => [t.topic, t.count]));
     const rows = [];
     for (const d of details) {
       if (!d) continue;
       const q = d.queue || {};
+      const dlq = (d.config && d.config.dead_letter) || "";
+      const held = dlq ? counts.get(dlq) : undefined;
+      const action = document.createElement("td");
+      if (dlq && held > 0) action.appendChild(button("redrive", () => redrive(dlq)));
       rows.push(row([
         cell(d.topic, "mono"), cell(fmt(d.head_seq), "num"), cell(fmt(q.ready), "num ready"),
         cell(fmt(q.in_flight), "num in-flight"),
         cell(fmt(q.dead_lettered), "num dead" + (q.dead_lettered > 0 ? " lag-bad" : "")),
-        cell((d.config && d.config.dead_letter) || "", "mono"),
+        cell(dlq, "mono"), cell(fmt(held), "num dlq-count" + (held > 0 ? " lag-bad" : "")), action,
       ]));
     }
     $("#queues-meta").textContent = rows.length + " queues";
-    fill($("#queues tbody"), rows, 6, "no queue topics");
+    fill($("#queues tbody"), rows, 8, "no queue topics");
+  }
+
+  // POST /v0/topics/:dlq/redrive: every dead letter back to the queue it came from.
+  async function redrive(dlq) {
+    try {
+      const res = await api("POST", topicPath(dlq, "/redrive"), {});
+      result("#queues-result", "redrove " + fmt(res.moved) + " from " + dlq, true);
+      poll();
+    } catch (err) { result("#queues-result", describe(err), false); }
+  }
+
+  // -- cursors (every topic's, from the /v0/metrics gauges) ----------------------------
+  async function pollCursors() {
+    const m = await api("GET", "/v0/metrics");
+    const lags = m.topics_cursor_lag || {}, seqs = m.topics_cursor_seq || {};
+    const rows = [];
+    for (const topic of Object.keys(lags).sort()) {
+      for (const name of Object.keys(lags[topic]).sort()) {
+        const lag = lags[topic][name];
+        rows.push(row([
+          cell(topic, "mono"), cell(name, "mono cursor-name"),
+          cell(fmt((seqs[topic] || {})[name]), "num"),
+          cell(fmt(lag), "num cursor-lag" + (lag > 1000 ? " lag-bad" : "")),
+        ]));
+      }
+    }
+    $("#all-cursors-meta").textContent = rows.length + " cursors";
+    fill($("#all-cursors tbody"), rows, 4, "no consumer cursors");
   }
 
   async function poll() {
@@ -192,7 +246,8 @@
     state.polling = true;
     try {
       await pollTopics();
-      await Promise.all([pollRouters(), pollQueues()]);
+      await Promise.all([pollRouters(), pollQueues(), pollCursors()]);
+      if (state.detail) await loadCursors(state.detail);
       status("live · " + new Date().toLocaleTimeString(), "ok");
     } catch (err) {
       status(describe(err), "bad");
@@ -302,6 +357,134 @@
     }
   }
 
+  // -- one topic: produce, browse, cursors, config, deletes ---------------------------
+  async function openTopic(topic) {
+    state.detail = topic;
+    state.browseNext = null;
+    cancelConfirm();
+    $("#detail-topic").textContent = topic;
+    $("#detail").hidden = false;
+    $("#browse tbody").replaceChildren();
+    for (const sel of ["#produce-result", "#browse-meta", "#config-result", "#delete-result"]) $(sel).textContent = "";
+    history.replaceState(null, "", "?topic=" + encodeURIComponent(topic));
+    renderTopics();
+    try {
+      const info = await api("GET", topicPath(topic, "?touch=false"));
+      $("#detail-state").textContent = info.type + " · head " + fmt(info.head_seq) + " · " + fmt(info.count) + " records";
+      $("#config-json").value = JSON.stringify(info.config, null, 2);
+      await loadCursors(topic);
+    } catch (err) {
+      $("#detail-state").textContent = describe(err);
+    }
+  }
+
+  async function loadCursors(topic) {
+    const data = await api("GET", topicPath(topic, "/cursors"));
+    const rows = (data.cursors || []).map((c) => row([
+      cell(c.cursor, "mono cursor-name"), cell(fmt(c.seq), "num"),
+      cell(fmt(c.lag), "num cursor-lag" + (c.lag > 1000 ? " lag-bad" : "")), cell(isoTime(c.updated_ts)),
+    ]));
+    if (state.detail === topic) fill($("#cursors tbody"), rows, 4, "no cursors on this topic");
+  }
+
+  async function produce(e) {
+    e.preventDefault();
+    const topic = state.detail;
+    let data;
+    try { data = JSON.parse($("#produce-data").value); } catch (_) {
+      return result("#produce-result", "data is not JSON", false);
+    }
+    const record = { data };
+    const tag = $("#produce-tag").value.trim();
+    if (tag) record.tag = tag;
+    try {
+      const res = await api("POST", topicPath(topic), { records: [record] });
+      result("#produce-result", "wrote seq " + res.first_seq, true);
+      poll();
+    } catch (err) { result("#produce-result", describe(err), false); }
+  }
+
+  async function browse(fromSeq) {
+    const topic = state.detail;
+    const body = { limit: 50, include_tags: true };
+    const time = $("#browse-time").value;
+    if (fromSeq === null && time) body.from_ts = new Date(time).getTime();
+    else body.from_seq = fromSeq === null ? Number($("#browse-from").value || 0) : fromSeq;
+    try {
+      const res = await api("POST", topicPath(topic, "/diff"), body);
+      const rows = res.records.map((r) => row([
+        cell(r.$seq, "num seq"), cell(isoTime(r.$ts)), cell(r.$tag || "", "mono"),
+        cell(JSON.stringify(r.data), "data"),
+      ], "record"));
+      if (res.tombstone) {
+        const td = cell("tombstone: seqs " + res.tombstone.gap_from + "–" + res.tombstone.gap_to + " lost (" + res.tombstone.reason + ")");
+        td.colSpan = 4;
+        rows.unshift(row([td], "tombstone"));
+      }
+      fill($("#browse tbody"), rows, 4, "no records after this point");
+      state.browseNext = res.caught_up ? null : res.next_from_seq;
+      $("#browse-next").disabled = state.browseNext === null;
+      result("#browse-meta", res.records.length + " records, next after seq " + res.next_from_seq + (res.caught_up ? " (caught up)" : ""), true);
+    } catch (err) { result("#browse-meta", describe(err), false); }
+  }
+
+  async function saveConfig(e) {
+    e.preventDefault();
+    let config;
+    try { config = JSON.parse($("#config-json").value); } catch (_) {
+      return result("#config-result", "the config is not JSON", false);
+    }
+    try {
+      const res = await api("PUT", topicPath(state.detail), config);
+      $("#config-json").value = JSON.stringify(res.config, null, 2);
+      result("#config-result", "saved", true);
+    } catch (err) { result("#config-result", describe(err), false); }
+  }
+
+  // Destructive actions: the first click only arms a confirmation (and, for a topic
+  // delete, the topic name must be typed); nothing is sent before Confirm.
+  function askConfirm(text, needsName, action) {
+    state.pending = { action, needsName, topic: state.detail };
+    $("#confirm-text").textContent = text;
+    $("#confirm-input").value = "";
+    $("#confirm-input").hidden = !needsName;
+    $("#confirm").hidden = false;
+  }
+  function cancelConfirm() {
+    state.pending = null;
+    $("#confirm").hidden = true;
+  }
+  async function confirmPending() {
+    const p = state.pending;
+    if (!p || p.topic !== state.detail) return cancelConfirm();
+    if (p.needsName && $("#confirm-input").value !== p.topic) {
+      return result("#delete-result", "type the topic name to confirm", false);
+    }
+    cancelConfirm();
+    try {
+      result("#delete-result", await p.action(), true);
+    } catch (err) { result("#delete-result", describe(err), false); }
+    poll();
+  }
+  function deleteRecords(e) {
+    e.preventDefault();
+    const topic = state.detail, before = Number($("#delete-before").value);
+    if (!(before >= 1)) return result("#delete-result", "give a seq of 1 or more", false);
+    askConfirm("Delete every record of " + topic + " before seq " + before + "? This cannot be undone.", false,
+      async () => {
+        const res = await api("POST", topicPath(topic, "/delete"), { before_seq: before });
+        return "deleted " + fmt(res.deleted) + " records";
+      });
+  }
+  function deleteTopic() {
+    const topic = state.detail;
+    askConfirm("Delete topic " + topic + " and everything in it? Type its name:", true, async () => {
+      const res = await api("DELETE", topicPath(topic));
+      $("#detail-state").textContent = res.deleted ? "deleted" : "was already gone";
+      return res.deleted ? "topic deleted" : "no such topic";
+    });
+  }
+
   // -- wiring ------------------------------------------------------------------------
   function init() {
     $("#api-key").value = apiKey();
@@ -320,8 +503,18 @@
     $("#topic-filter").addEventListener("input", renderTopics);
     $("#tail-stop").addEventListener("click", stopTail);
     $("#tail-clear").addEventListener("click", () => $("#tail tbody").replaceChildren());
-    const wanted = new URLSearchParams(location.search).get("tail");
+    $("#produce-form").addEventListener("submit", produce);
+    $("#browse-form").addEventListener("submit", (e) => { e.preventDefault(); browse(null); });
+    $("#browse-next").addEventListener("click", () => browse(state.browseNext));
+    $("#config-form").addEventListener("submit", saveConfig);
+    $("#delete-records-form").addEventListener("submit", deleteRecords);
+    $("#delete-topic").addEventListener("click", deleteTopic);
+    $("#confirm-yes").addEventListener("click", confirmPending);
+    $("#confirm-no").addEventListener("click", cancelConfirm);
+    const params = new URLSearchParams(location.search);
+    const wanted = params.get("tail");
     if (wanted) startTail(wanted);
+    if (params.get("topic")) openTopic(params.get("topic"));
     poll();
     setInterval(poll, POLL_MS);
   }
