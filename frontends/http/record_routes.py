@@ -21,6 +21,11 @@ Rules:
    an Arrow IPC stream (``topics.wire.arrow``: the same window, the other members as
    schema metadata), built from the same ``records_json`` by ``topics._core.columns``.
    JSON stays the default, and a server without pyarrow answers JSON.
+7. An Arrow answer to a plain read (no ``wait_ms``, ``cursor``, ``commit`` or
+   ``from_ts``) whose ``limit`` is above ``TOPICS_MAX_LIMIT`` joins up to
+   ``ARROW_MAX_WINDOWS`` consecutive windows, within ``limit`` and ``max_batch_bytes``:
+   a bulk reader (Spark's url mode) gets large answers from a server with the default
+   limit, and its cursors are the last window's, exactly as if it had asked for each.
 """
 
 from __future__ import annotations
@@ -148,7 +153,7 @@ async def diff_records(ctx: RequestContext) -> Reply:
     tombstone = result.tombstone
     accept = ctx.headers.get(b"accept", b"")
     if result.format == "records" and b"application/vnd.apache.arrow.stream" in accept:
-        arrow = _arrow_answer(ctx, result, args)
+        arrow = await _arrow_answer(ctx, result, args, max_bytes)
         if arrow is not None:
             return arrow
     tail = b',"next_from_seq":%d,"head_seq":%d,"earliest_seq":%d,"caught_up":%s,"tombstone":' % (
@@ -172,12 +177,18 @@ async def diff_records(ctx: RequestContext) -> Reply:
     return Reply(200, b"".join((head, result.records_json, tail, tomb, perf)))
 
 
-def _arrow_answer(ctx: RequestContext, result: DiffResult, args: dict[str, Any]) -> Reply | None:
+async def _arrow_answer(
+    ctx: RequestContext, result: DiffResult, args: dict[str, Any], max_bytes: int
+) -> Reply | None:
     """The diff as an Arrow IPC stream (rule 6); None when pyarrow is not installed."""
     try:
         from topics.wire.arrow import ARROW_STREAM, encode_diff, want_flags
     except ImportError:
         return None
+    records_json: bytes | list[bytes] = result.records_json
+    scanned = result.records_scanned
+    if _may_join(args, result):
+        result, records_json, scanned = await _joined(ctx, result, args, max_bytes)
     want = want_flags(  # the engine has checked these are booleans
         include_tags=bool(args.get("include_tags", False)),
         include_data=bool(args.get("include_data", True)),
@@ -193,11 +204,60 @@ def _arrow_answer(ctx: RequestContext, result: DiffResult, args: dict[str, Any])
         "lag": result.lag,
         "performance": {
             "server_total_ms": round(ctx.elapsed_ms(), 3),
-            "records_scanned": result.records_scanned,
+            "records_scanned": scanned,
         },
     }
-    body = encode_diff(result.records_json, want, fields)
+    if result.from_seq is not None:
+        fields["from_seq"] = result.from_seq
+    if result.end_reached is not None:
+        fields["end_reached"] = result.end_reached
+    body = encode_diff(records_json, want, fields)
     return Reply(200, body, ARROW_STREAM.encode(), [(b"vary", b"accept")])
+
+
+#: An Arrow answer joins up to this many windows (rule 7).
+ARROW_MAX_WINDOWS = 16
+
+
+def _may_join(args: dict[str, Any], result: DiffResult) -> bool:
+    """Rule 7: only a plain read that asked for more than one window holds."""
+    if result.caught_up:
+        return False
+    if any(args.get(name) for name in ("wait_ms", "cursor", "commit", "from_ts")):
+        return False
+    limit = args.get("limit")
+    return isinstance(limit, int) and not isinstance(limit, bool) and limit > result.record_count
+
+
+async def _joined(
+    ctx: RequestContext, first: DiffResult, args: dict[str, Any], max_bytes: int
+) -> tuple[DiffResult, list[bytes], int]:
+    """Consecutive windows after ``first`` while the answer is under the asked ``limit``
+    and ``max_bytes`` (rule 7); a window that starts with a tombstone is left for the
+    next request. Returns the last window, each window's records (one Arrow batch each)
+    and the records scanned."""
+    parts = [first.records_json] if first.record_count else []
+    count, size, last = first.record_count, len(first.records_json), first
+    scanned = first.records_scanned
+    for _ in range(ARROW_MAX_WINDOWS - 1):
+        if last.caught_up or count >= args["limit"] or size >= max_bytes:
+            break
+        nxt = await ctx.engine.diff(
+            ctx.name,
+            max_bytes=max_bytes - size,
+            **{**args, "from_seq": last.next_from_seq, "limit": args["limit"] - count},
+        )
+        if nxt.tombstone is not None:
+            break
+        if nxt.record_count:
+            parts.append(nxt.records_json)
+        count, size, scanned, last = (
+            count + nxt.record_count,
+            size + len(nxt.records_json),
+            scanned + nxt.records_scanned,
+            nxt,
+        )
+    return last, parts, scanned
 
 
 async def _long_poll(ctx: RequestContext, args: dict[str, Any], max_bytes: int) -> DiffResult:

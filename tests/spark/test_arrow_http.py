@@ -110,3 +110,50 @@ def test_arrow_answer_of_an_empty_window_and_errors_stay_json(server: Server) ->
     )
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "topic_not_found"
+
+
+def test_an_arrow_answer_joins_windows_up_to_the_asked_limit(server: Server) -> None:
+    """The server's TOPICS_MAX_LIMIT is the default 1000: a JSON answer stops there, an
+    Arrow answer joins consecutive windows up to ``limit`` with the same cursors."""
+    topic = "arrow-joined"
+    for start in range(0, 2500, 500):
+        http_write(server.url, topic, [{"data": {"i": i}} for i in range(start, start + 500)])
+    http_write(server.url, "arrow-joined-filtered", [{"data": {"k": i % 4}} for i in range(3000)])
+    json_rows: list[dict[str, Any]] = []
+    cursor = 0
+    while True:  # the JSON answers, 1000 records at most each
+        page = httpx.post(
+            f"{server.url}/v0/topics/{topic}/diff",
+            json={"from_seq": cursor, "limit": 2200},
+            timeout=30,
+        ).json()
+        assert len(page["records"]) <= 1000
+        json_rows += page["records"]
+        cursor = page["next_from_seq"]
+        if page["caught_up"]:
+            break
+
+    def arrow(topic: str, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        answer = httpx.post(
+            f"{server.url}/v0/topics/{topic}/diff",
+            json=body,
+            headers={"Accept": ARROW_STREAM},
+            timeout=30,
+        )
+        batch, fields = decode_diff(answer.content)
+        return batch.to_pylist(), fields
+
+    rows, fields = arrow(topic, {"from_seq": 0, "limit": 2200})
+    assert [r["seq"] for r in rows] == list(range(1, 2201))
+    assert (fields["next_from_seq"], fields["caught_up"]) == (2200, False)
+    rest, fields = arrow(topic, {"from_seq": 2200, "limit": 5000})
+    assert (fields["next_from_seq"], fields["caught_up"]) == (2500, True)
+    assert _as_json_records(rows + rest) == json_rows
+    # A byte bound still holds, and a filtered read joins windows by records kept.
+    small, fields = arrow(topic, {"from_seq": 0, "limit": 5000, "max_batch_bytes": 20_000})
+    assert 0 < len(small) < 2500
+    assert fields["next_from_seq"] == small[-1]["seq"]
+    where = ["data.k", "Eq", 1]
+    kept, fields = arrow("arrow-joined-filtered", {"limit": 5000, "where": where})
+    assert [r["seq"] for r in kept] == list(range(2, 3001, 4))
+    assert fields["caught_up"] is True
