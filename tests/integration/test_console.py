@@ -329,12 +329,12 @@ def test_console_produces_browses_by_seq_and_time_and_shows_cursors(
             _open_topic(page, "c-orders")
             page.wait_for("document.querySelector('#cursors .cursor-name') !== null")
             assert _text(page, "#cursors .cursor-lag") == "0"
-            _set(page, "#produce-data", '{"sku": "B2", "qty": 3}')
+            _set(page, "#produce-data", '{"sku": "B2", "price": 1.50}')
             _set(page, "#produce-tag", "t-9")
             _submit(page, "#produce-form")
             page.wait_for("document.querySelector('#produce-result').textContent === 'wrote seq 2'")
             rec = http.post("/v0/topics/c-orders/diff", json={"from_seq": 1, "include_tags": True})
-            assert rec.json()["records"][0]["data"] == {"sku": "B2", "qty": 3}
+            assert b'"price": 1.50}' in rec.content  # the typed text, verbatim
             assert rec.json()["records"][0]["$tag"] == "t-9"
             _set(page, "#produce-data", "{not json")
             _submit(page, "#produce-form")

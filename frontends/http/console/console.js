@@ -51,7 +51,7 @@
     const init = { method, headers, cache: "no-store" };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
+      init.body = typeof body === "string" ? body : JSON.stringify(body);  // a string is JSON already
     }
     const res = await fetch(path, init);
     let data = null;
@@ -390,15 +390,15 @@
   async function produce(e) {
     e.preventDefault();
     const topic = state.detail;
-    let data;
-    try { data = JSON.parse($("#produce-data").value); } catch (_) {
+    const text = $("#produce-data").value;
+    try { JSON.parse(text); } catch (_) {
       return result("#produce-result", "data is not JSON", false);
     }
-    const record = { data };
+    // The text goes as typed (the server keeps data verbatim: 1.50 stays 1.50).
     const tag = $("#produce-tag").value.trim();
-    if (tag) record.tag = tag;
+    const body = '{"records":[{"data":' + text + (tag ? ',"tag":' + JSON.stringify(tag) : "") + "}]}";
     try {
-      const res = await api("POST", topicPath(topic), { records: [record] });
+      const res = await api("POST", topicPath(topic), body);
       result("#produce-result", "wrote seq " + res.first_seq, true);
       poll();
     } catch (err) { result("#produce-result", describe(err), false); }
