@@ -26,6 +26,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import topics
+from tests.property._watch_prefix_model import PrefixWatchRules
 from tests.support.model import ContractModel
 from topics._clock import ManualClock
 from topics.errors import TopicsError
@@ -261,7 +262,7 @@ def comparable(result: Any) -> Any:
     return result.to_dict()
 
 
-class EngineMatchesModel(RuleBasedStateMachine):
+class EngineMatchesModel(PrefixWatchRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock()
