@@ -1914,12 +1914,17 @@ def _with_arrow(ok: dict[str, Any]) -> dict[str, Any]:
             "type": "string",
             "format": "binary",
             "description": "An Arrow IPC stream (extension; Accept: "
-            "application/vnd.apache.arrow.stream): one record batch with columns seq, ts "
+            "application/vnd.apache.arrow.stream): one record batch per window with "
+            "columns seq, ts "
             "(int64), node, tag (only with include_tags), data (unless include_data is "
             "false), meta (unless include_meta is false), all utf8, NULL when absent, data "
             "and meta the stored JSON text; the schema metadata key topics.diff holds the "
             "other members of the JSON answer (topic, next_from_seq, head_seq, "
-            "earliest_seq, caught_up, tombstone, lag, performance) as JSON.",
+            "earliest_seq, caught_up, tombstone, lag, performance, from_seq and "
+            "end_reached when present) as JSON. A plain read (no wait_ms, cursor, commit "
+            "or from_ts) whose limit is above TOPICS_MAX_LIMIT gets up to 16 consecutive "
+            "windows joined, within limit and max_batch_bytes, with the last window's "
+            "cursors; a window that starts with a tombstone heads the next answer.",
         }
     }
     return ok

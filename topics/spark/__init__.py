@@ -8,7 +8,7 @@
     orders = (spark.read.format("topics")
               .option("path", "./data")          # or .option("url", "http://127.0.0.1:4000")
               .option("topic", "orders")
-              .load())                           # topic, seq, ts, node, tag, data, meta
+              .load())                           # topic, seq, ts, ts_ms, node, tag, data, meta
 
     (stats.select(F.to_json(F.struct("window", "n")).alias("data"))
           .write.format("topics").mode("append")

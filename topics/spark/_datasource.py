@@ -34,8 +34,11 @@ class TopicsDataSource(DataSource):
         path | url: a data directory (read-only ``topics.Reader``; writes open the engine)
             or a topics-server ``http://host:port``; ``api_key`` for a server with keys.
         topic | topic_prefix: one name or a comma list, or every topic under a prefix.
-        from_seq, to_seq: read seqs ``> from_seq`` and ``<= to_seq``; ``from_seq`` may be
-            ``latest`` or a JSON map of topic -> seq.
+        from_seq, to_seq: read seqs ``> from_seq`` and ``<= to_seq``; keywords
+            ``earliest``/``latest`` (``to_seq``: ``latest``) or a JSON map of topic -> either.
+        starting_ts, ending_ts: the same bounds by commit time (ms, ISO 8601 with a zone,
+            or a map), in place of from_seq / to_seq.
+        where: a predicate (the diff's JSON ``where``) applied before records reach Spark.
         partition_records: about how many seqs one task reads (default 1000000).
         on_gap: ``fail`` (default) raises on a tombstone; ``emit`` adds a ``gap`` row.
         max_records_per_trigger: streaming admission limit (0 = no limit).
@@ -43,7 +46,8 @@ class TopicsDataSource(DataSource):
             of ``data``; mode: PERMISSIVE (``_corrupt_record``) or FAILFAST for records
             that do not fit. A user schema (``.schema(...)``) prunes columns, and any
             field in it that is not a record column is a typed data field too.
-        batch_records, write_id, create, config, node, lock_timeout_s: writes.
+        batch_records, write_id, create, config, node, lock_timeout_s, ledger_topic:
+            writes.
 
     Example::
 
