@@ -278,7 +278,7 @@ def _subscribe(reader: _Reader) -> Subscribe:
         for key in ("cursor", "commit"):
             if key in f:
                 raise reader.fail(key, f"with topics, give {key} per topic")
-        if not isinstance(topics, dict) or not topics:
+        if not isinstance(topics, dict) or (not topics and "topic_prefix" not in f):
             raise reader.fail("topics", "must be a non-empty object of topic -> options")
         for name, opts in topics.items():
             if opts is None:
