@@ -292,6 +292,8 @@ ERROR_CODES: dict[str, str] = {
     "not_found": "No route for this path; or an unknown/collected watch session.",
     "topic_not_found": "The topic does not exist (and was not auto-created).",
     "router_not_found": "The router does not exist.",
+    "cursor_not_found": "GET of a named cursor the topic does not hold (a read from it "
+    "starts at 0).",
     "method_not_allowed": "The path exists but not with this method (see Allow).",
     "not_acceptable": "An SSE stream GET whose Accept does not allow text/event-stream.",
     "request_timeout": "Our extension (408): the body did not arrive within "
@@ -304,6 +306,8 @@ ERROR_CODES: dict[str, str] = {
     "router's derived dest (detail.reason = router_dest_fan_in).",
     "topic_not_empty": "DELETE ?if_empty=true on a topic that holds records.",
     "not_a_queue": "A queue operation on a topic whose type is not queue.",
+    "cursor_conflict": "A cursor commit whose expect_seq is not the committed seq "
+    "(detail.seq holds it); nothing changed.",
     "backlog_exceeded": "A watched topic is further behind than its max_backlog and the watch "
     'asked on_backlog: "error" (POST /v0/watch, a WebSocket subscribe); detail: topic, '
     "from_seq, head_seq, backlog, max_backlog.",
@@ -859,6 +863,17 @@ def _records() -> dict[str, Schema]:
                     minimum=1,
                     default=1 << 20,
                 ),
+                "cursor": _ref("CursorName")
+                | {
+                    "description": "Start after this named cursor's committed seq instead of "
+                    "from_seq (not both); a cursor never committed reads from 0."
+                },
+                "commit": _bool(
+                    "With cursor: commit the answer's next_from_seq to it before answering "
+                    "(at most once: an answer lost on the way is not read again; commit "
+                    "explicitly with PUT .../cursors/{cursor} for at least once).",
+                    default=False,
+                ),
                 "from_ts": _u64(
                     "Start at the first record with $ts >= from_ts (ms) instead of from_seq "
                     "(not both); the answer echoes the resolved from_seq. Older than every "
@@ -1066,6 +1081,16 @@ def _watch() -> dict[str, Schema]:
                 "tail": _bool("Start at the current head (ignore from_seq).", default=False),
                 "max_backlog": _u64(
                     "This topic's backlog limit (replaces the request's max_backlog; 0: none).",
+                ),
+                "cursor": _ref("CursorName")
+                | {
+                    "description": "Start after this named cursor's committed seq (not with "
+                    "from_seq or tail; never committed: from 0)."
+                },
+                "commit": _bool(
+                    "With cursor: commit each delivered frame's position to it once the "
+                    "frame has left the server (at least once across a server crash).",
+                    default=False,
                 ),
             },
             closed=True,
@@ -1323,6 +1348,8 @@ def _ws() -> dict[str, Schema]:
                         "topic_prefix": _ref("WatchPrefixes"),
                         "max_backlog": {"type": "integer", "minimum": 0},
                         "on_backlog": {"enum": ["jump", "error"]},
+                        "cursor": _ref("CursorName"),
+                        "commit": {"type": "boolean"},
                     },
                 ),
                 op(
@@ -1698,6 +1725,22 @@ def _probes() -> dict[str, Schema]:
                     "type": "object",
                     "additionalProperties": {"type": "integer"},
                 },
+                "topics_cursor_lag": {
+                    "type": "object",
+                    "description": "topic -> cursor -> head_seq - committed seq.",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer"},
+                    },
+                },
+                "topics_cursor_seq": {
+                    "type": "object",
+                    "description": "topic -> cursor -> committed seq.",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer"},
+                    },
+                },
                 "topics_wal_fsync_latency_us": _obj(
                     {
                         "buckets": {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -1722,6 +1765,58 @@ def _probes() -> dict[str, Schema]:
             "description": "This document (no performance object).",
             "required": ["openapi", "info", "paths"],
         },
+    }
+
+
+def _cursors() -> dict[str, Schema]:
+    info = {
+        "topic": _ref("TopicName"),
+        "cursor": _ref("CursorName"),
+        "seq": _ref("Seq") | {"description": "The committed seq: reads resume after it."},
+        "head_seq": _ref("Seq"),
+        "earliest_seq": _ref("Seq"),
+        "lag": _u64("max(0, head_seq - seq): seqs after the cursor (deleted ones count too)."),
+        "updated_ts": _u64("When it was last committed (epoch ms)."),
+    }
+    return {
+        "CursorName": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$",
+            "description": "A named cursor: 1-255 chars of A-Z a-z 0-9 . _ : -, starting "
+            "alphanumeric.",
+        },
+        "CursorInfo": _with_perf(_obj(info, list(info))),
+        "CursorItem": _obj(info, list(info)),
+        "CursorList": _with_perf(
+            _obj(
+                {
+                    "topic": _ref("TopicName"),
+                    "cursors": {"type": "array", "items": _ref("CursorItem")},
+                },
+                ["topic", "cursors"],
+            )
+        ),
+        "CursorCommit": _obj(
+            {
+                "seq": _u64("The seq to commit (at most the topic's head_seq)."),
+                "expect_seq": _u64(
+                    "Compare-and-set: commit only if the committed seq is this (a cursor "
+                    "never committed counts as 0), else 409 cursor_conflict."
+                ),
+            },
+            ["seq"],
+            closed=True,
+        ),
+        "CursorDeleteResult": _with_perf(
+            _obj(
+                {
+                    "topic": _ref("TopicName"),
+                    "cursor": _ref("CursorName"),
+                    "deleted": _bool("False when the topic held no such cursor."),
+                },
+                ["topic", "cursor", "deleted"],
+            )
+        ),
     }
 
 
@@ -1770,6 +1865,13 @@ def _parameters() -> dict[str, Any]:
             "required": True,
             "description": "Router name (percent-encode '>' as %3E).",
             "schema": _ref("RouterName"),
+        },
+        "cursor_name": {
+            "name": "cursor",
+            "in": "path",
+            "required": True,
+            "description": "The named cursor (a consumer group): the topic-name charset.",
+            "schema": _ref("CursorName"),
         },
         "wid": {
             "name": "wid",
@@ -2343,6 +2445,56 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             ok=_ok("ExtendResult", "The new deadlines."),
             errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
         ),
+        # named cursors (consumer groups)
+        _op(
+            "GET",
+            "/v0/topics/{topic}/cursors",
+            op_id="listCursors",
+            tag="cursors",
+            summary="List a topic's named cursors with their lag",
+            description="Every cursor of the topic in name order. lag is head_seq - seq.",
+            ok=_ok("CursorList", "The cursors."),
+            errors=(*GATE, *NAMED, "topic_not_found"),
+        ),
+        _op(
+            "GET",
+            "/v0/topics/{topic}/cursors/{cursor}",
+            op_id="getCursor",
+            tag="cursors",
+            summary="One named cursor",
+            description="404 cursor_not_found when the topic holds no such cursor (a read "
+            "from it would start at 0).",
+            params=["cursor_name"],
+            ok=_ok("CursorInfo", "The cursor and its lag."),
+            errors=(*GATE, *NAMED, "topic_not_found", "cursor_not_found"),
+        ),
+        _op(
+            "PUT",
+            "/v0/topics/{topic}/cursors/{cursor}",
+            op_id="commitCursor",
+            tag="cursors",
+            summary="Commit a seq to a named cursor (optionally compare-and-set)",
+            description="Creates the cursor or moves it (back too), never past head_seq (400). "
+            "With expect_seq it commits only if the committed seq is that (a cursor never "
+            "committed counts as 0), else 409 cursor_conflict and nothing changes. Synced "
+            "before the answer, like topic config; dropped with its topic. Needs the read "
+            "scope (a consumer commits its own progress)." + topic_body_note,
+            params=["cursor_name", "Content-Encoding"],
+            body=_json_body("CursorCommit", required=True, description="The seq to commit."),
+            ok=_ok("CursorInfo", "The cursor as committed."),
+            errors=(*GATE, *STORE, *BODY, "topic_not_found", "cursor_conflict"),
+        ),
+        _op(
+            "DELETE",
+            "/v0/topics/{topic}/cursors/{cursor}",
+            op_id="deleteCursor",
+            tag="cursors",
+            summary="Forget a named cursor",
+            description="Idempotent: an absent cursor answers 200 with deleted: false.",
+            params=["cursor_name"],
+            ok=_ok("CursorDeleteResult", "Whether a cursor was deleted."),
+            errors=(*GATE, *STORE, *NAMED, "topic_not_found"),
+        ),
         _op(
             "POST",
             "/v0/topics/{topic}/redrive",
@@ -2475,6 +2627,7 @@ _TAGS = [
     ("watch", "Multiplexed SSE watch sessions (§7)."),
     ("websocket", "The JSON-over-WebSocket data plane (§7.x)."),
     ("queues", "Lease-based job delivery on type:queue topics (§10)."),
+    ("cursors", "Named consumer cursors: a consumer group's position kept by the server."),
     ("probes", "Liveness, readiness and metrics (§8)."),
     ("meta", "This document."),
 ]
@@ -2524,6 +2677,7 @@ def build_document() -> dict[str, Any]:
         _watch,
         _ws,
         _queues,
+        _cursors,
         _probes,
     ):
         schemas.update(part())

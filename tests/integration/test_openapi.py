@@ -414,6 +414,40 @@ def test_tour_topics(http: httpx.Client) -> None:
     assert t("DELETE", T, "/v0/topics/tour-d", 200)["deleted"] is True
 
 
+def test_tour_cursors(http: httpx.Client) -> None:
+    t = Tour(http)
+    L, C = "/v0/topics/{topic}/cursors", "/v0/topics/{topic}/cursors/{cursor}"
+    t("POST", "/v0/topics/{topic}", "/v0/topics/tour-cur", 201, json=_records(4))
+    assert t("GET", L, "/v0/topics/tour-cur/cursors", 200)["cursors"] == []
+    t("GET", C, "/v0/topics/tour-cur/cursors/g", 404, "cursor_not_found")
+    assert t("PUT", C, "/v0/topics/tour-cur/cursors/g", 200, json={"seq": 1})["lag"] == 3
+    t("PUT", C, "/v0/topics/tour-cur/cursors/g", 200, json={"seq": 2, "expect_seq": 1})
+    t(
+        "PUT",
+        C,
+        "/v0/topics/tour-cur/cursors/g",
+        409,
+        "cursor_conflict",
+        json={"seq": 3, "expect_seq": 1},
+    )
+    t("PUT", C, "/v0/topics/tour-cur/cursors/g", 400, "invalid_request", json={"seq": 9})
+    t("PUT", C, "/v0/topics/tour-none/cursors/g", 404, "topic_not_found", json={"seq": 0})
+    t("GET", C, "/v0/topics/tour-cur/cursors/g", 200)
+    t("GET", L, "/v0/topics/tour-cur/cursors", 200)
+    body = t(
+        "POST",
+        "/v0/topics/{topic}/diff",
+        "/v0/topics/tour-cur/diff",
+        200,
+        json={"cursor": "g", "commit": True},
+    )
+    assert [r["$seq"] for r in body["records"]] == [3, 4]
+    snap = t("GET", "/v0/metrics", "/v0/metrics", 200, headers={"Accept": "application/json"})
+    assert snap["topics_cursor_lag"]["tour-cur"] == {"g": 0}
+    assert t("DELETE", C, "/v0/topics/tour-cur/cursors/g", 200)["deleted"] is True
+    assert t("DELETE", C, "/v0/topics/tour-cur/cursors/g", 200)["deleted"] is False
+
+
 def test_tour_records(http: httpx.Client) -> None:
     t = Tour(http)
     W, D, X = "/v0/topics/{topic}", "/v0/topics/{topic}/diff", "/v0/topics/{topic}/delete"
