@@ -38,6 +38,7 @@ from .errors import InsufficientStorageError, InternalError
 
 if TYPE_CHECKING:
     from ._log import TopicLog
+    from ._producers import ProducerClaim
     from ._registry import TopicRegistry
     from .settings import Limits
 
@@ -73,11 +74,22 @@ class DurabilityOps:
         async def _yield_point(self) -> None: ...
 
     async def _log_append(
-        self, log: TopicLog, salt: int, frames: bytes, created: bool, n: int
+        self,
+        log: TopicLog,
+        salt: int,
+        frames: bytes,
+        created: bool,
+        n: int,
+        producer: ProducerClaim | None = None,
+        key: str | None = None,
+        *,
+        fence: bool = False,
     ) -> tuple[float, float]:
         """Log an applied batch, then wake its listeners (watchers, queue streams, long
         polls, routers: apply -> WAL -> fan-out, in this one place for every write); for
-        the fsync class wait until it is synced (§2)."""
+        the fsync class wait until it is synced (§2). With ``producer`` the entry carries
+        that producer's new state; ``fence`` (a raised epoch) waits for the sync in every
+        class (_producers rule 3)."""
         store = self._store
         if store is None:
             log.wake()
@@ -90,12 +102,12 @@ class DurabilityOps:
             target = max(log.head + max(WATERMARK_RESERVE, n), log.watermark)
             put = store.log_topic(log, target)
             log.reserved_to = max(log.reserved_to, target)
-        ticket = store.log_append(log, salt, frames)
+        ticket = store.log_append(log, salt, frames, producer, key, fence=fence)
         log.wake()  # the WAL entry is queued: the readers may see the batch now
         if put is not None and target is not None:
             await self._wait(put)
             self._raise_watermark(log, target, put)
-        if ticket is None or log.config.durability != "fsync":
+        if ticket is None or (log.config.durability != "fsync" and not fence):
             await self._yield_point()
             return (0.0, 0.0)
         return await self._wait(ticket)

@@ -33,6 +33,13 @@ from ._durability import DurabilityOps, open_data_dir
 from ._job_ops import JobOps
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
+from ._producers import (
+    ProducerClaim,
+    ProducerState,
+    check_expected_head,
+    check_producer,
+    producer_arg,
+)
 from ._queue_ops import QueueOps
 from ._quotas import NamespaceQuotas
 from ._reads import read_bounds, read_diff
@@ -232,6 +239,9 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         create: bool | None = None,
         config: Mapping[str, Any] | None = None,
         return_seqs: bool = True,
+        expected_head_seq: int | None = None,
+        producer_id: str | None = None,
+        epoch: int | None = None,
         dedupe: str | None = None,
         dedupe_ms: int | None = None,
         replace: bool | None = None,
@@ -241,13 +251,20 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         Args:
             records: mappings with "data" (any JSON value, or bytes of JSON text) and
                 optional "tag", "node", "meta".
+            expected_head_seq: append only if the topic's ``head_seq`` is exactly this
+                (0 for an absent topic this write creates); compare-and-append.
+            producer_id, epoch: fence older instances of this producer (both or neither):
+                a write with an epoch below the highest one the topic has seen for
+                ``producer_id`` is refused; its last batch's ``idempotency_key`` is
+                deduplicated without a time window (topics/_producers.py).
             dedupe, dedupe_ms, replace: how the records' ``dedupe_key``s act on a queue
                 (``"until_ack"`` or ``"window"`` for ``dedupe_ms``; ``replace`` swaps a
                 held job never handed out for the new one: topics/_job_ops.py rule 3).
                 Records of a queue may also carry ``deliver_at`` or ``delay_ms``.
 
         Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,
-        topic_full, throttled.
+        topic_full, throttled, head_mismatch (``detail.head_seq``: the actual head),
+        producer_fenced (``detail.current_epoch``).
 
         Example::
 
@@ -263,6 +280,11 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         node = _args.opt_str("node", node, self.limits.max_node_bytes)
         key = self._idempotency_key(idempotency_key)
         return_seqs = _args.bool_arg("return_seqs", return_seqs)
+        claim = None
+        if producer_id is not None or epoch is not None:
+            claim = producer_arg(producer_id, epoch)
+        if expected_head_seq is not None:
+            expected_head_seq = _args.u64("expected_head_seq", expected_head_seq)
         jobs = self._job_write_args(dedupe, dedupe_ms, replace)
         self._check_serving()
         # One clock reading serves retention and the batch's ts, unless a wait comes between.
@@ -271,10 +293,17 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         if self._store is not None and not created and not self._reserved(log, records):
             log, created = await self._reserve(name, log, records, create, config)
             now = self.clock.now_ms()
+        # From here to the append no await: the conditions hold for the append they guard.
+        state = check_producer(log, claim) if claim is not None else None
+        fence = claim is not None and (state is None or claim.epoch > state.epoch)
         if key is not None and not created:
-            hit = self._dedupe_hit(log, key, now)
+            hit = self._dedupe_hit(log, key, now, state)
             if hit is not None:
+                if claim is not None and fence:
+                    await self._raise_epoch(log, claim)
                 return self._write_result(log, hit, return_seqs, created=False, deduped=True)
+        if expected_head_seq is not None:
+            check_expected_head(log, expected_head_seq)
         plan = None
         if jobs is not None or log.config.type == "queue":
             records, plan = self._plan_jobs(log, records, jobs, now)
@@ -287,8 +316,12 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             self._settle_jobs(log, plan)
         if key is not None:
             log.remember_key(key, entry)
+        if claim is not None:
+            log.producers[claim.producer_id] = ProducerState(
+                claim.epoch, key, entry.first_seq, entry.last_seq
+            )
         n = entry.last_seq - entry.first_seq + 1
-        timings = await self._log_append(log, salt, frames, created, n)
+        timings = await self._log_append(log, salt, frames, created, n, claim, key, fence=fence)
         result = self._write_result(
             log, entry, return_seqs, created=created, deduped=False, timings=timings
         )
@@ -358,13 +391,28 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             )
         return key
 
-    def _dedupe_hit(self, log: TopicLog, key: str, now: int) -> DedupeEntry | None:
+    def _dedupe_hit(
+        self, log: TopicLog, key: str, now: int, producer: ProducerState | None = None
+    ) -> DedupeEntry | None:
+        if producer is not None and producer.key == key:  # no window (_producers rule 2)
+            return DedupeEntry(now, producer.first_seq, producer.last_seq)
         log.expire_keys(now)
         entry = log.dedupe.get(key)
         if entry is not None and now - entry.written_at_ms > log.config.idempotency_window_ms:
             del log.dedupe[key]  # expired is gone for good, whatever the clock does next
             return None
         return entry
+
+    async def _raise_epoch(self, log: TopicLog, claim: ProducerClaim) -> None:
+        """A deduped write from a newer epoch still fences the older ones (it appends
+        nothing, so its state change is a PRODUCER entry of its own, synced)."""
+        state = log.producers.get(claim.producer_id)
+        if state is None:
+            log.producers[claim.producer_id] = ProducerState(claim.epoch)
+        else:
+            state.epoch = claim.epoch
+        if self._store is not None:
+            await self._wait(self._store.log_producer(log, claim.producer_id, sync=True))
 
     def _batch_size(self, records: object) -> int:
         if not isinstance(records, list | tuple):

@@ -20,6 +20,7 @@ __all__ = [
     "CursorConflictError",
     "CursorNotFoundError",
     "ForbiddenError",
+    "HeadMismatchError",
     "InsufficientStorageError",
     "InternalError",
     "InvalidRequestError",
@@ -29,6 +30,7 @@ __all__ = [
     "NotFoundError",
     "NotReadyError",
     "PayloadTooLargeError",
+    "ProducerFencedError",
     "RecordTooLargeError",
     "RequestTimeoutError",
     "RouterCycleError",
@@ -235,6 +237,22 @@ class TopicNotEmptyError(ConflictError):
 
 class NotAQueueError(ConflictError):
     code = "not_a_queue"
+    status = 409
+
+
+class HeadMismatchError(ConflictError):
+    """A write's ``expected_head_seq`` is not the topic's head: nothing was appended
+    (compare-and-append); ``detail.head_seq`` is the actual head."""
+
+    code = "head_mismatch"
+    status = 409
+
+
+class ProducerFencedError(ConflictError):
+    """A write from an older ``epoch`` of a producer than one the topic has already seen:
+    a newer instance of the producer took over, nothing was appended."""
+
+    code = "producer_fenced"
     status = 409
 
 

@@ -49,6 +49,7 @@ BAD_NAMES: list[Any] = ["", "-a", "a/b", "a b", "x" * 256, 5, None]
 TAGS = ["t1", "t2", "t10", "u1", "é", "t*"]
 NODES = ["n1", "n2", "nö"]
 KEYS = ["k1", "k2", "k3"]
+PRODUCERS = ["p1", "p2"]
 
 # -- value strategies ---------------------------------------------------------------
 
@@ -213,6 +214,9 @@ BAD_ARGS: dict[str, dict[str, list[Any]]] = {
         "create": ["yes", 1],
         "config": BAD_CONFIGS,
         "return_seqs": [1, None],
+        "expected_head_seq": [-1, "0", True, 1.5, 2**64],
+        "producer_id": ["", 5, "p" * 257],
+        "epoch": [-1, "1", True, 2**64],
     },
     "diff": {
         "name": BAD_NAMES,
@@ -484,6 +488,79 @@ class EngineMatchesModel(PrefixWatchRules, RuleBasedStateMachine):
         floor = self.model.topics[name].evict_floor
         from_seq = data.draw(st.integers(0, floor - 1))
         self.both("diff", name, from_seq=from_seq, limit=data.draw(st.sampled_from([0, 1, 3])))
+
+    @rule(
+        data=st.data(),
+        name=topic_names,
+        batch=st.lists(records(), min_size=1, max_size=2),
+        key=st.sampled_from([None, *KEYS]),
+    )
+    def compare_and_append(
+        self, data: st.DataObject, name: str, batch: list[Any], key: str | None
+    ) -> None:
+        """S19c: an expected head at, just around or far from the actual one."""
+        topic = self.model.topics.get(name)
+        head = topic.head_seq if topic is not None else 0
+        expected = data.draw(st.sampled_from([head, head, max(0, head - 1), head + 1, 0]))
+        self.call(data, "write", name, batch, expected_head_seq=expected, idempotency_key=key)
+
+    @rule(
+        data=st.data(),
+        name=topic_names,
+        batch=st.lists(records(), min_size=1, max_size=2),
+        producer=st.sampled_from(PRODUCERS),
+        epoch=st.integers(0, 3),
+        key=st.sampled_from([None, None, *KEYS]),
+        expect_head=st.booleans(),
+    )
+    def producer_write(
+        self,
+        data: st.DataObject,
+        name: str,
+        batch: list[Any],
+        producer: str,
+        epoch: int,
+        key: str | None,
+        expect_head: bool,
+    ) -> None:
+        """S19b: fenced epochs, the last batch deduplicated without a window, and both
+        conditions together."""
+        topic = self.model.topics.get(name)
+        extra: dict[str, Any] = {}
+        if expect_head:
+            extra["expected_head_seq"] = topic.head_seq if topic is not None else 0
+        self.call(
+            data,
+            "write",
+            name,
+            batch,
+            producer_id=producer,
+            epoch=epoch,
+            idempotency_key=key,
+            **extra,
+        )
+
+    @rule(
+        name=topic_names,
+        producer=st.sampled_from(PRODUCERS),
+        epoch=st.integers(0, 3),
+        key=st.sampled_from(KEYS),
+        wait=st.booleans(),
+    )
+    def producer_resends_its_last_batch(
+        self, name: str, producer: str, epoch: int, key: str, wait: bool
+    ) -> None:
+        """S19b: a producer's last batch is deduplicated even after the idempotency window
+        (``wait``), from its own epoch or the next one (a restarted instance)."""
+        first = [{"data": "first"}]
+        self.both("write", name, first, producer_id=producer, epoch=epoch, idempotency_key=key)
+        topic = self.model.topics.get(name)
+        if wait and topic is not None:
+            self.clock.advance(topic.config.idempotency_window_ms + 1)
+        again = [{"data": "again"}]
+        self.both(
+            "write", name, again, producer_id=producer, epoch=epoch + int(wait), idempotency_key=key
+        )
 
     @rule(name=topic_names, key=st.sampled_from(KEYS), n=st.integers(1, 3))
     def retry_write(self, name: str, key: str, n: int) -> None:

@@ -30,7 +30,9 @@ from topics._names import check_topic_name
 from topics.config import TopicConfig, parse_config
 from topics.errors import (
     BatchTooLargeError,
+    HeadMismatchError,
     InvalidRequestError,
+    ProducerFencedError,
     RecordTooLargeError,
     ThrottledError,
     TopicExistsIncompatibleError,
@@ -58,6 +60,7 @@ DEFAULT_LIMIT = 256  # S13 / §3.1
 DIFF_BYTE_BUDGET = 1 << 20  # S14: 1 MiB of rendered records per diff
 MAX_PAGE_SIZE = 1000  # S23 / §0.7
 MAX_IDEMPOTENCY_KEY_CHARS = 256  # S19
+MAX_PRODUCER_ID_CHARS = 256  # S19b
 AUTO_PRIORITY_MAX = 500  # S22
 AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
@@ -185,6 +188,16 @@ class _Dedupe:
 
 
 @dataclass
+class _Producer:
+    """S19b: a producer's highest epoch and its last appended batch (no window)."""
+
+    epoch: int
+    key: str | None = None
+    first_seq: int = 0
+    last_seq: int = 0
+
+
+@dataclass
 class _Topic:
     """One topic instance. tests/property/test_engine_restarts.py rewrites these fields to
     model a restart, so keep their names and meanings stable."""
@@ -199,6 +212,7 @@ class _Topic:
     # An ephemeral topic's records lost to a restart lie below this (reason "restart").
     restart_floor: int = 0
     dedupe: dict[str, _Dedupe] = field(default_factory=dict)
+    producers: dict[str, _Producer] = field(default_factory=dict)  # S19b: survives restarts
     last_write_ts: int | None = None
     last_read_ts: int | None = None
     # Gap markers (SEMANTICS rule 13a, after a crash): (seq, lost_from, lost_to). A marker
@@ -486,6 +500,9 @@ class ContractModel:
         create: bool | None = None,
         config: dict[str, Any] | None = None,
         return_seqs: bool = True,
+        expected_head_seq: int | None = None,
+        producer_id: str | None = None,
+        epoch: int | None = None,
     ) -> WriteResult:
         # S18, in order. 1: the name.
         check_topic_name(name)
@@ -504,6 +521,17 @@ class ContractModel:
         if config is not None and not isinstance(config, Mapping):
             raise _bad("config", "must be a JSON object")
         _flag("return_seqs", return_seqs)
+        if producer_id is not None or epoch is not None:  # S19b: both or neither
+            if producer_id is None or epoch is None:
+                raise _bad("producer_id" if producer_id is None else "epoch", "goes with the other")
+            if (
+                not isinstance(producer_id, str)
+                or not 1 <= len(producer_id) <= MAX_PRODUCER_ID_CHARS
+            ):
+                raise _bad("producer_id", "must be a string of 1-256 characters")
+            _non_negative_int("epoch", epoch)
+        if expected_head_seq is not None:
+            _non_negative_int("expected_head_seq", expected_head_seq)  # S19c
         now = self.clock.now_ms()
         # 3: the inline config, validated even when the topic exists (then ignored).
         inline_config = parse_config(config, None, topic=name) if config is not None else None
@@ -517,10 +545,27 @@ class ContractModel:
                 allowed = inline_config.auto_create if inline_config is not None else True
             if not allowed:
                 raise TopicNotFoundError.for_topic(name)
-        # 5: the idempotency window; a hit does not look at the records.
+        # 4b: the producer fence (S19b).
+        producer = None
+        if producer_id is not None and topic is not None:
+            producer = topic.producers.get(producer_id)
+            if producer is not None and epoch < producer.epoch:  # type: ignore[operator]
+                raise ProducerFencedError("fenced", detail={"current_epoch": producer.epoch})
+        # 5: the producer's last batch (no window), then the idempotency window; a hit does
+        # not look at the records, and a newer epoch it carries still fences older ones.
         if topic is not None and idempotency_key is not None:
             entry = topic.live_dedupe(idempotency_key, now)
+            if producer is not None and producer.key == idempotency_key:
+                last = producer.last_seq
+                first = producer.first_seq
+                entry = _Dedupe(now, first, last, list(range(first, last + 1)), last - first + 1)
             if entry is not None:
+                if producer_id is not None:
+                    assert epoch is not None
+                    if producer is None:
+                        topic.producers[producer_id] = _Producer(epoch)
+                    else:
+                        producer.epoch = max(producer.epoch, epoch)
                 return WriteResult(
                     topic=name,
                     first_seq=entry.first_seq,
@@ -531,6 +576,10 @@ class ContractModel:
                     created=False,
                     deduped=True,
                 )
+        # 5b: compare-and-append (S19c): an absent topic's head is 0.
+        head = topic.head_seq if topic is not None else 0
+        if expected_head_seq is not None and expected_head_seq != head:
+            raise HeadMismatchError("head moved", detail={"head_seq": head})
         # 6: the records.
         encoded = self._encode_batch(records, node)
         batch_bytes = sum(r.size for r in encoded)
@@ -570,6 +619,9 @@ class ContractModel:
         seqs = list(range(first, topic.head_seq + 1))
         if idempotency_key is not None:
             topic.dedupe[idempotency_key] = _Dedupe(now, first, topic.head_seq, seqs, len(seqs))
+        if producer_id is not None:
+            assert epoch is not None
+            topic.producers[producer_id] = _Producer(epoch, idempotency_key, first, topic.head_seq)
         return WriteResult(
             topic=name,
             first_seq=first,

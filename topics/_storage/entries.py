@@ -16,6 +16,9 @@ Rule 5: a HEAD entry says "here the topic's head is exactly this, and no seq abo
   been handed out": replay sets the watermark to it (the only entry that may lower it). It
   needs no sync: the WAL survives as a prefix, so if it survived, so did every append
   before it. A quiet topic logs one, so a crash keeps its head exactly (recovery.py rule 4).
+Rule 6: a producer's state (its highest epoch and last batch, topics/_producers.py) is
+  logged in the same entry as the append it describes (APPEND_PRODUCER), so a crash keeps
+  both or neither; a change without an append is a PRODUCER entry.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ import ujson
 
 __all__ = [
     "APPEND",
+    "APPEND_PRODUCER",
     "DELETE_BEFORE",
     "DELETE_SEQS",
     "EXPIRE",
     "FIRST_EXTENSION_ENTRY",
     "GAP",
     "HEAD",
+    "PRODUCER",
     "TOPIC_DELETE",
     "TOPIC_PUT",
     "WATERMARK",
@@ -55,6 +60,12 @@ EXPIRE = 6  # u64 topic_id, u64 bound, u64 ttl_floor
 WATERMARK = 7  # u64 topic_id, u64 watermark
 GAP = 8  # u64 topic_id, u64 marker seq, u64 lost_from, u64 lost_to (a crash's head jump)
 HEAD = 9  # u64 topic_id, u64 head (rule 5; WAL format version 2)
+#: An APPEND that carries its producer's new state (rule 6; WAL format version 3):
+#: u64 topic_id, u32 salt, u64 epoch, u16 len(producer_id), u16 len(key), the two, frames.
+APPEND_PRODUCER = 10
+#: A producer's state changed without an append (rule 6; version 3): JSON
+#: [topic_id, producer_id, epoch, key|null, first_seq, last_seq].
+PRODUCER = 11
 #: Entry types from here up belong to store extensions (routers, queues): recovery hands
 #: them, in log order, to the extension that declared them (store.StoreExtension).
 FIRST_EXTENSION_ENTRY = 32

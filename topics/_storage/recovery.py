@@ -51,6 +51,7 @@ from typing import Any
 
 from .._core import SegmentBuffer, frame_seq, iter_frames
 from .._log import GapMarker, TopicLog
+from .._producers import ProducerState, decode_append_producer, decode_producer, load_producers
 from .._registry import TopicRegistry
 from ..config import parse_config
 from . import entries
@@ -231,6 +232,7 @@ def _load_topic(fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered
     log.last_write_ts = topic.get("last_write_ts")
     log.last_read_ts = topic.get("last_read_ts")
     log.finish_load(int(topic["earliest"]))
+    log.producers = load_producers(topic.get("producers"))
     log.restore_gaps(
         [GapMarker(int(g[0]), g[1], int(g[2]), int(g[3]), int(g[4])) for g in topic.get("gaps", ())]
     )
@@ -258,6 +260,15 @@ class _Replay:
             return
         if kind == entries.APPEND:
             self._append(entries.decode_append(payload))
+            return
+        if kind == entries.APPEND_PRODUCER:
+            self._append_producer(payload)
+            return
+        if kind == entries.PRODUCER:
+            tid, pid, state = decode_producer(payload)
+            owner = self.by_id.get(tid)
+            if owner is not None:
+                owner.producers[pid] = state
             return
         values = entries.decode_u64s(payload)
         log = self.by_id.get(values[0])
@@ -329,6 +340,16 @@ class _Replay:
         log.last_write_ts = log.last_ts
         if log.config.discard == "old":
             log.evict_to_caps()
+
+    def _append_producer(self, payload: bytes) -> None:
+        """An append and its producer's state, together (entries.py rule 6)."""
+        tid, salt, claim, key, frames = decode_append_producer(payload)
+        self._append(entries.AppendEntry(tid, salt, frames))
+        log = self.by_id.get(tid)
+        if log is not None:
+            first = frame_seq(frames, 0)
+            last = first + len(iter_frames(frames, salt, verify=False)) - 1
+            log.producers[claim.producer_id] = ProducerState(claim.epoch, key, first, last)
 
     def _note_deleted(self, log: TopicLog, seqs: list[int]) -> None:
         for seq in seqs:

@@ -49,6 +49,12 @@ from typing import Any, Protocol
 import trio
 
 from .._log import GapMarker, TopicLog
+from .._producers import (
+    ProducerClaim,
+    encode_append_producer,
+    encode_producer,
+    snapshot_producers,
+)
 from .._registry import TopicRegistry
 from . import entries
 from .fs import Fs, is_no_space
@@ -217,12 +223,34 @@ class Store:
         payload = entries.encode_u64s(log.topic_id, log.head)
         return self._submit(entries.HEAD, payload, sync)
 
-    def log_append(self, log: TopicLog, salt: int, frames: bytes) -> WalTicket | None:
+    def log_append(
+        self,
+        log: TopicLog,
+        salt: int,
+        frames: bytes,
+        producer: ProducerClaim | None = None,
+        key: str | None = None,
+        *,
+        fence: bool = False,
+    ) -> WalTicket | None:
+        """An applied batch; with ``producer``, that producer's new state in the same entry
+        (entries.py rule 6). ``fence`` (the write raised the producer's epoch) syncs it
+        whatever the class, so an acknowledged fence survives any crash."""
         durability = log.config.durability
         if durability == "ephemeral":
+            if producer is not None and fence:
+                return self.log_producer(log, producer.producer_id, sync=True)
             return None
-        payload = entries.encode_append(log.topic_id, salt, frames)
-        return self._submit(entries.APPEND, payload, durability == "fsync")
+        if producer is None:
+            payload = entries.encode_append(log.topic_id, salt, frames)
+            return self._submit(entries.APPEND, payload, durability == "fsync")
+        payload = encode_append_producer(log.topic_id, salt, producer, key, frames)
+        return self._submit(entries.APPEND_PRODUCER, payload, fence or durability == "fsync")
+
+    def log_producer(self, log: TopicLog, producer_id: str, *, sync: bool) -> WalTicket:
+        """A producer's state changed without an append (entries.py rule 6)."""
+        payload = encode_producer(log.topic_id, producer_id, log.producers[producer_id])
+        return self._submit(entries.PRODUCER, payload, sync)
 
     def log_delete_before(self, log: TopicLog, bound: int) -> WalTicket | None:
         if log.config.durability == "ephemeral":
@@ -413,6 +441,8 @@ class Store:
             )
             if log.restart_floor:  # absent, not 0: other topics' entries are unchanged
                 topics[-1]["restart_floor"] = log.restart_floor
+            if log.producers:  # absent, not empty: a manifest without producers is unchanged
+                topics[-1]["producers"] = snapshot_producers(log)
         body = {
             "format": 1,
             "covered_lsn": covered,

@@ -54,10 +54,12 @@ __all__ = [
 ]
 
 WAL_MAGIC = b"TOPICWAL"
-WAL_FORMAT_VERSION = 2
+WAL_FORMAT_VERSION = 3
 #: Versions a scan reads: version 1 files differ only in never holding a HEAD entry
-#: (entries.py rule 5), so a data directory written before it recovers unchanged.
-_READABLE_VERSIONS = frozenset({1, WAL_FORMAT_VERSION})
+#: (entries.py rule 5), version 2 files in never holding an APPEND_PRODUCER or PRODUCER
+#: entry (rule 6), so a data directory written before either recovers unchanged. A
+#: version 2 binary refuses a version 3 file by its header, not at an unknown entry.
+_READABLE_VERSIONS = frozenset({1, 2, WAL_FORMAT_VERSION})
 # magic, version, header_size, salt, file_no, first_lsn, reserved, header crc
 _HEADER = struct.Struct("<8sHHIQQII")
 HEADER_SIZE = _HEADER.size  # 40

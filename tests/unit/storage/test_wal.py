@@ -14,6 +14,7 @@ import trio.testing
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
 from topics._core import crc32c
+from topics._producers import ProducerClaim, encode_append_producer
 from topics._storage import entries
 from topics._storage.fs import Fs, RealFs
 from topics._storage.wal import Wal, WalCorruptionError, WalError, WalTicket, scan_wal
@@ -544,21 +545,23 @@ def test_header_layout_is_stable() -> None:
     raw = disk.read_bytes(wal_path(D, 0x1234))
     assert len(raw) == HEADER_SIZE == 40
     magic, version, size, _salt, file_no, first = struct.unpack_from("<8sHHIQQ", raw)
-    assert (magic, version, size, file_no, first) == (b"TOPICWAL", 2, 40, 0x1234, 42)
+    assert (magic, version, size, file_no, first) == (b"TOPICWAL", 3, 40, 0x1234, 42)
 
 
-def test_a_version_1_file_is_still_read() -> None:
-    """Version 2 only adds the HEAD entry (entries.py rule 5): a directory written by
-    version 1 recovers unchanged."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_version_file_is_still_read(version: int) -> None:
+    """Version 2 only adds the HEAD entry (entries.py rule 5), version 3 the
+    APPEND_PRODUCER and PRODUCER entries (rule 6): a directory written by either
+    recovers unchanged."""
     disk = _disk()
     frames = encode_frames([(1, 3, b"old")], 0x12345678)
     head = bytearray.fromhex(
-        "544f50494357414c010028007856341205000000000000000100000000000000000000000000000000"
+        f"544f50494357414c0{version}0028007856341205000000000000000100000000000000000000000000000000"
     )[:HEADER_SIZE]
     head[36:40] = struct.pack("<I", crc32c(bytes(head[:36])))
     path = wal_path(D, 5)
     disk.open(path, write=True, create=True).write_at(0, bytes(head) + bytes(frames))
-    assert read_wal_header(disk, path).version == 1
+    assert read_wal_header(disk, path).version == version
     assert _scan(disk) == [(1, 3, b"old")]
 
 
@@ -571,13 +574,20 @@ async def test_scan_surfaces_read_errors(err: int) -> None:
 
 
 def test_golden_vectors() -> None:
-    """Format version 2 bytes; any change here must bump WAL_FORMAT_VERSION."""
+    """Format version 3 bytes; any change here must bump WAL_FORMAT_VERSION."""
     frames = encode_frames([(1, 7, b"abc"), (2, 0, b"")], 0x12345678)
     assert bytes(frames).hex() == (
         "0300000057528d2301000000000000000700000061626300000000e7f304ad020000000000000000000000"
     )
     assert encode_header(5, 0x12345678, 42).hex() == (
-        "544f50494357414c020028007856341205000000000000002a00000000000000000000008c137ecd"
+        "544f50494357414c030028007856341205000000000000002a0000000000000000000000b8986b6f"
+    )
+    # The APPEND_PRODUCER entry version 3 added (entries.py rule 6): topic 3, salt,
+    # producer "p" at epoch 7, key "k", then the frames (here two stand-in bytes).
+    claim = ProducerClaim("p", 7)
+    assert (entries.APPEND_PRODUCER, encode_append_producer(3, 0x12345678, claim, "k", b"FR")) == (
+        10,
+        bytes.fromhex("030000000000000078563412070000000000000001000100706b4652"),
     )
     # The HEAD entry version 2 added (entries.py rule 5): topic 3's head is exactly 4101.
     assert (entries.HEAD, entries.encode_u64s(3, 4101).hex()) == (

@@ -1,0 +1,193 @@
+"""Producer fencing and compare-and-append: the write conditions of contract §2 (issue 19).
+
+Role: check a write's ``producer_id`` + ``epoch`` and ``expected_head_seq`` against a topic,
+and keep each producer's state (its highest epoch and its last appended batch) on the
+topic's ``TopicLog.producers``. The engine calls these in its synchronous write step, so a
+check and the append it guards are one atomic step (no await between them).
+
+Rules:
+1. Fencing is per topic. A write carrying ``(producer_id, epoch)`` with ``epoch`` below the
+   highest epoch the topic has seen for that producer is ``409 producer_fenced``; an equal
+   or higher epoch is accepted and becomes the highest. Per topic because the state then
+   lives, is logged and is deleted with the topic it guards (like idempotency keys, §0.8),
+   and a restarted producer fences each topic with its first write there.
+2. Each producer's last appended batch (its idempotency key, if any, and its seq range) is
+   kept with its epoch, without a time window: a retry of that batch with the same key,
+   from any epoch not fenced, answers the original seqs (``deduped``). A producer that
+   sends one batch at a time and resends its last one after a restart therefore appends
+   it exactly once, however long the restart took (the §0.8 window covers only
+   ``idempotency_window_ms`` and is not logged).
+3. The state is durable: an append that carries a producer is one WAL entry with the
+   frames (``APPEND_PRODUCER``), so after a crash the state and the records it names come
+   back together or not at all; a change without an append (an epoch raised by a deduped
+   retry, or any producer write on an ``ephemeral`` topic, whose appends are not logged)
+   is a ``PRODUCER`` entry. Both are synced when they raise the epoch, whatever the class,
+   so an acknowledged fence survives any crash. The checkpoint copies every topic's
+   state into the manifest.
+4. Compare-and-append: ``expected_head_seq`` must equal the topic's ``head_seq`` (the
+   highest seq ever handed out: 0 for a new or absent topic, unchanged by deletes,
+   eviction and expiry; after a crash the head a read reports), else ``409 head_mismatch``
+   with the actual head in ``detail.head_seq``. Checked after fencing and deduplication
+   (a retry of a batch that did append is answered ``deduped``, not refused), right
+   before the append.
+5. At most ``MAX_PRODUCERS_PER_TOPIC`` producer ids per topic: state is never forgotten
+   while the topic lives (forgetting it would drop a fence), so a new id past the cap is
+   ``429 throttled`` (``detail.limit`` ``max_producers_per_topic``).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ujson
+
+from . import _args
+from .errors import HeadMismatchError, InvalidRequestError, ProducerFencedError, ThrottledError
+
+if TYPE_CHECKING:
+    from ._log import TopicLog
+
+__all__ = [
+    "MAX_PRODUCERS_PER_TOPIC",
+    "PRODUCER_ID_MAX_CHARS",
+    "ProducerClaim",
+    "ProducerState",
+    "check_expected_head",
+    "check_producer",
+    "decode_append_producer",
+    "decode_producer",
+    "encode_append_producer",
+    "encode_producer",
+    "load_producers",
+    "producer_arg",
+    "snapshot_producers",
+]
+
+PRODUCER_ID_MAX_CHARS = 256
+MAX_PRODUCERS_PER_TOPIC = 10_000
+
+# topic_id, salt, epoch, producer_id bytes, key bytes (0: none; a key is never empty)
+_APPEND_PRODUCER_HEAD = struct.Struct("<QIQHH")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerClaim:
+    """A write's ``producer_id`` and ``epoch``, validated."""
+
+    producer_id: str
+    epoch: int
+
+
+@dataclass(slots=True)
+class ProducerState:
+    """What a topic knows of one producer (rules 1-2)."""
+
+    epoch: int
+    key: str | None = None  # the idempotency key of its last appended batch
+    first_seq: int = 0
+    last_seq: int = 0
+
+
+def producer_arg(producer_id: object, epoch: object) -> ProducerClaim | None:
+    """Both or neither; ``epoch`` a u64 and ``producer_id`` a non-empty string."""
+    if producer_id is None and epoch is None:
+        return None
+    if producer_id is None:
+        raise InvalidRequestError.for_field("producer_id", "is required with epoch")
+    if epoch is None:
+        raise InvalidRequestError.for_field("epoch", "is required with producer_id")
+    if not isinstance(producer_id, str) or not 0 < len(producer_id) <= PRODUCER_ID_MAX_CHARS:
+        raise InvalidRequestError.for_field(
+            "producer_id",
+            f"must be a non-empty string of at most {PRODUCER_ID_MAX_CHARS} characters",
+        )
+    _utf8(producer_id, "producer_id")
+    return ProducerClaim(producer_id, _args.u64("epoch", epoch))
+
+
+def _utf8(value: str, field: str) -> bytes:
+    try:
+        return value.encode()
+    except UnicodeEncodeError:
+        raise InvalidRequestError.for_field(field, "is not valid UTF-8") from None
+
+
+def check_producer(log: TopicLog, claim: ProducerClaim) -> ProducerState | None:
+    """Rule 1 (and 5): raise if ``claim`` is fenced; the producer's current state, if any."""
+    state = log.producers.get(claim.producer_id)
+    if state is None:
+        if len(log.producers) >= MAX_PRODUCERS_PER_TOPIC:
+            raise ThrottledError.for_limit("max_producers_per_topic", MAX_PRODUCERS_PER_TOPIC)
+        return None
+    if claim.epoch < state.epoch:
+        raise ProducerFencedError(
+            f'producer "{claim.producer_id}" epoch {claim.epoch} is fenced: topic '
+            f'"{log.name}" has seen epoch {state.epoch}; nothing was appended',
+            detail={
+                "topic": log.name,
+                "producer_id": claim.producer_id,
+                "epoch": claim.epoch,
+                "current_epoch": state.epoch,
+            },
+        )
+    return state
+
+
+def check_expected_head(log: TopicLog, expected: int) -> None:
+    """Rule 4."""
+    if log.head != expected:
+        raise HeadMismatchError(
+            f'topic "{log.name}" head is {log.head}, not the expected {expected}; '
+            "nothing was appended",
+            detail={"topic": log.name, "expected_head_seq": expected, "head_seq": log.head},
+        )
+
+
+# -- persistence (rule 3) -----------------------------------------------------------------
+
+
+def encode_append_producer(
+    topic_id: int, salt: int, claim: ProducerClaim, key: str | None, frames: bytes
+) -> bytes:
+    pid = claim.producer_id.encode()
+    kb = key.encode() if key is not None else b""
+    head = _APPEND_PRODUCER_HEAD.pack(topic_id, salt, claim.epoch, len(pid), len(kb))
+    return b"".join((head, pid, kb, frames))
+
+
+def decode_append_producer(
+    payload: bytes,
+) -> tuple[int, int, ProducerClaim, str | None, memoryview]:
+    """``(topic_id, salt, claim, key, frames)`` of an ``APPEND_PRODUCER`` entry."""
+    topic_id, salt, epoch, npid, nkey = _APPEND_PRODUCER_HEAD.unpack_from(payload)
+    view = memoryview(payload)
+    at = _APPEND_PRODUCER_HEAD.size
+    pid = bytes(view[at : at + npid]).decode()
+    at += npid
+    key = bytes(view[at : at + nkey]).decode() if nkey else None
+    return topic_id, salt, ProducerClaim(pid, epoch), key, view[at + nkey :]
+
+
+def encode_producer(topic_id: int, producer_id: str, state: ProducerState) -> bytes:
+    body = [topic_id, producer_id, state.epoch, state.key, state.first_seq, state.last_seq]
+    return ujson.dumps(body, ensure_ascii=False).encode()
+
+
+def decode_producer(payload: bytes) -> tuple[int, str, ProducerState]:
+    tid, pid, epoch, key, first, last = ujson.loads(payload)
+    return int(tid), str(pid), ProducerState(int(epoch), key, int(first), int(last))
+
+
+def snapshot_producers(log: TopicLog) -> dict[str, list[Any]]:
+    """The manifest form: ``{producer_id: [epoch, key, first_seq, last_seq]}``."""
+    return {pid: [s.epoch, s.key, s.first_seq, s.last_seq] for pid, s in log.producers.items()}
+
+
+def load_producers(section: object) -> dict[str, ProducerState]:
+    if not isinstance(section, dict):
+        return {}
+    return {
+        str(pid): ProducerState(int(v[0]), v[1], int(v[2]), int(v[3])) for pid, v in section.items()
+    }
