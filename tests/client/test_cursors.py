@@ -12,6 +12,7 @@ import pytest
 import topics
 from topics.client import AsyncClient, Client, ServerCursorStore, WatchRecord
 from topics.types import Record
+from topics.watch_types import CaughtUpEvent
 
 from .conftest import ServerProcess, unique
 
@@ -171,3 +172,19 @@ async def test_async_client_cursors_and_consume(server: ServerProcess) -> None:
         res = await client.diff(name, cursor="g", commit=True)
         assert res.records == []
         assert (await client.delete_cursor(name, "g")).deleted
+
+
+async def test_async_watch_with_a_group_commits_to_the_server(server: ServerProcess) -> None:
+    name = unique("awgroup")
+    async with AsyncClient(server.base_url) as client:
+        await client.write(name, [{"data": 1}, {"data": 2}])
+        await client.put_cursor(name, "g", 1)
+        got: list[int] = []
+        async with client.watch([name], group="g") as events:
+            async for ev in events:
+                if isinstance(ev, WatchRecord):
+                    got.append(ev.seq)
+                if isinstance(ev, CaughtUpEvent):
+                    break  # taking this item committed the frame of record 2
+        assert got == [2]  # resumed after the group's cursor
+        assert (await client.get_cursor(name, "g")).seq == 2
