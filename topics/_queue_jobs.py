@@ -181,7 +181,11 @@ def read_stamps(meta: object) -> Stamps | None:
     Cheap for a record without them: a substring test, no parse."""
     if meta is None:
         return None
-    if isinstance(meta, bytes | bytearray | memoryview):
+    if type(meta) is dict:  # the embedded API's (and a stamped write's) usual form
+        if DELIVER_AT not in meta and DEDUPE_KEY not in meta:
+            return None
+        value: object = meta
+    elif isinstance(meta, bytes | bytearray | memoryview):
         raw = bytes(meta)
         if _NEEDLES[0] not in raw and _NEEDLES[1] not in raw:
             return None
