@@ -157,6 +157,9 @@ def test_a_websocket_subscriber_resumes_across_a_sigkill_with_the_truth() -> Non
     server = _start(data_dir)
     try:
         client = server.client()
+        deadline = time.monotonic() + 60  # it listens first, then recovers (503 not_ready)
+        while client.get("/v0/ready").status_code != 200:
+            assert time.monotonic() < deadline, "the restarted server never got ready"
         heads = {n: client.get(f"/v0/topics/{n}").json()["head_seq"] for n in names}
         for cls in CLASSES:
             assert heads[f"idle-{cls}"] == 5, heads
