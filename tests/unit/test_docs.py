@@ -119,3 +119,40 @@ def test_examples_say_how_to_run_them_with_the_venv() -> None:
     for path in _doc_files():
         for line in path.read_text(encoding="utf-8").splitlines():
             assert not re.search(r"(?<![/\w])python3? examples/", line), (path.name, line)
+
+
+# A "§N.M" right after one of these names another document (STYLE.md, an RFC, ...), not the
+# contract.
+_FOREIGN_SECTION = re.compile(
+    r"(?:STYLE(?:\.md)?|RFC \d+|\d{4}|ARCHITECTURE(?:\.md)?|DESIGN(?:\.md)?)\s*$"
+)
+
+
+def _contract_citations(pattern: str) -> dict[str, list[str]]:
+    """Every contract reference ``pattern`` finds in topics/, frontends/ and tests/ -> where."""
+    found: dict[str, list[str]] = {}
+    for top in ("topics", "frontends", "tests"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            for m in re.finditer(pattern, text):
+                if _FOREIGN_SECTION.search(text[max(0, m.start() - 20) : m.start()]):
+                    continue
+                line = text.count("\n", 0, m.start()) + 1
+                found.setdefault(m.group(1), []).append(f"{path.relative_to(ROOT)}:{line}")
+    return found
+
+
+def test_every_contract_section_the_code_cites_is_in_contract_md() -> None:
+    """A ``§3.3`` in a comment means the heading ``§3.3`` of docs/CONTRACT.md, and
+    ``CONTRACT-NOTES 5`` its heading of that name: every reference resolves in the repo."""
+    contract = (DOCS / "CONTRACT.md").read_text(encoding="utf-8")
+    sections = set(re.findall(r"^#{2,4} §(\d+(?:\.\d+)*) ", contract, re.M))
+    notes = set(re.findall(r"^#{2,4} CONTRACT-NOTES (\d+) ", contract, re.M))
+    cited = _contract_citations(r"§ ?(\d+(?:\.\d+)*)")
+    assert len(cited) >= 40  # (the extraction itself works)
+    missing = {s: where[:3] for s, where in cited.items() if s not in sections}
+    assert not missing, f"sections cited but not in docs/CONTRACT.md: {missing}"
+    cited_notes = _contract_citations(r"CONTRACT-NOTES (\d+)")
+    assert cited_notes
+    missing = {n: where[:3] for n, where in cited_notes.items() if n not in notes}
+    assert not missing, f"settlements cited but not in docs/CONTRACT.md: {missing}"
