@@ -888,7 +888,14 @@ class WatchHub:
                 feed._notify()
             if groups is not None:
                 for members in groups.values():
-                    self._deliver_group(members)
+                    try:
+                        self._deliver_group(members)
+                    except Exception:  # a failed read: each stream's own path handles it
+                        _log.exception("group watch delivery failed; serving one by one")
+                        for m in members:
+                            if not m.removed:
+                                m.feed._dirty[m] = None
+                                m.feed._notify()
         finally:
             self._retained = None
 
@@ -912,11 +919,7 @@ class WatchHub:
                 sink = ft.feed.sink
                 assert sink is not None
                 sinks = [m.feed.sink for m in members]
-                try:
-                    declined = sink.write_group(batch, sinks)
-                except Exception:  # a frontend bug: never let it break the publish
-                    _log.exception("group watch delivery failed; serving one by one")
-                    declined = sinks
+                declined = sink.write_group(batch, sinks)
                 rest = []
                 if declined:
                     refused = {id(s) for s in declined}

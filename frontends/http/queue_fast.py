@@ -19,8 +19,9 @@ Rules:
    with ``connection-closing`` when the server drains, and silently when the client goes.
 4. The work session is a context manager around the pump: however the stream ends, its
    leases are released at once (release-on-disconnect).
-5. Direct delivery (as watch streams do it, ``watch_routes`` rule 7). Where
-   ``RawSocket.find`` gives the socket (a connection the fast lane owns) the stream
+5. Direct delivery (as watch streams do it, ``watch_routes`` rule 7; the shared state
+   machine is ``direct_stream.DirectStream``). Where ``RawSocket.find`` gives the socket
+   (a connection the fast lane owns) the stream
    writes its chunks to it itself, and a stream with nothing to write has no task at
    work: the session leaves a hook with the engine
    (``WorkSession.poll``), which calls it synchronously when a lease of the stream's node
@@ -52,10 +53,11 @@ from topics.wire.sse import (
     error_frame,
 )
 
-from .direct import RawSocket, chunk
+from .direct import chunk
+from .direct_stream import DirectStream
 from .respond import finish
 from .state import Reply, RequestContext
-from .streams import StreamReply, accepts_event_stream, wait_for_disconnect
+from .streams import StreamReply, accepts_event_stream
 
 if TYPE_CHECKING:
     from topics._queue_ops import WorkSession
@@ -98,13 +100,24 @@ async def open_work(ctx: RequestContext) -> Reply:
     return StreamReply(200, b"", _CONTENT_TYPE, list(_HEADERS), run=stream.run)
 
 
-class _WorkStream:
+class _WorkStream(DirectStream):
     """One open /work connection (rules 2-5).
 
     Through ASGI: the pump and the disconnect watcher in one nursery. On the raw socket:
     the engine's hook (:meth:`_deliver`) while it can, then the same pump, writing to the
-    socket, once a delivery needs a task (``need_task``).
+    socket, once a delivery needs a task (``need_task``; ``direct_stream`` rule 1).
     """
+
+    __slots__ = (
+        "ctx",
+        "lease_ms",
+        "need_task",
+        "node",
+        "pending",
+        "release_slot",
+        "session",
+        "want",
+    )
 
     def __init__(
         self,
@@ -114,18 +127,15 @@ class _WorkStream:
         lease_ms: int | None,
         release_slot: Callable[[], None],
     ) -> None:
+        super().__init__(ctx.state)
         self.ctx = ctx
         self.node = node
         self.want = want
         self.lease_ms = lease_ms
         self.release_slot = release_slot
-        self.gone = False
-        self.raw: RawSocket | None = None
         self.session: WorkSession | None = None
         self.need_task = False
         self.pending = b""  # chunk bytes a direct write left for the pump to finish
-        self.last_sent = 0.0
-        self._wake: trio.CancelScope | None = None
 
     async def run(self, send: Send, receive: Receive) -> None:
         try:
@@ -133,24 +143,27 @@ class _WorkStream:
             status, headers, _ = finish(ctx, Reply(200, b"", _CONTENT_TYPE, list(_HEADERS)))
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await _send_body(send, encode_retry() + HEARTBEAT)
-            self.last_sent = trio.current_time()
-            if ctx.state.settings.sse_direct:
-                self.raw = RawSocket.find(send)
-            write = self._raw_write if self.raw is not None else _asgi_writer(send)
+            self.sent()
+            self.find_socket(send)
+            write = self.send_raw if self.raw is not None else _asgi_writer(send)
             try:
                 async with ctx.engine.open_work_session(
                     ctx.name, node=self.node, max=self.want, lease_ms=self.lease_ms
                 ) as session:
                     self.session = session
-                    if self.raw is not None and not await self._idle(receive):
-                        return  # the client went away
+                    if self.raw is not None:
+                        self._deliver()
+                        idle = await self.idle(receive)
+                        session.unhook()
+                        if not idle:
+                            return  # the client went away
                     # The pump is the child task and the request task watches for the
                     # disconnect (Quart's arrangement). The other way round measured 10-25%
                     # fewer jobs/s with 16 streams at the same CPU per job; the cause was not
                     # found (BENCHMARKS_QUEUES).
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(self._pump_then_stop, write, nursery.cancel_scope)
-                        await self._watch_disconnect(receive, nursery.cancel_scope)
+                        await self.watch_disconnect(receive, nursery.cancel_scope)
             except TopicsError as exc:  # the topic went away between the checks and here
                 if not self.gone:
                     with trio.move_on_after(1.0):
@@ -165,32 +178,10 @@ class _WorkStream:
 
     # -- direct delivery (rule 5) --------------------------------------------------------------
 
-    async def _idle(self, receive: Receive) -> bool:
-        """Wait for the disconnect while the engine's hook delivers. False: the client went
-        away; True: the pump takes over (``need_task``), or the server is draining."""
-        state = self.ctx.state
-        self._deliver()
-        while not self.need_task:
-            # One cancel scope for shutdown, the next due time and the hook's hand-over.
-            with state.long_poll() as scope:
-                self._wake = scope
-                scope.deadline = self._deadline()
-                while True:
-                    if (await receive())["type"] == "http.disconnect":
-                        self.gone = True
-                        return False
-            self._wake = None
-            if self.need_task or state.shutting_down:
-                break  # the pump writes what is pending, or the closing frame
-            if trio.current_time() >= self.last_sent + HEARTBEAT_S:
-                self._try_write(chunk(HEARTBEAT))
-            if not self.need_task:
-                self._deliver()  # a lease expiry or nack delay may have come due
-        assert self.session is not None
-        self.session.unhook()
-        return True
+    def handed_over(self) -> bool:
+        return self.need_task
 
-    def _deadline(self) -> float:
+    def deadline(self) -> float:
         """When the idle request task has to look again: the next heartbeat, or the next
         lease expiry / nack delay (the only changes that call no hook)."""
         assert self.session is not None
@@ -200,6 +191,12 @@ class _WorkStream:
             wait_s = max(due - self.ctx.engine.clock.now_ms(), 0) / 1000
             deadline = min(deadline, trio.current_time() + wait_s)
         return deadline
+
+    def tick(self) -> None:
+        if self.heartbeat_due(HEARTBEAT_S):
+            self._try_write(chunk(HEARTBEAT))
+        if not self.need_task:
+            self._deliver()  # a lease expiry or nack delay may have come due
 
     def _deliver(self) -> None:
         """The engine's hook (and the idle task's own poll): lease what this stream may take
@@ -217,53 +214,31 @@ class _WorkStream:
                 return
             if res.count:
                 self._try_write(chunk(_job_frames(res)))
-            wake = self._wake
-            if wake is not None and not self.need_task:
+            if not self.need_task and self._wake is not None:
                 # Only ever brought forward (a nack delay shorter than every lease): a
                 # deadline left too early just costs the idle task one look, while moving
                 # it on every delivery cost a deadline-heap entry per batch.
-                deadline = self._deadline()
-                if deadline < wake.deadline:
-                    wake.deadline = deadline
+                self.bring_forward(self.deadline())
         except Exception:  # never let one stream break an ack or the append relay
             log.exception("direct /work delivery failed; the pump takes over")
             self._hand_over()
 
     def _try_write(self, data: bytes) -> None:
-        assert self.raw is not None
-        n = self.raw.try_send(data)
+        n = self.try_write(data)
         if n == len(data):
-            self.last_sent = trio.current_time()
-        elif n >= 0:
+            return
+        if n >= 0:
             # Leased jobs must reach the socket: the rest goes first, from the pump.
             self.pending = data[n:]
-            self._hand_over()
-        else:
-            self._hand_over()
+        self._hand_over()
 
     def _hand_over(self) -> None:
         self.need_task = True
         if self.session is not None:
             self.session.unhook()
-        if self._wake is not None:
-            self._wake.cancel()
-
-    async def _raw_write(self, frame: bytes) -> None:
-        raw = self.raw
-        assert raw is not None
-        try:
-            await raw.send_all(chunk(frame))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raw.broken = True
-            await trio.sleep_forever()  # the disconnect ends the connection
-        self.last_sent = trio.current_time()
+        self.hand_over()
 
     # -- the pump (rule 4) ---------------------------------------------------------------------
-
-    async def _watch_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
-        await wait_for_disconnect(receive)
-        self.gone = True
-        scope.cancel()
 
     async def _pump_then_stop(self, write: Write, scope: trio.CancelScope) -> None:
         await self._pump(write)
@@ -274,9 +249,8 @@ class _WorkStream:
         assert session is not None
         try:
             if self.pending:
-                assert self.raw is not None
                 pending, self.pending = self.pending, b""
-                await self.raw.send_all(pending)
+                await self.send_raw(pending, framed=True)
             while True:
                 frame, last = await _next_frame(ctx, session)
                 # Written outside any cancel scope: jobs already leased to this session

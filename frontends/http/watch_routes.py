@@ -32,7 +32,8 @@ Rules:
    ``error`` 429 and paces its reads (batches coalesce) until the pressure passes.
 6. Last-Event-ID may only rewind the session's cursors; a malformed one is ignored (a 400
    would stop a browser's EventSource for good).
-7. Direct delivery. On a connection the fast lane owns, the stream writes its body
+7. Direct delivery (the state machine shared with ``/work``: ``direct_stream``). On a
+   connection the fast lane owns, the stream writes its body
    chunks to the socket itself (``direct.RawSocket``), under the lane's send lock,
    instead of one ASGI message per frame. An
    idle stream then has no task of its own: the hub's fan-out pass (inside the write for
@@ -73,11 +74,12 @@ from topics.watch_types import (
 from topics.wire import cursor, sse
 
 from .direct import Chunk, RawSocket, chunk, join_chunks, try_send_each
+from .direct_stream import DirectStream, pace
 from .requests import decode_json_object
 from .respond import finish
 from .routing import Route
 from .state import HttpState, Reply, RequestContext
-from .streams import Outbound, StreamReply, accepts_event_stream, wait_for_disconnect
+from .streams import Outbound, StreamReply, accepts_event_stream
 
 if TYPE_CHECKING:
     from topics._watch import WatchStream
@@ -114,8 +116,6 @@ WATCH_FIELDS = frozenset(
         "on_backlog",
     }
 )
-#: Longest pause between paced reads under CPU pressure.
-MAX_PACE_MS = 1000
 
 
 # -- POST /v0/watch -------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def _solo_chunk(batch: RecordBatch) -> Chunk:
     return chunk(batch.encoded("sse-solo", _solo_frame))
 
 
-class _SseConnection:
+class _SseConnection(DirectStream):
     """One open SSE stream, run by the request's own task (rules 1, 7).
 
     Through ASGI (no raw socket) it is a pump (engine -> frames) and a writer beside the
@@ -207,33 +207,18 @@ class _SseConnection:
     staying would cost every stream their ~8 KiB for its whole life).
     """
 
-    __slots__ = (
-        "_send",
-        "_wake",
-        "checkpoints",
-        "ctx",
-        "disconnected",
-        "ids",
-        "last_sent",
-        "out",
-        "parked",
-        "raw",
-        "solo",
-        "stream",
-    )
+    __slots__ = ("_send", "checkpoints", "ctx", "ids", "out", "parked", "solo", "stream")
 
     def __init__(self, ctx: RequestContext, stream: WatchStream) -> None:
+        super().__init__(ctx.state)
         self.ctx = ctx
         self.stream = stream
-        self.disconnected = False
-        self.raw: RawSocket | None = None
         self.out: Outbound[bytes] | None = None
-        self._wake: trio.CancelScope | None = None
         self.parked = True  # the pump (if any) waits on the feed with nothing in hand
         self.ids: dict[str, int] | None = None
         self.checkpoints = False
         self.solo = False
-        self.last_sent = 0.0  # before the writer exists (then: ``out.last_sent``)
+        # ``last_sent`` (DirectStream) counts until the writer exists; then ``out.last_sent``.
         self._send: Send | None = None
 
     async def run(self, send: Send, receive: Receive) -> None:
@@ -269,9 +254,9 @@ class _SseConnection:
             out.bind(nursery.cancel_scope)
             nursery.start_soon(out.run_writer)
             nursery.start_soon(self._pump, out, nursery.cancel_scope)
-            await self._watch_disconnect(receive, nursery.cancel_scope)
-        if self.out is not out or self.disconnected:
-            return not self.disconnected  # retired, or the client went away
+            await self.watch_disconnect(receive, nursery.cancel_scope)
+        if self.out is not out or self.gone:
+            return not self.gone  # retired, or the client went away
         if out.final_sent:
             with trio.move_on_after(1.0):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -287,9 +272,8 @@ class _SseConnection:
             ctx.request_id, stream.session.wid, marks
         )
         await send({"type": "http.response.body", "body": opening, "more_body": True})
-        self.last_sent = trio.current_time()
-        if ctx.state.settings.sse_direct:
-            self.raw = RawSocket.find(send)
+        self.sent()
+        self.find_socket(send)
         ids = stream.session.cursors()
         self.checkpoints = len(ids) > cursor.MAX_INLINE_TOPICS
         # A prefix watch may be joined by more topics: its ids always name them all.
@@ -299,45 +283,27 @@ class _SseConnection:
 
     async def _idle(self, receive: Receive) -> bool:
         """An idle raw stream: no task but this one, which sends the heartbeats and waits
-        for the client to go away. Returns False on a disconnect, True once the stream
-        needs its writer and pump (``_writer`` was called) or the server drains."""
-        if self.disconnected:
+        for the client to go away (``direct_stream`` rule 1). Returns False on a
+        disconnect, True once the stream needs its writer and pump (``_writer`` was
+        called) or the server drains."""
+        if not await self.idle(receive):
             return False
-        state = self.ctx.state
-        hb_s = self.stream.session.heartbeat_ms / 1000
-        while self.out is None:
-            # One cancel scope for shutdown, the heartbeat deadline and ``_writer``'s wake-up.
-            with state.long_poll() as scope:
-                self._wake = scope
-                scope.deadline = self.last_sent + hb_s
-                while True:
-                    if (await receive())["type"] == "http.disconnect":
-                        self.disconnected = True
-                        return False
-            self._wake = None
-            if self.out is not None:
-                break
-            if state.shutting_down:
-                self._writer().shutdown()
-                break
-            self._heartbeat(hb_s)
+        if self.out is None:  # the server drains
+            self._writer().shutdown()
         return True
 
-    async def _watch_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
-        await wait_for_disconnect(receive)
-        self.disconnected = True
-        scope.cancel()
+    def handed_over(self) -> bool:
+        return self.out is not None
 
-    def _heartbeat(self, hb_s: float) -> None:
-        raw = self.raw
-        now = trio.current_time()
-        if raw is None or now < self.last_sent + hb_s:
+    def deadline(self) -> float:
+        return self.last_sent + self.stream.session.heartbeat_ms / 1000
+
+    def tick(self) -> None:
+        if self.raw is None or not self.heartbeat_due(self.stream.session.heartbeat_ms / 1000):
             return
         data = chunk(sse.HEARTBEAT)
-        n = raw.try_send(data)
-        if n == len(data):
-            self.last_sent = now
-        elif n >= 0:
+        n = self.try_write(data)
+        if 0 <= n < len(data):
             self._writer().put_nowait(Chunk(data[n:]))
 
     def _on_stop(self) -> None:
@@ -353,8 +319,7 @@ class _SseConnection:
             out = self.out = self._outbound(self._send)
             out.last_sent = self.last_sent
             self.parked = False  # until the pump parks: the relay leaves the reads to it
-            if self._wake is not None:
-                self._wake.cancel()
+            self.hand_over()
         return out
 
     def _outbound(self, send: Send) -> Outbound[bytes]:
@@ -366,11 +331,7 @@ class _SseConnection:
             if raw is None:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
                 return
-            try:
-                await raw.send_all(frame if type(frame) is Chunk else chunk(frame))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raw.broken = True
-                await trio.sleep_forever()  # the disconnect ends the connection
+            await self.send_raw(frame, framed=type(frame) is Chunk)
 
         def commit(items: list[tuple[str, int, int | None, bool]]) -> None:
             for item in items:
@@ -454,7 +415,7 @@ class _SseConnection:
         Otherwise (or when topics are still behind) start the pump and return False: the
         relay then wakes it (rules 1, 7)."""
         out, raw = self.out, self.raw
-        if raw is None or self.disconnected:
+        if raw is None or self.gone:
             return False
         try:
             if (
@@ -498,7 +459,7 @@ class _SseConnection:
 
     def _sink_on(self) -> None:
         """An idle one-topic stream on the socket joins the hub's group delivery (rule 8)."""
-        if self.solo and self.out is None and not self.disconnected:
+        if self.solo and self.out is None and not self.gone:
             self.stream.feed.sink = self
 
     @staticmethod
@@ -517,7 +478,7 @@ class _SseConnection:
         declined: list[_SseConnection] = []
         for conn in sinks:
             raw = conn.raw
-            if raw is None or conn.disconnected:
+            if raw is None or conn.gone:
                 declined.append(conn)
             else:
                 ready.append(conn)
@@ -542,7 +503,7 @@ class _SseConnection:
         if self.out is not None:
             self.out.sent()
         else:
-            self.last_sent = trio.current_time()
+            self.sent()
 
     async def _pump_frames(self, out: Outbound[bytes]) -> bool:
         """Read and queue until the stream ends (False) or, on the socket, until the
@@ -584,9 +545,8 @@ class _SseConnection:
 
     async def _pace(self, out: Outbound[bytes], advised: bool) -> bool:
         """Rule 5: one advisory 429, then read at most once per pacing interval."""
-        pressure = self.ctx.state.pressure
-        retry_ms = pressure.retry_after_ms()
-        if not advised:
+
+        async def advise(retry_ms: int) -> None:
             exc = ThrottledError("watch throttled under CPU pressure; frames are paced")
             frame = sse.error_frame(
                 exc,
@@ -595,7 +555,8 @@ class _SseConnection:
                 topics=self.stream.feed.dirty_topics(),
             )
             await out.put(frame)
-        await trio.sleep(min(retry_ms, MAX_PACE_MS) / 1000)
+
+        await pace(self.ctx.state, None if advised else advise)
         return True
 
 

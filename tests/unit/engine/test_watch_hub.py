@@ -787,3 +787,24 @@ async def test_a_topic_deleted_under_idle_sinks_reaches_them_one_by_one(
     assert sink.got == []
     assert seen == ["TopicDeletedEvent"]
     stream.close()
+
+
+async def test_a_failing_group_delivery_falls_back_to_each_stream(
+    engine: Engine, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await engine.put_topic("a")
+    streams = [await open_session(engine, {"a": {"tail": True}}) for _ in range(2)]
+    for s in streams:
+        await drain(s.feed)
+    sinks = [FakeSink(s) for s in streams]
+
+    def broken(batch: RecordBatch, sinks: list[Any]) -> list[Any]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(FakeSink, "write_group", staticmethod(broken))
+    mock_clock.jump(1)
+    result = await engine.write("a", recs(1))
+    assert result.seqs == [1]  # the write itself never fails
+    assert [s.singles for s in sinks] == [[[1]], [[1]]]
+    for s in streams:
+        s.close()
