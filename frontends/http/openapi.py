@@ -721,8 +721,9 @@ def _records() -> dict[str, Schema]:
                 },
             },
             ["data"],
-            description="One record to append. tag/node/meta null = absent. Members other "
-            "than these four are currently ignored.",
+            description="One record to append. tag/node/meta null = absent. Any other "
+            "member is 400 invalid_request; deliver_at, delay_ms and dedupe_key only on a queue "
+            "topic (elsewhere they are 400 too).",
         ),
         "WriteRequest": _obj(
             {
