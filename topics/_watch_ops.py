@@ -148,7 +148,8 @@ class WatchOps:
         guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, owner)
         starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
         self._check_ready()
-        resolved = self._resolve_starts(starts, lenient) if starts else {}
+        lenient_all = lenient and guard.entries is not None  # a prefix may cover none yet
+        resolved = self._resolve_starts(starts, lenient, lenient_all) if starts else {}
         self._start_at_cursors(resolved, named)
         hub = self.watch_hub
         resolved = guard.resolve(self, resolved, {}, self.limits.max_watch_topics)
@@ -325,9 +326,10 @@ class WatchOps:
         return out
 
     def _resolve_starts(
-        self, starts: Mapping[str, tuple[int, bool]], lenient: bool
+        self, starts: Mapping[str, tuple[int, bool]], lenient: bool, none_ok: bool = False
     ) -> dict[str, tuple[TopicLog, int, TopicWatermarks]]:
-        """Look the topics up and resolve ``tail`` (rule 2)."""
+        """Look the topics up and resolve ``tail`` (rule 2); ``none_ok``: lenient even
+        when no named topic is left (a ``topic_prefix`` beside them)."""
         out: dict[str, tuple[TopicLog, int, TopicWatermarks]] = {}
         missing = []
         for name, (from_seq, tail) in starts.items():
@@ -338,7 +340,7 @@ class WatchOps:
             self._apply_retention(log)
             cursor = log.head if tail else from_seq
             out[name] = (log, cursor, TopicWatermarks(cursor, log.head, log.earliest))
-        if missing and (not lenient or not out):
+        if missing and (not lenient or not (out or none_ok)):
             err = TopicNotFoundError.for_topic(missing[0])
             if len(missing) > 1:
                 assert err.detail is not None

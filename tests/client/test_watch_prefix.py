@@ -113,4 +113,7 @@ def test_a_recreated_prefix_session_names_what_it_holds_and_drops_tail() -> None
     again = ujson.loads(state.create_call().body or b"")
     assert again["topic_prefix"] == {"p.": {}}  # topics created meanwhile: from their start
     assert again["topics"] == {"p.a": {"from_seq": 7}, "p.b": {"from_seq": 0}}
+    assert state.create_call().params == {"lenient": "true"}  # one may be gone meanwhile
+    state.on_created({"wid": "wid_" + "B" * 22, "topics": {"p.b": {"from_seq": 0}}})
+    assert (state.joined, state.committed) == ({"p.b"}, {"p.b": 0})  # p.a was deleted
     assert state.active

@@ -11,7 +11,7 @@ import pytest
 
 from topics.auth import Principal
 from topics.engine import Engine
-from topics.errors import ForbiddenError, InvalidRequestError
+from topics.errors import ForbiddenError, InvalidRequestError, TopicNotFoundError
 from topics.watch_types import (
     BacklogExceededError,
     BacklogExceededEvent,
@@ -297,3 +297,13 @@ async def test_a_joined_topic_is_guarded_too(engine: Engine) -> None:
     events = await drain(engine.open_watch(created.wid).feed)
     assert kinds(events)[:2] == ["TopicAddedEvent", "BacklogExceededEvent"]
     assert seqs(events) == []
+
+
+async def test_lenient_with_a_prefix_may_drop_every_named_topic(engine: Engine) -> None:
+    await _topics(engine, orders_a=1)
+    created = await engine.create_watch(
+        {"orders.gone": {"from_seq": 3}}, topic_prefix=["orders."], lenient=True
+    )
+    assert list(created.topics) == ["orders.a"]
+    with pytest.raises(TopicNotFoundError):
+        await engine.create_watch({"orders.gone": {}}, topic_prefix=["orders."])
