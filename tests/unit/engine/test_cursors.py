@@ -279,3 +279,17 @@ async def test_a_delivery_commit_after_the_topic_is_gone_does_nothing(engine):
     engine._commit_delivered(log, "g", 3)
     await fill(engine)
     assert await engine.list_cursors("t") == []
+
+
+def test_the_sync_facade_has_the_cursor_methods(tmp_path):
+    import topics
+
+    with topics.open(str(tmp_path)) as db:
+        db.write("t", [{"data": 1}, {"data": 2}])
+        assert db.put_cursor("t", "g", 1).lag == 1
+        assert db.get_cursor("t", "g").seq == 1
+        assert [c.cursor for c in db.list_cursors("t")] == ["g"]
+        assert [r.seq for r in db.diff("t", cursor="g", commit=True).records] == [2]
+        assert db.delete_cursor("t", "g").deleted
+    with topics.open(str(tmp_path)) as db:
+        assert db.list_cursors("t") == []
