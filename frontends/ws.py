@@ -220,6 +220,9 @@ class WsConnection:
             max_backlog=op.max_backlog,  # type: ignore[arg-type]
             on_backlog=op.on_backlog,  # type: ignore[arg-type]
             principal=self.principal,
+            where=op.where,
+            format=op.format,  # type: ignore[arg-type]
+            ce_type_field=op.ce_type_field,  # type: ignore[arg-type]
         )
         prefixes = None
         if op.topic_prefix is not None:

@@ -75,7 +75,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import trio
 
-from ._reads import read_diff
+from ._cloudevents import to_cloudevents
+from ._reads import ReadBounds, read_diff
 from ._watch_guard import FirstRead, SessionGuard, feed_guard, first_read, rewind_joins
 from .errors import (
     InvalidRequestError,
@@ -87,6 +88,7 @@ from .errors import (
 from .types import Tombstone, TombstoneReason
 from .watch_types import (
     CaughtUpEvent,
+    EndReachedEvent,
     RecordBatch,
     SessionGoneError,
     TombstoneEvent,
@@ -164,6 +166,12 @@ class FeedOptions(NamedTuple):
     flags: int
     skip: frozenset[bytes] | None
     strong: bool
+    #: Issue 18 (topics/_watch_bounds.py): the ``where`` predicate, the CloudEvents type
+    #: field (None: records), and a topic's own inclusive end.
+    keep: Any = None
+    ce_type: str | None = None
+    to_seq: int | None = None
+    to_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +183,7 @@ class _Outcome:
     next_from_seq: int
     caught_up: bool
     head_seq: int
+    end_reached: bool = False  # a to_seq/to_ts end (issue 18)
 
 
 # -- connection caps (§11) ------------------------------------------------------------------
@@ -423,6 +432,12 @@ class WatchFeed:
         if outcome.batch is not None:
             out.append(outcome.batch)
         ft.cursor = outcome.next_from_seq
+        if outcome.end_reached:  # issue 18: terminal for this topic, like a deletion
+            out.append(EndReachedEvent(ft.name, log.head, ft.cursor))
+            if self.topics.get(ft.name) is ft:
+                del self.topics[ft.name]
+            self._drop(ft)
+            return False
         if not outcome.caught_up:
             ft.live = False
             return True
@@ -440,12 +455,14 @@ class WatchFeed:
 class SessionTopic:
     """A session's state for one topic: the cursor its streams have sent (rule 6)."""
 
-    __slots__ = ("commit_to", "cursor", "done", "guard", "log", "name")
+    __slots__ = ("commit_to", "cursor", "done", "guard", "log", "name", "opts")
 
     def __init__(self, name: str, log: TopicLog | None, cursor: int) -> None:
         self.name = name
         self.log = log
         self.cursor = cursor
+        #: Its own read options (a to_seq/to_ts end, issue 18), None: the session's.
+        self.opts: FeedOptions | None = None
         self.done = False
         #: ``max_backlog`` and the prefix join of this topic (_watch_guard), or None.
         self.guard: SessionGuard | None = None
@@ -735,7 +752,8 @@ class WatchHub:
         for st in session.topics.values():
             if not st.done and st.log is not None:
                 guard = None if st.guard is None else feed_guard(st.guard, st.cursor)
-                stream.feed.add(st.name, st.log, st.cursor, session.opts, guard)
+                opts = session.opts if st.opts is None else st.opts
+                stream.feed.add(st.name, st.log, st.cursor, opts, guard)
         session.stream = stream
         self._idle.pop(wid, None)
         return stream
@@ -910,7 +928,7 @@ class WatchHub:
         if not log.deleted and not ft.opts.strong:
             outcome = self._read(ft, log.head)
             batch = outcome.batch
-            if outcome.tombstone is None and outcome.caught_up:
+            if outcome.tombstone is None and outcome.caught_up and not outcome.end_reached:
                 cursor = outcome.next_from_seq
                 if batch is None:  # nothing to send (deleted records): just move on
                     for m in members:
@@ -950,15 +968,29 @@ class WatchHub:
             return hit
         self.reads += 1
         o = ft.opts
-        res = read_diff(log, ft.cursor, o.limit, o.skip, o.flags, o.budget, upto)
-        log.last_read_ts = self._now_ms()
+        now = self._now_ms()
+        bounds = None
+        if o.keep is not None or o.to_seq is not None or o.to_ts is not None:
+            bounds = ReadBounds(None, o.to_ts, o.to_seq, o.keep)
+        res = read_diff(log, ft.cursor, o.limit, o.skip, o.flags, o.budget, upto, bounds, now)
+        log.last_read_ts = now
         from_seq = res.tombstone.gap_to if res.tombstone is not None else ft.cursor
         batch = None
         if res.record_count:
+            records_json = res.records_json
+            if o.ce_type is not None:
+                records_json = to_cloudevents(log.name, records_json, o.ce_type)
             batch = RecordBatch(
-                log.name, from_seq, res.next_from_seq, upto, res.records_json, res.record_count
+                log.name, from_seq, res.next_from_seq, upto, records_json, res.record_count
             )
-        outcome = _Outcome(res.tombstone, batch, res.next_from_seq, res.next_from_seq >= upto, upto)
+        outcome = _Outcome(
+            res.tombstone,
+            batch,
+            res.next_from_seq,
+            res.next_from_seq >= upto or bool(res.end_reached),
+            upto,
+            bool(res.end_reached),
+        )
         if len(tw.cache) >= CACHE_ENTRIES:
             tw.cache.clear()
         tw.cache[key] = outcome

@@ -29,6 +29,7 @@ from . import _args
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._names import check_topic_name
 from ._watch import FeedOptions, StreamSlot, WatchFeed, WatchHub, WatchStream
+from ._watch_bounds import apply_from_ts, split_topic_bounds, stream_options, topic_options
 from ._watch_options import WatchGuardArgs as _WatchGuard
 from ._watch_prefix import FeedJoiner, join_existing
 from .errors import InvalidRequestError, TopicNotFoundError
@@ -115,6 +116,9 @@ class WatchOps:
         topic_prefix: Mapping[str, Any] | list[str] | None = None,
         max_backlog: int = 0,
         on_backlog: str = "jump",
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> WatchCreated:
         """Create a watch session (POST /v0/watch, §7.1).
 
@@ -127,6 +131,9 @@ class WatchOps:
                 now and created later (``topics`` may then be empty; _watch_prefix).
             max_backlog: the default per-topic backlog limit (0: none; _watch_guard).
             on_backlog: ``"jump"`` (a ``backlog-exceeded`` frame) or ``"error"`` (409 here).
+            where, format, ce_type_field: filter every topic's records and/or deliver them
+                as CloudEvents, as on a diff; a topic's options may also hold ``from_ts``,
+                ``to_ts`` and ``to_seq`` (topics/_watch_bounds.py).
 
         Raises: invalid_request (malformed, no topics, over TOPICS_MAX_WATCH_TOPICS),
         forbidden (a prefix outside the owner's allowlist), topic_not_found,
@@ -141,9 +148,11 @@ class WatchOps:
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
+        opts = stream_options(opts, where, format, ce_type_field)
         hb = _args.u64("heartbeat_ms", heartbeat_ms)
         hb = min(max(hb, HEARTBEAT_MS_RANGE[0]), HEARTBEAT_MS_RANGE[1])
         lenient = _args.bool_arg("lenient", lenient)
+        topics, timed = split_topic_bounds(topics)
         topics, named = self._named_starts(topics)
         guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, owner)
         starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
@@ -151,6 +160,7 @@ class WatchOps:
         lenient_all = lenient and guard.entries is not None  # a prefix may cover none yet
         resolved = self._resolve_starts(starts, lenient, lenient_all) if starts else {}
         self._start_at_cursors(resolved, named)
+        apply_from_ts(resolved, timed)
         hub = self.watch_hub
         resolved = guard.resolve(self, resolved, {}, self.limits.max_watch_topics)
         session = hub.create_session(
@@ -159,6 +169,8 @@ class WatchOps:
         guard.arm_session(self, session)
         for name, st in session.topics.items():
             st.commit_to = self._commit_to(named, name)
+            if name in timed:
+                st.opts = topic_options(opts, timed[name])
         marks = {name: w for name, (_, _, w) in resolved.items()}
         return WatchCreated(session.wid, hub.settings.session_ttl_ms, marks, guard.prefixes_dict())
 
@@ -207,6 +219,9 @@ class WatchOps:
         max_backlog: int = 0,
         on_backlog: str = "jump",
         principal: Principal | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> dict[str, TopicWatermarks]:
         """Add (or restart) topics on ``feed`` (a WebSocket ``subscribe``, §7.x).
 
@@ -218,6 +233,8 @@ class WatchOps:
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
+        opts = stream_options(opts, where, format, ce_type_field)
+        topics, timed = split_topic_bounds(topics)
         topics, named = self._named_starts(topics)
         guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, principal)
         starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
@@ -230,9 +247,11 @@ class WatchOps:
         self._check_ready()
         resolved = self._resolve_starts(starts, lenient=False) if starts else {}
         self._start_at_cursors(resolved, named)
+        apply_from_ts(resolved, timed)
         resolved = guard.resolve(self, resolved, feed.topics, self.limits.max_watch_topics)
         for name, (log, cursor, _) in resolved.items():
-            ft = feed.add(name, log, cursor, opts, guard.first_read(name))
+            topts = topic_options(opts, timed.get(name))
+            ft = feed.add(name, log, cursor, topts, guard.first_read(name))
             ft.commit_to = self._commit_to(named, name)
         guard.arm_feed(self, feed, opts)
         return {name: w for name, (_, _, w) in resolved.items()}

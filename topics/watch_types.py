@@ -20,6 +20,7 @@ __all__ = [
     "BacklogExceededError",
     "BacklogExceededEvent",
     "CaughtUpEvent",
+    "EndReachedEvent",
     "RecordBatch",
     "SessionGoneError",
     "SlowConsumerError",
@@ -210,6 +211,16 @@ class BacklogExceededEvent:
     cursor: int
 
 
+@dataclass(frozen=True, slots=True)
+class EndReachedEvent:
+    """The topic's ``to_seq``/``to_ts`` end was reached at ``cursor`` (issue 18): terminal
+    for that topic only; it leaves the session (a resumed stream does not read it again)."""
+
+    topic: str
+    head_seq: int
+    cursor: int
+
+
 WatchEvent = (
     RecordBatch
     | TombstoneEvent
@@ -217,4 +228,5 @@ WatchEvent = (
     | TopicDeletedEvent
     | TopicAddedEvent
     | BacklogExceededEvent
+    | EndReachedEvent
 )

@@ -67,6 +67,7 @@ from topics.errors import (
     TopicsError,
 )
 from topics.watch_types import (
+    EndReachedEvent,
     RecordBatch,
     TopicDeletedEvent,
     WatchEvent,
@@ -114,6 +115,9 @@ WATCH_FIELDS = frozenset(
         "topic_prefix",
         "max_backlog",
         "on_backlog",
+        "where",
+        "format",
+        "ce_type_field",
     }
 )
 
@@ -405,7 +409,8 @@ class _SseConnection(DirectStream):
                 if raw:
                     frame = chunk(frame)
             frames.append(frame)
-            commits.append((ev.topic, ev.cursor, frame_no, type(ev) is TopicDeletedEvent))
+            ends = type(ev) is TopicDeletedEvent or type(ev) is EndReachedEvent
+            commits.append((ev.topic, ev.cursor, frame_no, ends))
         return frames, commits
 
     def _deliver(self) -> bool:

@@ -37,6 +37,7 @@ from topics.types import Tombstone
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
+    EndReachedEvent,
     RecordBatch,
     TombstoneEvent,
     TopicAddedEvent,
@@ -61,6 +62,7 @@ __all__ = [
     "encode_event",
     "encode_heartbeat",
     "encode_retry",
+    "end_reached_frame",
     "error_frame",
     "frame_for_event",
     "record_frame",
@@ -187,6 +189,8 @@ def frame_for_event(cursor_id: str, event: WatchEvent) -> bytes:
         return topic_added_frame(cursor_id, event.topic, event.prefix, event.cursor, event.head_seq)
     if isinstance(event, BacklogExceededEvent):
         return backlog_exceeded_frame(cursor_id, event)
+    if isinstance(event, EndReachedEvent):
+        return end_reached_frame(cursor_id, event.topic, event.cursor, event.head_seq)
     raise TypeError(f"not a watch event: {event!r}")
 
 
@@ -199,6 +203,13 @@ def tombstone_frame(cursor_id: str, topic: str, tombstone: Tombstone) -> bytes:
 def caught_up_frame(cursor_id: str, topic: str, head_seq: int) -> bytes:
     """``event: caught-up``: the topic is drained to its head; the watcher is live."""
     return encode_event(cursor_id, "caught-up", json_bytes({"topic": topic, "head_seq": head_seq}))
+
+
+def end_reached_frame(cursor_id: str, topic: str, cursor: int, head_seq: int) -> bytes:
+    """``event: end-reached``: the topic's ``to_seq``/``to_ts`` end is delivered up to
+    ``next_from_seq``; terminal for that topic only (issue 18)."""
+    payload = {"topic": topic, "next_from_seq": cursor, "head_seq": head_seq}
+    return encode_event(cursor_id, "end-reached", json_bytes(payload))
 
 
 def topic_deleted_frame(cursor_id: str, topic: str, head_seq: int) -> bytes:

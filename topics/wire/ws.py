@@ -31,6 +31,7 @@ from topics.types import Tombstone
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
+    EndReachedEvent,
     RecordBatch,
     TombstoneEvent,
     TopicAddedEvent,
@@ -52,6 +53,7 @@ __all__ = [
     "backlog_exceeded_frame",
     "caught_up_frame",
     "decode_op",
+    "end_reached_frame",
     "error_frame",
     "frame_for_event",
     "pong_frame",
@@ -83,6 +85,12 @@ _SUBSCRIBE = _COMMON | {
     "on_backlog",
     "cursor",
     "commit",
+    "from_ts",
+    "to_ts",
+    "to_seq",
+    "where",
+    "format",
+    "ce_type_field",
 }
 _UNSUBSCRIBE = _COMMON | {"topic", "topics", "topic_prefix"}
 _PUBLISH = _COMMON | {
@@ -98,7 +106,10 @@ _PUBLISH = _COMMON | {
     "dedupe_ms",
     "replace",
 }
-_START_FIELDS = frozenset({"from_seq", "tail", "max_backlog", "cursor", "commit"})
+_START_FIELDS = frozenset(
+    {"from_seq", "tail", "max_backlog", "cursor", "commit", "from_ts", "to_ts", "to_seq"}
+)
+_BOUNDS = ("from_ts", "to_ts", "to_seq")
 
 
 class OpError(InvalidRequestError):
@@ -122,6 +133,10 @@ class TopicStart:
     #: Start after this named cursor's committed seq; ``commit``: deliveries commit to it.
     cursor: object = None
     commit: object = False
+    #: Issue 18: start by time, end by time or seq (None: not given).
+    from_ts: object = None
+    to_ts: object = None
+    to_seq: object = None
 
     def to_dict(self) -> dict[str, object]:
         out = {"from_seq": self.from_seq, "tail": self.tail}
@@ -131,6 +146,9 @@ class TopicStart:
                 out.update(from_seq=self.from_seq, tail=self.tail)
         if self.max_backlog is not None:
             out["max_backlog"] = self.max_backlog
+        for name in _BOUNDS:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
 
@@ -150,6 +168,9 @@ class Subscribe:
     topic_prefix: object = None
     max_backlog: object = 0
     on_backlog: object = "jump"
+    where: object = None
+    format: object = "records"
+    ce_type_field: object = None
     op: Literal["subscribe"] = "subscribe"
 
 
@@ -268,6 +289,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
             f.get("tail", False),
             cursor=f.get("cursor"),
             commit=f.get("commit", False),
+            from_ts=f.get("from_ts"),
+            to_ts=f.get("to_ts"),
+            to_seq=f.get("to_seq"),
         )
     elif topics is None:
         if "from_seq" in f or "tail" in f:
@@ -275,6 +299,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
     else:
         if "from_seq" in f or "tail" in f:
             raise reader.fail("from_seq", "with topics, give from_seq/tail per topic")
+        for key in _BOUNDS:
+            if key in f:
+                raise reader.fail(key, f"with topics, give {key} per topic")
         for key in ("cursor", "commit"):
             if key in f:
                 raise reader.fail(key, f"with topics, give {key} per topic")
@@ -294,6 +321,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
                 opts.get("max_backlog"),
                 opts.get("cursor"),
                 opts.get("commit", False),
+                opts.get("from_ts"),
+                opts.get("to_ts"),
+                opts.get("to_seq"),
             )
     return Subscribe(
         reader.request_id,
@@ -308,6 +338,9 @@ def _subscribe(reader: _Reader) -> Subscribe:
         topic_prefix=f.get("topic_prefix"),
         max_backlog=f.get("max_backlog", 0),
         on_backlog=f.get("on_backlog", "jump"),
+        where=f.get("where"),
+        format=f.get("format", "records"),
+        ce_type_field=f.get("ce_type_field"),
     )
 
 
@@ -425,6 +458,8 @@ def frame_for_event(event: WatchEvent) -> str:
         return topic_added_frame(event.topic, event.prefix, event.cursor, event.head_seq)
     if isinstance(event, BacklogExceededEvent):
         return backlog_exceeded_frame(event)
+    if isinstance(event, EndReachedEvent):
+        return end_reached_frame(event.topic, event.cursor, event.head_seq)
     raise TypeError(f"not a watch event: {event!r}")
 
 
@@ -434,6 +469,14 @@ def caught_up_frame(topic: str, head_seq: int) -> str:
 
 def tombstone_frame(topic: str, tombstone: Tombstone) -> str:
     return _frame("tombstone", None, {"topic": topic, **tombstone.to_dict()})
+
+
+def end_reached_frame(topic: str, cursor: int, head_seq: int) -> str:
+    """``end_reached``: the topic's ``to_seq``/``to_ts`` end is delivered up to
+    ``next_from_seq``; it leaves the subscription (issue 18)."""
+    return _frame(
+        "end_reached", None, {"topic": topic, "next_from_seq": cursor, "head_seq": head_seq}
+    )
 
 
 def topic_deleted_frame(topic: str, head_seq: int) -> str:
