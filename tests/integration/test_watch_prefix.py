@@ -1,6 +1,6 @@
 """Prefix watches and the backlog guard on the real server (issue 18 items 3-4): POST
 /v0/watch and its SSE stream over a raw socket, and /v0/ws over TCP (wsproto), in
-dev mode and with a tenant key whose allowlist narrows a prefix."""
+dev mode (in every server mode) and with a tenant key whose allowlist narrows a prefix."""
 
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ from .conftest import ServerProcess
 from .test_watch_sse_direct import RawSse, create, is_event, watch, write
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(server_in_every_mode: ServerProcess) -> ServerProcess:
+    """Every way the server can carry a stream (conftest.SERVER_MODES): the joins and the
+    guard's frames go through direct writes, the lane's ASGI path and hypercorn alike."""
+    return server_in_every_mode
+
 
 KEYS = "kall:read+write+admin,kt:read+write:tenA-orders."
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from topics._watch_prefix import FeedJoiner
 from topics.auth import Principal
 from topics.engine import Engine
 from topics.errors import ForbiddenError, InvalidRequestError, TopicNotFoundError
@@ -307,3 +308,19 @@ async def test_lenient_with_a_prefix_may_drop_every_named_topic(engine: Engine) 
     assert list(created.topics) == ["orders.a"]
     with pytest.raises(TopicNotFoundError):
         await engine.create_watch({"orders.gone": {}}, topic_prefix=["orders."])
+
+
+async def test_a_failing_join_never_fails_the_write(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    feed = engine.open_watch_feed()
+    engine.watch_subscribe(feed, {}, topic_prefix=["orders."])
+
+    def broken(self: object, log: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(FeedJoiner, "__call__", broken)
+    res = await engine.write("orders.x", recs(1), create=True)
+    assert res.first_seq == 1
+    assert "joining topic 'orders.x' into a prefix watch failed" in caplog.text
+    feed.close()
