@@ -127,6 +127,9 @@ SERVER_MODES: dict[str, dict[str, str]] = {
     "lane": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "1"},
     "lane-asgi": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "0"},
     "hypercorn": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "1"},
+    # Direct writes need a connection the lane owns, so with the lane off the switch must
+    # change nothing: this mode proves it rather than assuming it.
+    "hypercorn-asgi": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "0"},
 }
 
 
