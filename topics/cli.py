@@ -33,6 +33,7 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
@@ -42,11 +43,14 @@ from typing import IO, Any, NoReturn
 
 import ujson
 
+from topics._cli_args import add_global_options
+from topics._cli_format import RawRecord, Style, raw_from_record, raw_page, use_colour
+from topics._cli_input import BadLine, check_data_line, send_batch
 from topics._core.scan import BodyError, split_write_body
 from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
 from topics.client import Client, ClientConnectionError, RetryPolicy, WatchRecord
 from topics.errors import ConflictError, NotFoundError, TopicsError
-from topics.types import Record, Tombstone
+from topics.types import Record, Tombstone, WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
@@ -146,6 +150,10 @@ class Progress:
 class Cli:
     def __init__(self, args: argparse.Namespace, client: Client) -> None:
         self.args = args
+        self.style = Style(use_colour(args.color, sys.stdout), args.raw_ts)
+        self.err_style = Style(use_colour(args.color, sys.stderr), args.raw_ts)
+        self.batch_lines: list[int] = []  # input line numbers of the batch being built
+        self.skipped = 0  # lines left out by write --skip-bad
         self.client = client
         self.out: IO[str] = sys.stdout
         self.err: IO[str] = sys.stderr
@@ -155,8 +163,9 @@ class Cli:
         self.out.write(dumps(value) + "\n")
 
     def warn_tombstone(self, topic: str, tomb: Tombstone) -> None:
+        loss = self.err_style.paint("loss", f"LOSS in {topic}")
         self.err.write(
-            f"topics: LOSS in {topic}: seqs {tomb.gap_from}..{tomb.gap_to} are gone "
+            f"topics: {loss}: seqs {tomb.gap_from}..{tomb.gap_to} are gone "
             f"({tomb.reason}, ~{tomb.missed_estimate} records)\n"
         )
         if self.json:
@@ -190,8 +199,8 @@ class Cli:
             ("count", state.count),
             ("bytes", state.bytes),
             ("effective_priority", state.effective_priority),
-            ("last_write_ts", state.last_write_ts),
-            ("last_read_ts", state.last_read_ts),
+            ("last_write_ts", self.style.ts(state.last_write_ts)),
+            ("last_read_ts", self.style.ts(state.last_read_ts)),
         ]
         if state.queue is not None:
             items += [(f"queue.{k}", v) for k, v in state.queue.items()]
@@ -214,7 +223,7 @@ class Cli:
         else:
             self.out.write(f"{'created' if res.created else 'updated'} {res.topic}\n")
 
-    def rm(self) -> None:
+    def rm(self) -> int:
         res = self.client.delete_topic(self.args.topic, if_empty=self.args.if_empty)
         if self.json:
             self.emit(res.to_dict())
@@ -222,7 +231,9 @@ class Cli:
             removed = f" (routers removed: {', '.join(res.routers_removed)})"
             self.out.write(f"deleted {res.topic}{removed if res.routers_removed else ''}\n")
         else:
-            self.out.write(f"{res.topic}: no such topic (nothing deleted)\n")
+            self.err.write(f"topics: {res.topic}: no such topic (nothing deleted)\n")
+        # Like `rm` of a missing file: a script must see that nothing was there.
+        return EXIT_OK if res.deleted else EXIT_NOT_FOUND
 
     def delete_records(self) -> None:
         match: object = None
@@ -250,6 +261,7 @@ class Cli:
 
     def _record(self, line: bytes, lineno: int) -> dict[str, Any]:
         if not self.args.records:
+            check_data_line(line, lineno)  # named by its line, before anything is sent
             record: dict[str, Any] = {"data": line}  # rule 4: the line's bytes, verbatim
             if self.args.tag:
                 record["tag"] = self.args.tag
@@ -257,22 +269,32 @@ class Cli:
         try:
             records, _ = split_write_body(b'{"records":[' + line + b"]}")
         except BodyError as exc:
-            raise UsageError(f"line {lineno}: not a record object ({exc.problem})") from None
+            raise BadLine(lineno, f"not a record object ({exc.problem})") from None
         assert records is not None
         return records[0]
 
     def _batches(self, f: IO[bytes]) -> Iterator[tuple[list[dict[str, Any]], int]]:
         batch: list[dict[str, Any]] = []
         size = 0
+        self.batch_lines = []
         for lineno, raw in enumerate(f, 1):
             line = raw.strip()
             if not line:
                 continue
-            batch.append(self._record(line, lineno))
+            try:
+                batch.append(self._record(line, lineno))
+            except BadLine as exc:
+                if not self.args.skip_bad:
+                    raise
+                self.err.write(f"topics: skipped {exc}\n")
+                self.skipped += 1
+                continue
+            self.batch_lines.append(lineno)
             size += len(raw)
             if len(batch) >= self.args.batch or size >= self.args.batch_bytes:
                 yield batch, size
                 batch, size = [], 0
+                self.batch_lines = []
         if batch:
             yield batch, size
 
@@ -284,15 +306,17 @@ class Cli:
         count = batches = 0
         try:
             for batch, size in self._batches(f):
-                res = self.client.write(
+                res = self._write_batch(
                     self.args.topic, batch, node=self.args.node, return_seqs=False
                 )
+                if res is None:  # every line of it was skipped (--skip-bad)
+                    continue
                 first = res.first_seq if first is None else first
                 last = res.last_seq
                 count += res.count
                 batches += 1
                 progress.update(res.count, size)
-        except (TopicsError, UsageError):
+        except (TopicsError, UsageError, BadLine):
             progress.finish()
             where = f" (seqs {first}..{last})" if count else ""
             self.err.write(f"topics: stopped after {count:,} records in {batches} batches{where}\n")
@@ -303,24 +327,40 @@ class Cli:
                 f.close()
         summary = {"topic": self.args.topic, "records": count, "batches": batches}
         summary.update(first_seq=first, last_seq=last)
+        if self.args.skip_bad:
+            summary["skipped_lines"] = self.skipped
+        skipped = f"; skipped {self.skipped:,} bad lines" if self.skipped else ""
         if self.json:
             self.emit(summary)
         elif count:
             noun = "record" if count == 1 else "records"
-            self.out.write(f"wrote {count:,} {noun} to {self.args.topic} (seqs {first}..{last})\n")
+            self.out.write(
+                f"wrote {count:,} {noun} to {self.args.topic} (seqs {first}..{last}){skipped}\n"
+            )
         else:
-            self.out.write("nothing to write (no input lines)\n")
+            self.out.write(f"nothing to write (no input lines){skipped}\n")
 
-    def _show_record(self, topic: str | None, rec: Record) -> None:
-        if self.json:
-            obj = rec.to_dict()
-            self.emit({"topic": topic, **obj} if topic is not None else obj)
-            return
-        prefix = f"{topic}  " if topic is not None else ""
-        extra = "".join(
-            f"  {k}={v}" for k, v in (("tag", rec.tag), ("node", rec.node)) if v is not None
+    def _write_batch(
+        self, topic: str, batch: list[dict[str, Any]], **options: Any
+    ) -> WriteResult | None:
+        """One batch, its refused lines named or skipped (topics/_cli_input.py)."""
+        res, skipped = send_batch(
+            lambda records: self.client.write(topic, records, **options),
+            batch,
+            self.batch_lines,
+            self.args.skip_bad,
+            self.err,
         )
-        self.out.write(f"{prefix}{rec.seq}{extra}  {short(rec.data, 200)}\n")
+        self.skipped += skipped
+        return res
+
+    def _show_record(self, topic: str | None, rec: Record | RawRecord) -> None:
+        """``data`` as the JSON text the server stored (topics/_cli_format.py rule 1)."""
+        raw = rec if isinstance(rec, RawRecord) else raw_from_record(rec)
+        if self.json:
+            self.out.write(raw.json_line(topic) + "\n")
+            return
+        self.out.write(self.style.record_line(topic, raw) + "\n")
 
     def _bounds(self) -> dict[str, Any]:
         """--since/--until/--to/--where as diff or watch options (topics/cli_filters.py)."""
@@ -340,6 +380,11 @@ class Cli:
             out["to_seq"] = a.to_seq
         return out
 
+    @staticmethod
+    def _page_records(page: Any) -> list[Record] | list[RawRecord]:
+        raw = raw_page(page.records_json) if page.record_count else []
+        return raw if raw is not None else page.records
+
     def read(self) -> None:
         a = self.args
         bounds = self._bounds()
@@ -355,11 +400,11 @@ class Cli:
             bounds.pop("from_ts", None)  # resolved: go on from the cursor
             if page.tombstone is not None:
                 self.warn_tombstone(a.topic, page.tombstone)
-            items = page.events if cloudevents else page.records
+            items: list[Any] = list(page.events) if cloudevents else self._page_records(page)
             for item in items:
                 if a.max is not None and shown >= a.max:
                     return
-                if isinstance(item, Record):
+                if isinstance(item, Record | RawRecord):
                     self._show_record(None, item)
                 else:  # an event is printed as JSON whatever the output mode
                     self.out.write(ujson.dumps(item, escape_forward_slashes=False) + "\n")
@@ -372,8 +417,14 @@ class Cli:
         topics: dict[str, Any] | list[str] = self.args.topics
         if not topics and not self.args.prefix:
             raise UsageError("name a topic or give --prefix")
+        if self.args.wait:
+            wait_for_topics(self.client, self.args.topics, self.err)
         if self.args.from_seq is not None:
             topics = {t: self.args.from_seq for t in self.args.topics}
+        elif self.args.last is not None:
+            topics = last_n_starts(self.client, self.args.topics, self.args.last)
+        elif self.args.wait:
+            topics = dict.fromkeys(self.args.topics, 0)  # it was created after we started
         shown = 0
         guard: dict[str, Any] = {}
         if self.args.prefix:  # topics under it now (from --from's side) and created later
@@ -382,7 +433,7 @@ class Cli:
             guard["max_backlog"] = self.args.max_backlog
         events = self.client.watch(
             topics,
-            tail=self.args.from_seq is None,
+            tail=isinstance(topics, list),
             node=self.args.node,
             include_tags=True,
             **guard,
@@ -390,7 +441,10 @@ class Cli:
         with events:
             for ev in events:
                 if isinstance(ev, WatchRecord):
-                    self._show_record(ev.topic, ev.record)
+                    rec = raw_from_record(ev.record)
+                    if ev.data_json is not None:  # the data verbatim (topics/_cli_format.py)
+                        rec = dataclasses.replace(rec, data_json=ev.data_json)
+                    self._show_record(ev.topic, rec)
                     shown += 1
                 elif isinstance(ev, TombstoneEvent):
                     self.warn_tombstone(ev.topic, ev.tombstone)
@@ -586,6 +640,32 @@ class Cli:
             pairs(list(obj.items()), self.out)
 
 
+def last_n_starts(client: Client, topics: Sequence[str], n: int) -> dict[str, int]:
+    """``tail -n N``: start each topic N records before its head."""
+    if n < 0:
+        raise UsageError("-n/--last: give a number of records >= 0")
+    return {t: max(0, client.get_topic(t, touch=False).head_seq - n) for t in topics}
+
+
+def wait_for_topics(client: Client, topics: Sequence[str], err: IO[str]) -> None:
+    """``tail --wait``: poll until every named topic exists (no watch can name a topic that
+    does not exist; a prefix watch would also bring in every other topic under the name)."""
+    said = False
+    for topic in topics:
+        delay = 0.05
+        while True:
+            try:
+                client.get_topic(topic, touch=False)
+                break
+            except NotFoundError:
+                if not said:
+                    err.write(f"topics: waiting for {topic} to exist\n")
+                    err.flush()
+                    said = True
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+
 # -- the parser ----------------------------------------------------------------------------
 
 
@@ -611,12 +691,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict, "
         "5 throttled/unavailable, 6 cannot connect, 130 interrupted",
     )
-    parser.add_argument("--url", default=os.environ.get("TOPICS_URL") or DEFAULT_URL,
-                        help="server URL (default $TOPICS_URL or %(default)s)")  # fmt: skip
-    parser.add_argument("--api-key", default=os.environ.get("TOPICS_API_KEY"),
-                        help="bearer key (default $TOPICS_API_KEY)")  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ls", help="list topics")
@@ -647,6 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="origin node of the records")
     p.add_argument("--batch", type=int, default=1000, help="records per request")
     p.add_argument("--batch-bytes", type=int, default=4 << 20, help="bytes per request")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave out lines that are not records (reported on stderr with their "
+                   "line number) instead of stopping there")  # fmt: skip
     _bool_flag(p, "progress", "show a progress bar (default: when stderr is a terminal)")
     p.set_defaults(run=Cli.write)
     p = sub.add_parser("read", help="print records after a seq")
@@ -674,6 +751,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
     p.add_argument("--node", help="skip records written by this node")
     p.add_argument("--count", type=int, help="exit after this many records")
+    p.add_argument("-n", "--last", type=int, metavar="N",
+                   help="start with the last N records of each topic (default: new only)")  # fmt: skip
+    p.add_argument("--wait", action="store_true",
+                   help="a topic that does not exist yet: wait for it, then follow it from its "
+                   "first record")  # fmt: skip
     p.add_argument(
         "-v", "--verbose", action="store_true", help="report caught-up events and joined topics"
     )
@@ -748,6 +830,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--origin", help="only jobs dead-lettered from this queue")
     p.add_argument("--match", metavar="TAG", help="only jobs with this tag (PREFIX* for a prefix)")
     p.set_defaults(run=Cli.dlq_redrive)
+    add_global_options(parser)  # accepted before or after the subcommand
     return parser
 
 
@@ -792,14 +875,14 @@ def report(exc: TopicsError, as_json: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``topics`` command line; returns the exit code (rule 3)."""
     args = build_parser().parse_args(argv)
-    run: Callable[[Cli], None] = args.run
+    run: Callable[[Cli], int | None] = args.run
     retry = RetryPolicy(timeout_s=max(args.timeout, 1.0))
     try:
         with Client(args.url, args.api_key, timeout_s=args.timeout, retry=retry) as client:
-            run(Cli(args, client))
+            code = run(Cli(args, client))
     except TopicsError as exc:
         return report(exc, args.json)
-    except UsageError as exc:
+    except (UsageError, BadLine) as exc:
         sys.stderr.write(f"topics: error: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:  # `topics read t | head`: the reader went away
@@ -811,7 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    return EXIT_OK
+    return code or EXIT_OK
 
 
 def _entry() -> NoReturn:

@@ -45,6 +45,7 @@ from typing import Any
 
 import ujson
 
+from topics._core.scan import BodyError, split_write_body
 from topics.types import Record
 from topics.watch_types import (
     BacklogExceededEvent,
@@ -91,6 +92,9 @@ class WatchRecord:
 
     topic: str
     record: Record
+    #: The record's ``data`` as the JSON text the server sent (``1.50`` stays ``1.50``),
+    #: or None when the frame's text was not at hand.
+    data_json: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def seq(self) -> int:
@@ -109,6 +113,19 @@ WatchEventValue = (
     | TopicAddedEvent
     | BacklogExceededEvent
 )
+
+
+def _data_spans(text: str, n: int) -> list[bytes] | None:
+    """The ``data`` texts of a record frame's records, split with the server's own raw-span
+    scanner so nothing is decoded and re-encoded; None if the frame does not split."""
+    try:
+        records, _ = split_write_body(text.encode("utf-8", "surrogatepass"))
+    except BodyError:
+        return None
+    if records is None or len(records) != n:
+        return None
+    spans = [r.get("data") for r in records]
+    return [d if isinstance(d, bytes) else b"null" for d in spans]
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +207,7 @@ class WatchState:
         self.pause_s: float = 0.0
         self._pending: dict[str, int] = {}
         self._decoder = SSEDecoder()
+        self._frame_text = ""  # the frame being parsed (_record)
 
     @property
     def topics(self) -> list[str]:
@@ -232,9 +250,7 @@ class WatchState:
         if self.spec.node is not None:
             body["node"] = self.spec.node
         body.update(self.spec.options)
-        # A prefix watch names the topics it holds; one deleted meanwhile is dropped, not 404.
-        params = {"lenient": "true"} if prefixes is not None and self.joined else None
-        return p.Call("POST", "/v0/watch", lambda r: r.json(), params=params, body=p.dumps(body))
+        return p.Call("POST", "/v0/watch", lambda r: r.json(), body=p.dumps(body))
 
     def on_created(self, answer: Mapping[str, Any]) -> None:
         self.wid = str(answer["wid"])
@@ -252,10 +268,6 @@ class WatchState:
         for name in list(self.spec.starts):  # dropped by ?lenient=true: not watched
             if name not in marks:
                 del self.spec.starts[name]
-        for name in list(self.joined):  # a prefix topic deleted while away
-            if name not in marks:
-                self.joined.discard(name)
-                self.committed.pop(name, None)
 
     def session_gone(self) -> None:
         self.wid = self.stream_path = None
@@ -294,6 +306,7 @@ class WatchState:
             payload = ujson.loads(ev.data)
         except ValueError:
             return
+        self._frame_text = ev.data  # for the records' verbatim data (_data_spans)
         if not isinstance(payload, dict):
             return
         if kind == "error":
@@ -311,8 +324,10 @@ class WatchState:
         self._commit(ev.id, topic, cursor, deleted=kind == "topic-deleted", out=out)
 
     def _record(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
-        for obj in payload.get("records") or ():
-            out.append(WatchRecord(topic, Record.from_json(obj)))
+        records = payload.get("records") or ()
+        spans = _data_spans(self._frame_text, len(records))
+        for i, obj in enumerate(records):
+            out.append(WatchRecord(topic, Record.from_json(obj), spans[i] if spans else None))
         return int(payload.get("to_seq", self._pending.get(topic, 0)))
 
     def _tombstone(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
