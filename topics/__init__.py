@@ -15,6 +15,8 @@ from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
 from ._storage.reader import Reader as Reader
 from .config import TopicConfig as TopicConfig
+from .consumer import consume as consume
+from .cursor_types import ConsumeStats as ConsumeStats
 from .cursor_types import CursorInfo as CursorInfo
 from .cursor_types import DeleteCursorResult as DeleteCursorResult
 from .engine import Engine as Engine
@@ -74,6 +76,7 @@ __all__ = [
     "ClaimResult",
     "Client",
     "Clock",
+    "ConsumeStats",
     "CursorInfo",
     "DataDirLockedError",
     "DeleteCursorResult",
@@ -106,6 +109,7 @@ __all__ = [
     "WorkerStats",
     "WriteResult",
     "__version__",
+    "consume",
     "open",
     "open_engine",
     "run_worker",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CursorInfo", "DeleteCursorResult"]
+__all__ = ["ConsumeStats", "CursorInfo", "DeleteCursorResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +54,12 @@ class DeleteCursorResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "cursor": self.cursor, "deleted": self.deleted}
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    """What a consume loop did: batches committed, records handled, the last committed seq."""
+
+    batches: int = 0
+    records: int = 0
+    committed_seq: int = 0

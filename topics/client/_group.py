@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from topics.cursor_types import ConsumeStats
 from topics.errors import CursorNotFoundError, TopicNotFoundError
 from topics.types import Record
 
@@ -58,15 +58,6 @@ class ServerCursorStore:
             if topic in self.topics and self._saved.get(topic) != seq:
                 self.client.put_cursor(topic, self.group, seq)
                 self._saved[topic] = seq
-
-
-@dataclass(slots=True)
-class ConsumeStats:
-    """What a consume loop did: batches read, records handled, the last committed seq."""
-
-    batches: int = 0
-    records: int = 0
-    committed_seq: int = 0
 
 
 def consume(

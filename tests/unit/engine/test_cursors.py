@@ -293,3 +293,64 @@ def test_the_sync_facade_has_the_cursor_methods(tmp_path):
         assert db.delete_cursor("t", "g").deleted
     with topics.open(str(tmp_path)) as db:
         assert db.list_cursors("t") == []
+
+
+# -- topics.consume: the embedded consumer-group loop ---------------------------------------
+
+
+async def test_consume_with_the_async_engine(engine):
+    import topics
+
+    await fill(engine)
+    seen: list[int] = []
+
+    async def handler(rec: topics.Record) -> None:
+        seen.append(rec.seq)
+
+    stats = await topics.consume(engine, "t", "g", handler, limit=2, until_caught_up=True)
+    assert seen == [1, 2, 3, 4, 5]
+    assert (stats.batches, stats.records, stats.committed_seq) == (3, 5, 5)
+    await fill(engine, n=1)
+    again = await topics.consume(
+        engine, "t", "g", lambda r: seen.append(r.seq), until_caught_up=True
+    )
+    assert seen[-1] == 6
+    assert again.committed_seq == 6
+
+
+async def test_consume_leaves_a_failed_page_uncommitted_and_refuses_a_rival(engine):
+    import topics
+
+    await fill(engine, n=4)
+
+    def fail_at_3(rec: topics.Record) -> None:
+        if rec.seq == 3:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await topics.consume(engine, "t", "g", fail_at_3, limit=2, until_caught_up=True)
+    assert (await engine.get_cursor("t", "g")).seq == 2
+
+    async def rival(rec: topics.Record) -> None:
+        await engine.put_cursor("t", "g", 4)
+
+    with pytest.raises(CursorConflictError):
+        await topics.consume(engine, "t", "g", rival, until_caught_up=True)
+    assert (await engine.get_cursor("t", "g")).seq == 4
+
+
+def test_consume_with_the_sync_facade_resumes_after_a_restart(tmp_path):
+    import topics
+
+    with topics.open(str(tmp_path)) as db:
+        db.write("t", [{"data": i} for i in range(5)])
+        seen: list[int] = []
+        stats = topics.consume(
+            db, "t", "billing", lambda r: seen.append(r.seq), limit=3, until_caught_up=True
+        )
+        assert (seen, stats.committed_seq) == ([1, 2, 3, 4, 5], 5)
+        db.write("t", [{"data": 5}])
+    with topics.open(str(tmp_path)) as db:
+        seen = []
+        topics.consume(db, "t", "billing", lambda r: seen.append(r.seq), until_caught_up=True)
+        assert seen == [6]
