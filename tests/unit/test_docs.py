@@ -111,7 +111,7 @@ def test_install_lines_name_this_distribution_or_the_checkout() -> None:
 def test_examples_say_how_to_run_them_with_the_venv() -> None:
     """Outside the venv `python examples/x.py` cannot import topics: each example's Run line
     uses the venv's Python, which ./scripts/serve creates."""
-    for path in sorted((ROOT / "examples").glob("*.py")):
+    for path in sorted((ROOT / "examples").glob("[!_]*.py")):  # _x.py: helpers, not examples
         text = path.read_text(encoding="utf-8")
         runs = re.findall(r"^\s*(?:Run:)?\s*(?:\w+=\S+ )?(\S*python\S*) examples/", text, re.M)
         assert runs, f"{path.name} does not say how to run it"
