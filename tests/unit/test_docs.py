@@ -156,3 +156,23 @@ def test_every_contract_section_the_code_cites_is_in_contract_md() -> None:
     assert cited_notes
     missing = {n: where[:3] for n, where in cited_notes.items() if n not in notes}
     assert not missing, f"settlements cited but not in docs/CONTRACT.md: {missing}"
+
+
+def test_no_doc_links_outside_the_repository() -> None:
+    """Every relative link in README.md and docs/*.md resolves to a file inside the
+    repository (a link to ../shared or a spec file works only on the machine it was written
+    on); anchors and absolute URLs are left alone."""
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    checked = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for outside in ("../shared", "CONTRACT-NOTES.md", "STYLE.md"):  # plain-text mentions
+            assert outside not in text, f"{page.name} refers to {outside} outside the repo"
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # https:, mailto:, an anchor in the same page
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            assert path.is_relative_to(ROOT), f"{page.name} links outside the repo: {target}"
+            assert path.exists(), f"{page.name} links to missing {target}"
+            checked += 1
+    assert checked > 20
