@@ -250,6 +250,9 @@ class WsConnection:
             dedupe=op.dedupe,  # type: ignore[arg-type]
             dedupe_ms=op.dedupe_ms,  # type: ignore[arg-type]
             replace=op.replace,  # type: ignore[arg-type]
+            expected_head_seq=op.expected_head_seq,  # type: ignore[arg-type]
+            producer_id=op.producer_id,  # type: ignore[arg-type]
+            epoch=op.epoch,  # type: ignore[arg-type]
         )
         perf = performance(
             (time.perf_counter() - t0) * 1000,

@@ -47,13 +47,14 @@ from topics._cli_args import add_global_options
 from topics._cli_format import RawRecord, Style, raw_from_record, raw_page, use_colour
 from topics._cli_input import BadLine, check_data_line, send_batch
 from topics._core.scan import BodyError, split_write_body
-from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
+from topics.cli_filters import FilterSyntaxError, bounded_starts, parse_time, parse_where
 from topics.client import Client, ClientConnectionError, RetryPolicy, WatchRecord
 from topics.errors import ConflictError, NotFoundError, TopicsError
 from topics.types import Record, Tombstone, WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
+    EndReachedEvent,
     TombstoneEvent,
     TopicAddedEvent,
     TopicDeletedEvent,
@@ -304,6 +305,8 @@ class Cli:
         progress = Progress(self.err, total, bool(show))
         first = last = None
         count = batches = 0
+        # --expect-head chains: each batch must land right after the previous one.
+        expected = self.args.expect_head
         try:
             for batch, size in self._batches(f):
                 res = self._write_batch(
@@ -436,6 +439,7 @@ class Cli:
             tail=isinstance(topics, list),
             node=self.args.node,
             include_tags=True,
+            group=self.args.group,
             **guard,
         )
         with events:

@@ -306,6 +306,10 @@ ERROR_CODES: dict[str, str] = {
     "router's derived dest (detail.reason = router_dest_fan_in).",
     "topic_not_empty": "DELETE ?if_empty=true on a topic that holds records.",
     "not_a_queue": "A queue operation on a topic whose type is not queue.",
+    "head_mismatch": "A write whose expected_head_seq is not the topic's head_seq "
+    "(compare-and-append); detail.head_seq holds the actual head; nothing appended.",
+    "producer_fenced": "A write whose epoch is below the highest the topic has seen for its "
+    "producer_id (a newer instance took over); detail.current_epoch; nothing appended.",
     "cursor_conflict": "A cursor commit whose expect_seq is not the committed seq "
     "(detail.seq holds it); nothing changed.",
     "backlog_exceeded": "A watched topic is further behind than its max_backlog and the watch "
@@ -326,6 +330,30 @@ ERROR_CODES: dict[str, str] = {
 #: Codes that only travel inside a stream (an SSE ``event: error`` or a WebSocket
 #: ``{"op": "error"}`` frame), never as an HTTP status: code -> the HTTP-aligned number.
 STREAM_ERROR_CODES: dict[str, int] = {"session_gone": 410, "slow_consumer": 408}
+
+#: The write conditions of issue 19, on POST /v0/topics/:topic and a WebSocket publish.
+_WRITE_CONDITIONS: dict[str, Schema] = {
+    "expected_head_seq": {
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "description": "Compare-and-append: append only if the topic's head_seq is exactly "
+        "this (0 for an absent topic this write creates; deletes and eviction never move the "
+        "head), else 409 head_mismatch and nothing is appended. Checked after deduplication.",
+    },
+    "producer_id": {
+        "type": ["string", "null"],
+        "minLength": 1,
+        "maxLength": 256,
+        "description": "Producer fencing, with epoch (both or neither): per topic, a write from "
+        "an epoch below the highest seen for this producer is 409 producer_fenced. The "
+        "producer's last batch's idempotency_key is deduplicated without a time window.",
+    },
+    "epoch": {
+        "type": ["integer", "null"],
+        "minimum": 0,
+        "description": "This producer instance's epoch (raise it on every restart).",
+    },
+}
 
 _DETAILS: dict[str, Schema] = {
     "invalid_request": _obj(
@@ -379,6 +407,23 @@ _DETAILS: dict[str, Schema] = {
         }
     ),
     "topic_not_empty": _obj({"topic": {"type": "string"}, "count": {"type": "integer"}}),
+    "head_mismatch": _obj(
+        {
+            "topic": {"type": "string"},
+            "expected_head_seq": {"type": "integer"},
+            "head_seq": _int("The topic's actual head_seq.", minimum=0),
+        },
+        ["topic", "expected_head_seq", "head_seq"],
+    ),
+    "producer_fenced": _obj(
+        {
+            "topic": {"type": "string"},
+            "producer_id": {"type": "string"},
+            "epoch": _int("The write's epoch.", minimum=0),
+            "current_epoch": _int("The highest epoch the topic has seen.", minimum=0),
+        },
+        ["topic", "producer_id", "epoch", "current_epoch"],
+    ),
     "topic_full": _obj(
         {
             "topic": {"type": "string"},
@@ -776,6 +821,7 @@ def _records() -> dict[str, Schema]:
                     "old job is deleted and the new one appended (a new seq, at the tail). A "
                     "claimed holder is never replaced.",
                 },
+                **_WRITE_CONDITIONS,
             },
             ["records"],
             closed=True,
@@ -1381,6 +1427,7 @@ def _ws() -> dict[str, Schema]:
                         "config": _ref("TopicConfigInput"),
                         "disable_backpressure": {"type": "boolean"},
                         "return_seqs": {"type": "boolean"},
+                        **_WRITE_CONDITIONS,
                     },
                     ["topic", "records"],
                 ),
@@ -2191,7 +2238,9 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
             "when the write created the topic. Record data/meta are stored byte-verbatim. "
             "Shed under CPU pressure (429) unless disable_backpressure is true; a full "
             "discard:reject topic is 422 topic_full; TOPICS_MAX_TOTAL_BYTES / MAX_TOPICS caps "
-            "are 429 throttled (detail.limit)." + topic_body_note,
+            "are 429 throttled (detail.limit). expected_head_seq makes it a compare-and-append "
+            "(409 head_mismatch); producer_id + epoch fence older instances of a producer "
+            "(409 producer_fenced)." + topic_body_note,
             params=["return_seqs", "Idempotency-Key", "Content-Encoding"],
             body=_json_body("WriteRequest", required=True, description="The batch."),
             ok=_ok("WriteResult", "The assigned seqs (or the deduped original ones).", (200, 201)),
@@ -2203,6 +2252,8 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
                 "record_too_large",
                 "topic_not_found",
                 "topic_full",
+                "head_mismatch",
+                "producer_fenced",
             ),
         ),
         _op(

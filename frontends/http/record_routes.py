@@ -57,6 +57,9 @@ WRITE_FIELDS = frozenset(
         "dedupe",
         "dedupe_ms",
         "replace",
+        "expected_head_seq",
+        "producer_id",
+        "epoch",
     }
 )
 DIFF_FIELDS = frozenset(
@@ -129,6 +132,9 @@ async def write_records(ctx: RequestContext) -> Reply:
         dedupe=fields.get("dedupe"),  # type: ignore[arg-type]
         dedupe_ms=fields.get("dedupe_ms"),  # type: ignore[arg-type]
         replace=fields.get("replace"),  # type: ignore[arg-type]
+        expected_head_seq=fields.get("expected_head_seq"),  # type: ignore[arg-type]
+        producer_id=fields.get("producer_id"),  # type: ignore[arg-type]
+        epoch=fields.get("epoch"),  # type: ignore[arg-type]
     )
     return ctx.json(
         result.to_dict(),

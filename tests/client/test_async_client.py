@@ -170,3 +170,23 @@ def test_worker_stream_and_websocket(backend: str, server: ServerProcess) -> Non
                 assert [e.data for e in got if isinstance(e, WatchRecord)] == ["hello", [1.5]]
 
     run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_conditions(backend: str, server: ServerProcess) -> None:
+    async def main() -> None:
+        name = unique("acond")
+        async with topics.AsyncClient(server.base_url) as c:
+            first = await c.write(
+                name, [{"data": 1}], expected_head_seq=0, producer_id="p", epoch=1
+            )
+            assert first.seqs == [1]
+            with pytest.raises(topics.HeadMismatchError) as err:
+                await c.write(name, [{"data": 2}], expected_head_seq=0)
+            assert err.value.detail["head_seq"] == 1
+            await c.write(name, [{"data": 2}], producer_id="p", epoch=2)
+            with pytest.raises(topics.ProducerFencedError):
+                await c.write(name, [{"data": 3}], producer_id="p", epoch=1)
+            assert (await c.get_topic(name)).head_seq == 2
+
+    run(backend, main)

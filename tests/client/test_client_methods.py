@@ -250,3 +250,24 @@ def test_unreachable_server_is_a_connection_error() -> None:
     assert err.value.sent is False
     assert isinstance(err.value, topics.TopicsError)
     assert request_id_of(err.value)
+
+
+def test_write_conditions_and_their_errors(client: topics.Client) -> None:
+    """expected_head_seq and producer_id + epoch through write() and a WebSocket publish."""
+    name = unique("cond")
+    assert client.write(name, [{"data": 1}], expected_head_seq=0).seqs == [1]
+    with pytest.raises(topics.HeadMismatchError) as mismatch:
+        client.write(name, [{"data": 2}], expected_head_seq=0)
+    assert mismatch.value.detail == {"topic": name, "expected_head_seq": 0, "head_seq": 1}
+    assert client.write(name, [{"data": 2}], producer_id="p", epoch=5).seqs == [2]
+    with pytest.raises(topics.ProducerFencedError) as fenced:
+        client.write(name, [{"data": 3}], producer_id="p", epoch=4)
+    assert fenced.value.detail["current_epoch"] == 5
+    with client.ws() as ws:
+        ok = ws.publish(name, [{"data": 3}], expected_head_seq=2, producer_id="p", epoch=5)
+        assert ok.last_seq == 3
+        with pytest.raises(topics.ProducerFencedError):
+            ws.publish(name, [{"data": 4}], producer_id="p", epoch=1)
+        with pytest.raises(topics.HeadMismatchError):
+            ws.publish(name, [{"data": 4}], expected_head_seq=2)
+    assert client.get_topic(name).head_seq == 3

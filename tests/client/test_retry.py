@@ -181,3 +181,20 @@ def test_server_delay_sources() -> None:
     assert server_delay_s({"retry-after": "garbage"}, None) is None
     http_date = server_delay_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None)
     assert http_date == 0.0
+
+
+def test_a_compare_and_append_whose_answer_was_lost_is_deduped_not_refused(
+    server: ServerProcess, sleeps: list[float]
+) -> None:
+    """The retry carries the first attempt's idempotency key, so the head it moved itself is
+    no head_mismatch (issue 19)."""
+    name = unique("lostcas")
+    transport = FaultyTransport(after=[raises(httpx.ReadError)])
+    with _client(server, transport) as c:
+        res = c.write(name, [{"data": 1}], expected_head_seq=0, producer_id="p", epoch=1)
+        assert (res.deduped, res.seqs) == (True, [1])
+        assert len(transport.requests) == 2
+        with pytest.raises(topics.HeadMismatchError) as err:
+            c.write(name, [{"data": 2}], expected_head_seq=0)
+        assert err.value.detail["head_seq"] == 1
+        assert len(transport.requests) == 3  # a 409 is not retried

@@ -290,3 +290,56 @@ async def test_long_poll_ends_silently_when_the_client_goes_away(inproc: InProc)
         await trio.testing.wait_all_tasks_blocked()
         left.set()
     assert sent == []  # nobody to answer
+
+
+# -- compare-and-append and producer fencing (issue 19) ------------------------------------
+
+
+def test_expected_head_seq_appends_only_at_that_head(http: httpx.Client) -> None:
+    r = _write(http, "w-cas", {"records": [{"data": 1}], "expected_head_seq": 0})
+    assert (r.status_code, r.json()["seqs"]) == (201, [1])
+    r = _write(http, "w-cas", {"records": [{"data": 2}], "expected_head_seq": 0})
+    assert r.status_code == 409, r.text
+    error = r.json()["error"]
+    assert error["code"] == "head_mismatch"
+    assert error["detail"] == {"topic": "w-cas", "expected_head_seq": 0, "head_seq": 1}
+    assert http.get("/v0/topics/w-cas").json()["head_seq"] == 1  # nothing appended
+    r = _write(http, "w-cas", {"records": [{"data": 2}], "expected_head_seq": 1})
+    assert (r.status_code, r.json()["seqs"]) == (200, [2])
+    r = _write(http, "w-cas", {"records": [{"data": 3}], "expected_head_seq": "2"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+    r = _write(http, "w-cas-none", {"records": [{"data": 1}], "expected_head_seq": 4})
+    assert r.status_code == 409
+    assert http.get("/v0/topics/w-cas-none").status_code == 404  # not created either
+
+
+def test_producer_epochs_fence_older_instances(http: httpx.Client) -> None:
+    def write(epoch: int, key: str | None = None) -> httpx.Response:
+        body: dict[str, object] = {
+            "records": [{"data": epoch}],
+            "producer_id": "loader",
+            "epoch": epoch,
+        }
+        if key is not None:
+            body["idempotency_key"] = key
+        return _write(http, "w-fence", body)
+
+    first = write(1, "batch-1")
+    assert first.status_code == 201
+    assert write(2).status_code == 200
+    r = write(1, "batch-1")  # the old instance, even retrying its own batch
+    assert r.status_code == 409, r.text
+    error = r.json()["error"]
+    assert error["code"] == "producer_fenced"
+    assert error["detail"] == {
+        "topic": "w-fence",
+        "producer_id": "loader",
+        "epoch": 1,
+        "current_epoch": 2,
+    }
+    assert http.get("/v0/topics/w-fence").json()["head_seq"] == 2
+    last = write(2, "batch-3")
+    again = write(3, "batch-3")  # a restarted instance resends its predecessor's last batch
+    assert (again.json()["deduped"], again.json()["seqs"]) == (True, last.json()["seqs"])
+    r = _write(http, "w-fence", {"records": [{"data": 0}], "producer_id": "loader"})
+    assert (r.status_code, r.json()["error"]["detail"]) == (400, {"field": "epoch"})

@@ -320,3 +320,30 @@ def test_real_server_over_tcp(start_server: Callable[..., ServerProcess]) -> Non
     assert "caught_up" in ops
     record = next(f for f in frames if f["op"] == "record")
     assert record["records"][0]["data"] == [1.5]
+
+
+def test_publish_conditions_on_the_real_server(start_server: Callable[..., ServerProcess]) -> None:
+    """expected_head_seq and producer_id + epoch on a publish (issue 19), over TCP."""
+    server = start_server()
+    port = int(server.base_url.rsplit(":", 1)[1])
+
+    def publish(rid: str, **fields: Any) -> str:
+        body = {"op": "publish", "request_id": rid, "topic": "cond", "records": [{"data": rid}]}
+        return ujson.dumps({**body, **fields})
+
+    messages = [
+        publish("p1", expected_head_seq=0, producer_id="w", epoch=2),
+        publish("p2", expected_head_seq=0),
+        publish("p3", producer_id="w", epoch=1),
+        publish("p4", expected_head_seq=1, producer_id="w", epoch=2, idempotency_key="k"),
+        publish("p5", producer_id="w", epoch=3, idempotency_key="k"),
+    ]
+    frames = _ws_roundtrip(port, messages, lambda got: len(got) == len(messages))
+    by_id = {f["request_id"]: f for f in frames}
+    assert (by_id["p1"]["op"], by_id["p1"]["last_seq"]) == ("ack", 1)
+    assert (by_id["p2"]["code"], by_id["p2"]["detail"]["head_seq"]) == ("head_mismatch", 1)
+    assert (by_id["p3"]["code"], by_id["p3"]["detail"]["current_epoch"]) == ("producer_fenced", 2)
+    assert (by_id["p4"]["op"], by_id["p4"]["last_seq"]) == ("ack", 2)
+    assert (by_id["p5"]["deduped"], by_id["p5"]["last_seq"]) == (True, 2)  # no window needed
+    with server.client() as http:
+        assert http.get("/v0/topics/cond").json()["head_seq"] == 2

@@ -223,6 +223,9 @@ class AsyncClient:
         dedupe: str | None = None,
         dedupe_ms: int | None = None,
         replace: bool | None = None,
+        expected_head_seq: int | None = None,
+        producer_id: str | None = None,
+        epoch: int | None = None,
     ) -> WriteResult:
         """Append a batch atomically (§2). ``data``/``meta`` given as bytes are JSON text,
         sent verbatim. On a queue, a record may carry ``deliver_at``/``delay_ms`` (a
@@ -231,9 +234,13 @@ class AsyncClient:
 
         Retried (on 429/503 or a lost connection) under one idempotency key, so a retry
         never appends twice: ``deduped`` is then true and the seqs are the original ones.
+        ``expected_head_seq`` appends only if the topic's head is exactly that
+        (compare-and-append); ``producer_id`` + ``epoch`` fence older instances of a
+        producer (docs/GUIDES.md, "Exactly-once producers").
 
         Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,
-        topic_full, payload_too_large, throttled.
+        topic_full, payload_too_large, throttled, head_mismatch (``detail.head_seq``),
+        producer_fenced (``detail.current_epoch``).
         """
         options = write_options(
             self.settings,
@@ -246,6 +253,9 @@ class AsyncClient:
             dedupe=dedupe,
             dedupe_ms=dedupe_ms,
             replace=replace,
+            expected_head_seq=expected_head_seq,
+            producer_id=producer_id,
+            epoch=epoch,
         )
         return await self._run(p.write(topic, records, options))
 

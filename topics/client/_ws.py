@@ -37,10 +37,11 @@ from wsproto import events as wse
 from wsproto.connection import ConnectionState
 
 from topics.errors import error_class_for_code
-from topics.types import Record, WriteResult
+from topics.types import WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
+    EndReachedEvent,
     TombstoneEvent,
     TopicAddedEvent,
     TopicDeletedEvent,
@@ -48,7 +49,7 @@ from topics.watch_types import (
 
 from . import _protocol as p
 from ._transport import ClientConnectionError, Settings, error_from_response
-from ._watch_state import WatchEventValue, WatchRecord
+from ._watch_state import WatchEventValue, WatchRecord, record_of
 
 __all__ = ["AsyncWebSocket", "WebSocket"]
 
@@ -65,6 +66,9 @@ _PUBLISH_OPTIONS = frozenset(
         "dedupe",
         "dedupe_ms",
         "replace",
+        "expected_head_seq",
+        "producer_id",
+        "epoch",
     }
 )
 
@@ -177,7 +181,7 @@ def events_of(frame: Mapping[str, Any]) -> list[WatchEventValue]:
     if not isinstance(topic, str):
         return []
     if op == "record":
-        return [WatchRecord(topic, Record.from_json(r)) for r in frame.get("records") or ()]
+        return [WatchRecord(topic, record_of(r)) for r in frame.get("records") or ()]
     head = int(frame.get("head_seq", 0))
     if op == "caught_up":
         return [CaughtUpEvent(topic, head, head)]
@@ -186,6 +190,8 @@ def events_of(frame: Mapping[str, Any]) -> list[WatchEventValue]:
         return [TombstoneEvent(topic, tomb, tomb.gap_to)]
     if op == "topic_deleted":
         return [TopicDeletedEvent(topic, head, head)]
+    if op == "end_reached":
+        return [EndReachedEvent(topic, head, int(frame.get("next_from_seq", 0)))]
     if op == "topic_added":
         start = int(frame.get("from_seq", 0))
         return [TopicAddedEvent(topic, str(frame.get("prefix", "")), head, start)]

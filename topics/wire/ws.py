@@ -105,6 +105,9 @@ _PUBLISH = _COMMON | {
     "dedupe",
     "dedupe_ms",
     "replace",
+    "expected_head_seq",
+    "producer_id",
+    "epoch",
 }
 _START_FIELDS = frozenset(
     {"from_seq", "tail", "max_backlog", "cursor", "commit", "from_ts", "to_ts", "to_seq"}
@@ -198,6 +201,9 @@ class Publish:
     dedupe: object = None
     dedupe_ms: object = None
     replace: object = None
+    expected_head_seq: object = None
+    producer_id: object = None
+    epoch: object = None
     op: Literal["publish"] = "publish"
 
 
@@ -390,6 +396,9 @@ def _publish(reader: _Reader, records: list[dict[str, object]] | None) -> Publis
         dedupe=f.get("dedupe"),
         dedupe_ms=f.get("dedupe_ms"),
         replace=f.get("replace"),
+        expected_head_seq=f.get("expected_head_seq"),
+        producer_id=f.get("producer_id"),
+        epoch=f.get("epoch"),
     )
 
 
