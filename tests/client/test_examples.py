@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+import topics
+
+from .conftest import ServerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -43,3 +51,21 @@ def test_ws_chat_example() -> None:
     assert "alice heard bob: hi alice!" in out
     assert "bob heard alice: bye" in out
     assert "heard alice" not in out.replace("bob heard alice", "")  # no echo to alice
+
+
+def test_client_md_claim_ack_snippet_runs(server: ServerProcess) -> None:
+    """The claim/ack snippet of docs/CLIENT.md, run as written against the server."""
+    text = (EXAMPLES.parent / "docs" / "CLIENT.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    snippet = next(b for b in blocks if "client.claim(" in b)
+    queue = f"jobs-doc-{time.monotonic_ns()}"
+    code = snippet.replace("http://127.0.0.1:4000", server.base_url).replace('"jobs"', repr(queue))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "CLIENT.md", "exec"), {})
+    assert out.getvalue() == "3 2 1\n"
+    with topics.Client(server.base_url) as client:
+        state = client.get_topic(queue, touch=False)
+    assert state.count == 1  # the acked jobs are gone, the nacked one waits
+    assert state.queue is not None
+    assert state.queue["in_flight"] == 0
