@@ -434,6 +434,14 @@ class Cli:
             guard["topic_prefix"] = self.args.prefix
         if self.args.max_backlog is not None:
             guard["max_backlog"] = self.args.max_backlog
+        bounds = self._bounds()  # --since/--until/--to/--where (docs/CLI.md, "Filters")
+        if "from_ts" in bounds and (self.args.from_seq is not None or self.args.last is not None):
+            raise UsageError("give --since, --from or --last, not two of them")
+        if "where" in bounds:
+            guard["where"] = bounds.pop("where")
+        if bounds:
+            topics = bounded_starts(topics, bounds)
+        open_ends = set(topics) if "to_ts" in bounds or "to_seq" in bounds else None
         events = self.client.watch(
             topics,
             tail=isinstance(topics, list),
@@ -454,6 +462,13 @@ class Cli:
                     self.warn_tombstone(ev.topic, ev.tombstone)
                 elif isinstance(ev, TopicDeletedEvent):
                     self.err.write(f"topics: {ev.topic} was deleted\n")
+                elif isinstance(ev, EndReachedEvent):
+                    if self.args.verbose:
+                        self.err.write(f"topics: {ev.topic} reached its end at {ev.cursor}\n")
+                    if open_ends is not None:
+                        open_ends.discard(ev.topic)
+                        if not open_ends:  # every topic reached --until/--to: done
+                            return
                 elif isinstance(ev, BacklogExceededEvent):
                     self.err.write(
                         f"topics: {ev.topic} was {ev.backlog} records behind (more than "
@@ -755,6 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
     p.add_argument("--node", help="skip records written by this node")
     p.add_argument("--count", type=int, help="exit after this many records")
+    _bound_options(p)
     p.add_argument("-n", "--last", type=int, metavar="N",
                    help="start with the last N records of each topic (default: new only)")  # fmt: skip
     p.add_argument("--wait", action="store_true",

@@ -24,11 +24,13 @@ Rules:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import ujson
 
-__all__ = ["FilterSyntaxError", "parse_time", "parse_where"]
+__all__ = ["FilterSyntaxError", "bounded_starts", "parse_time", "parse_where"]
 
 
 class FilterSyntaxError(ValueError):
@@ -178,3 +180,20 @@ def parse_time(text: str, now_ms: int) -> int:
     if when.tzinfo is None:
         raise FilterSyntaxError(f"{text!r} needs a time zone (e.g. Z)")
     return int(when.timestamp() * 1000)
+
+
+def bounded_starts(
+    topics: Mapping[str, Any] | Sequence[str], bounds: Mapping[str, int]
+) -> dict[str, dict[str, Any]]:
+    """``tail``'s per-topic watch starts with ``from_ts``/``to_ts``/``to_seq`` added: a
+    list of names (new records only) or a name -> from_seq map; ``from_ts`` replaces the
+    start."""
+    if isinstance(topics, Mapping):
+        base = {
+            t: dict(s) if isinstance(s, Mapping) else {"from_seq": s} for t, s in topics.items()
+        }
+    else:
+        base = {t: {"tail": True} for t in topics}
+    if "from_ts" in bounds:
+        base = {t: {} for t in base}
+    return {t: {**start, **bounds} for t, start in base.items()}

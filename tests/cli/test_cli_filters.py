@@ -92,3 +92,24 @@ def test_read_with_where_since_to_and_cloudevents(topics_cli: Run) -> None:
     bad = topics_cli("read", t, "--where", "kind=")
     assert bad.returncode == 2
     assert "expected a value" in bad.stderr or "ends too early" in bad.stderr
+
+
+def test_bounded_starts() -> None:
+    from topics.cli_filters import bounded_starts
+
+    assert bounded_starts(["a"], {"to_seq": 5}) == {"a": {"tail": True, "to_seq": 5}}
+    assert bounded_starts({"a": 3}, {"to_ts": 9}) == {"a": {"from_seq": 3, "to_ts": 9}}
+    assert bounded_starts(["a"], {"from_ts": 1, "to_seq": 2}) == {"a": {"from_ts": 1, "to_seq": 2}}
+
+
+def test_tail_since_where_until_the_end(topics_cli: Run) -> None:
+    t = name("tailflt")
+    lines = [{"kind": "refund", "n": 1}, {"kind": "sale", "n": 2}, {"kind": "refund", "n": 3}]
+    ok(topics_cli("write", t, input="".join(json.dumps(x) + "\n" for x in lines)))
+    # Ends by itself once the topic reaches --to: no --count needed.
+    out = ok(
+        topics_cli("--json", "tail", t, "--since", "1h", "--where", "kind=refund", "--to", "3")
+    )
+    assert [(r["topic"], r["$seq"]) for r in lines_json(out)] == [(t, 1), (t, 3)]
+    bad = topics_cli("tail", t, "--since", "1h", "--from", "0", "--count", "1")
+    assert bad.returncode == 2

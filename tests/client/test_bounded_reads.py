@@ -10,6 +10,8 @@ import anyio
 import pytest
 
 import topics
+from topics.client import WatchRecord
+from topics.watch_types import EndReachedEvent
 
 from .conftest import ServerProcess, unique
 
@@ -58,3 +60,41 @@ def test_async_client_bounds(server: ServerProcess, backend: str) -> None:
             assert page.events[0]["topicsseq"] == 1
 
     anyio.run(main, backend=backend)
+
+
+def test_watch_with_bounds_where_and_end(client: topics.Client) -> None:
+    t = unique("wbounded")
+    client.write(t, [{"data": {"k": i % 2}} for i in range(6)])
+    got: list[Any] = []
+    with client.watch({t: {"from_seq": 0, "to_seq": 5}}, where=["data.k", "Eq", 1]) as events:
+        for ev in events:
+            got.append(ev)
+            if isinstance(ev, EndReachedEvent):
+                break
+    assert [e.seq for e in got if isinstance(e, WatchRecord)] == [2, 4]
+    assert got[-1] == EndReachedEvent(t, 6, 5)
+
+
+def test_watch_cloudevents_records(client: topics.Client) -> None:
+    t = unique("wce")
+    client.write(t, [{"data": {"a": 1}, "meta": {"type": "t.x"}}])
+    with client.watch({t: {"from_seq": 0, "to_seq": 1}}, format="cloudevents") as events:
+        rec = next(e for e in events if isinstance(e, WatchRecord))
+    assert rec.seq == 1
+    assert rec.data["type"] == "t.x"
+    assert rec.data["data"] == {"a": 1}
+
+
+def test_ws_subscribe_with_bounds(client: topics.Client) -> None:
+    t = unique("wsb")
+    client.write(t, [{"data": {"k": i}} for i in range(4)])
+    got: list[Any] = []
+    with client.ws() as ws:
+        ws.subscribe(t, from_seq=0, to_seq=3, where=["data.k", "Ge", 1])
+        for ev in ws:
+            got.append(ev)
+            if isinstance(ev, EndReachedEvent):
+                break
+    assert [e.seq for e in got if isinstance(e, WatchRecord)] == [2, 3]
+    assert isinstance(got[-1], EndReachedEvent)
+    assert got[-1].cursor == 3

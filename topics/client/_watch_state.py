@@ -41,6 +41,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import ujson
@@ -50,6 +51,7 @@ from topics.types import Record
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
+    EndReachedEvent,
     TombstoneEvent,
     TopicAddedEvent,
     TopicDeletedEvent,
@@ -82,8 +84,13 @@ _OPTIONS = frozenset(
         "consistency",
         "max_backlog",
         "on_backlog",
+        "where",
+        "format",
+        "ce_type_field",
     }
 )
+#: A topic's own end (issue 18): kept when a re-created session restarts it from a cursor.
+_ENDS = ("to_ts", "to_seq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +119,21 @@ WatchEventValue = (
     | TopicDeletedEvent
     | TopicAddedEvent
     | BacklogExceededEvent
+    | EndReachedEvent
 )
+
+
+def record_of(obj: dict[str, Any]) -> Record:
+    """A record of a frame; with ``format="cloudevents"`` the whole event is its ``data``
+    (``seq`` from ``topicsseq``, ``ts`` from ``time``)."""
+    if "$seq" in obj or "topicsseq" not in obj:
+        return Record.from_json(obj)
+    try:
+        when = datetime.fromisoformat(str(obj["time"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        when = None
+    ts = int(when.timestamp() * 1000) if when is not None else 0
+    return Record(seq=int(obj["topicsseq"]), ts=ts, data=obj)
 
 
 def _data_spans(text: str, n: int) -> list[bytes] | None:
@@ -235,7 +256,9 @@ class WatchState:
         topics: dict[str, dict[str, Any]] = {}
         for name, start in self.spec.starts.items():
             seq = self.committed.get(name)
-            topics[name] = {"from_seq": seq} if seq is not None else start
+            if seq is not None:
+                start = {"from_seq": seq, **{k: v for k, v in start.items() if k in _ENDS}}
+            topics[name] = start
         for name in self.joined:
             topics[name] = {"from_seq": self.committed.get(name, 0)}
         body: dict[str, Any] = {"topics": topics, "heartbeat_ms": self.spec.heartbeat_ms}
@@ -321,13 +344,14 @@ class WatchState:
         if not isinstance(topic, str) or kind not in _FRAMES:
             return
         cursor = _FRAMES[kind](self, topic, payload, out)
-        self._commit(ev.id, topic, cursor, deleted=kind == "topic-deleted", out=out)
+        ends = kind in ("topic-deleted", "end-reached")
+        self._commit(ev.id, topic, cursor, deleted=ends, out=out)
 
     def _record(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
         records = payload.get("records") or ()
         spans = _data_spans(self._frame_text, len(records))
         for i, obj in enumerate(records):
-            out.append(WatchRecord(topic, Record.from_json(obj), spans[i] if spans else None))
+            out.append(WatchRecord(topic, record_of(obj), spans[i] if spans else None))
         return int(payload.get("to_seq", self._pending.get(topic, 0)))
 
     def _tombstone(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
@@ -344,6 +368,11 @@ class WatchState:
         head = int(payload.get("head_seq", 0))
         out.append(TopicDeletedEvent(topic, head, head))
         return head
+
+    def _ended(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
+        cursor = int(payload.get("next_from_seq", 0))
+        out.append(EndReachedEvent(topic, int(payload.get("head_seq", 0)), cursor))
+        return cursor
 
     def _added(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
         start = int(payload.get("from_seq", 0))
@@ -423,4 +452,5 @@ _FRAMES = {
     "topic-deleted": WatchState._deleted,
     "topic-added": WatchState._added,
     "backlog-exceeded": WatchState._backlog,
+    "end-reached": WatchState._ended,
 }
