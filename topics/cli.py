@@ -310,10 +310,18 @@ class Cli:
         try:
             for batch, size in self._batches(f):
                 res = self._write_batch(
-                    self.args.topic, batch, node=self.args.node, return_seqs=False
+                    self.args.topic,
+                    batch,
+                    node=self.args.node,
+                    return_seqs=False,
+                    expected_head_seq=expected,
+                    producer_id=self.args.producer_id,
+                    epoch=self.args.epoch,
                 )
                 if res is None:  # every line of it was skipped (--skip-bad)
                     continue
+                if expected is not None:
+                    expected = res.last_seq
                 first = res.first_seq if first is None else first
                 last = res.last_seq
                 count += res.count
@@ -447,7 +455,6 @@ class Cli:
             tail=isinstance(topics, list),
             node=self.args.node,
             include_tags=True,
-            group=self.args.group,
             **guard,
         )
         with events:
@@ -740,6 +747,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="origin node of the records")
     p.add_argument("--batch", type=int, default=1000, help="records per request")
     p.add_argument("--batch-bytes", type=int, default=4 << 20, help="bytes per request")
+    p.add_argument(
+        "--expect-head",
+        type=int,
+        help="append only if the topic's head_seq is N (each later batch: the previous one's "
+        "last seq); else stop with head_mismatch",
+    )
+    p.add_argument("--producer-id", help="fence older epochs of this producer (with --epoch)")
+    p.add_argument("--epoch", type=int, help="this producer instance's epoch")
     p.add_argument("--skip-bad", action="store_true",
                    help="leave out lines that are not records (reported on stderr with their "
                    "line number) instead of stopping there")  # fmt: skip
