@@ -264,7 +264,8 @@ class QueueState:
                 del self.delayed[seq]
                 self._make_free(seq)
                 freed = True
-        if self.schedule and self.schedule.pop_due(now, self.cursor):
+        schedule = self.schedule
+        if schedule.heap and schedule.pop_due(now, self.cursor):  # (no call when idle)
             freed = True
         if len(deadlines) > 64 and len(deadlines) > 4 * len(self.leases):
             self._compact_deadlines()
@@ -340,7 +341,8 @@ class QueueState:
         return taken, dead
 
     def _fresh(self, n: int) -> list[Taken]:
-        if self.schedule:
+        schedule = self.schedule
+        if schedule.pending or schedule.due:
             return self._fresh_scheduled(n)
         log = self.log
         start = max(self.cursor + 1, log.earliest)

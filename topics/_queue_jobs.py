@@ -60,23 +60,20 @@ Stamps = tuple[int | None, str | None, int | None]
 class Schedule:
     """Jobs written with a future ``deliver_at`` (rule 2)."""
 
-    __slots__ = ("_heap", "due", "pending")
+    __slots__ = ("due", "heap", "pending")
 
     def __init__(self) -> None:
         self.pending: dict[int, int] = {}
-        self._heap: list[tuple[int, int]] = []
+        self.heap: list[tuple[int, int]] = []
         self.due: list[int] = []
-
-    def __bool__(self) -> bool:
-        return bool(self.pending) or bool(self.due)
 
     def add(self, seq: int, at: int) -> None:
         self.pending[seq] = at
-        heapq.heappush(self._heap, (at, seq))
+        heapq.heappush(self.heap, (at, seq))
 
     def pop_due(self, now: int, cursor: int) -> bool:
         """Move the jobs due by ``now`` out of ``pending``; True if any moved."""
-        heap, pending = self._heap, self.pending
+        heap, pending = self.heap, self.pending
         moved = False
         while heap and heap[0][0] <= now:
             at, seq = heapq.heappop(heap)
@@ -88,7 +85,7 @@ class Schedule:
         return moved
 
     def next_ms(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        return self.heap[0][0] if self.heap else None
 
     def discard(self, seq: int) -> None:
         """Forget a pending job (deleted or replaced); its heap entry goes stale."""
@@ -104,8 +101,8 @@ class Schedule:
     def rebuild(self, keep: Callable[[int], bool], cursor: int, now: int | None = None) -> None:
         """Keep only the pending jobs ``keep`` accepts and rebuild the heaps (restore)."""
         self.pending = {seq: at for seq, at in self.pending.items() if keep(seq)}
-        self._heap = [(at, seq) for seq, at in self.pending.items()]
-        heapq.heapify(self._heap)
+        self.heap = [(at, seq) for seq, at in self.pending.items()]
+        heapq.heapify(self.heap)
         self.due = [seq for seq in self.due if keep(seq) and seq <= cursor]
         heapq.heapify(self.due)
         if now is not None:
