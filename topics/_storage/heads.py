@@ -24,11 +24,17 @@ Rules:
 5. :meth:`HeadTable.create` fills a fresh table under a temporary name and renames it
    over the old one, so a crash while starting leaves the previous run's table, which
    still describes what the next recovery replays.
+6. Every byte of the mapping has its disk blocks allocated before it is mapped
+   (``posix_fallocate``): a store into a page of a sparse file that needs a block on a
+   full disk would kill the process with SIGBUS. No blocks for a table (or for its growth)
+   is not an error: the table is left out (or the new topic untracked), and recovery falls
+   back to the watermark for what it does not cover.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import struct
@@ -37,6 +43,8 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 __all__ = ["HEADS_FILE", "HeadTable", "boot_id", "read_heads"]
+
+_logger = logging.getLogger("topics.storage")
 
 HEADS_FILE = "heads"
 _MAGIC = b"TOPICSHD"
@@ -125,10 +133,20 @@ class HeadTable:
             return None
         path = os.path.join(root, HEADS_FILE)
         tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.ftruncate(fd, _HEADER.size + _FIRST_SLOTS * _SLOT.size)
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            _logger.warning("no heads table (%s): a crash recovers heads from the watermark", exc)
+            return None
+        try:
+            os.posix_fallocate(fd, 0, _HEADER.size + _FIRST_SLOTS * _SLOT.size)  # rule 6
             table = cls(path, fd, _FIRST_SLOTS)
+        except OSError as exc:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            _logger.warning("no heads table (%s): a crash recovers heads from the watermark", exc)
+            return None
         except BaseException:
             os.close(fd)
             raise
@@ -145,7 +163,11 @@ class HeadTable:
         if mm is None or log.topic_id in self._tracked:
             return
         if not self._free:
-            self._grow()
+            try:
+                self._grow()
+            except OSError as exc:  # rule 6: this topic goes untracked
+                _logger.warning("heads table not grown (%s): %s is not tracked", exc, log.topic_id)
+                return
             mm = self.map
             assert mm is not None
         off = _HEADER.size + self._free.pop() * _SLOT.size
@@ -167,10 +189,10 @@ class HeadTable:
     def _grow(self) -> None:
         assert self.map is not None
         old = self._capacity
-        self._capacity = old * 2
-        size = _HEADER.size + self._capacity * _SLOT.size
-        os.ftruncate(self._fd, size)
+        size = _HEADER.size + old * 2 * _SLOT.size
+        os.posix_fallocate(self._fd, 0, size)  # rule 6
         self.map.resize(size)
+        self._capacity = old * 2
         self._free.extend(range(self._capacity - 1, old - 1, -1))
 
     def close(self) -> None:
