@@ -159,6 +159,8 @@ def test_worker_stream_and_websocket(backend: str, server: ServerProcess) -> Non
             async with await c.ws() as ws:
                 sub = await ws.subscribe(room, from_seq=0)
                 assert sub["op"] == "subscribed"
+                assert isinstance(sub, topics.client.Subscribed)
+                assert sub.topics[room].head_seq == 1
                 ack = await ws.publish(room, [{"data": b"[1.50]"}])
                 assert ack.last_seq == 2
                 await ws.ping()

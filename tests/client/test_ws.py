@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import topics
-from topics.client import Client, WatchRecord, request_id_of
-from topics.watch_types import CaughtUpEvent
+from topics.client import Client, Subscribed, Unsubscribed, WatchRecord, request_id_of
+from topics.watch_types import CaughtUpEvent, TopicWatermarks
 
 from .conftest import ServerProcess, unique
 
@@ -32,6 +32,24 @@ def test_subscribe_publish_and_iterate(client: Client) -> None:
         assert (got[-1].data, got[-1].record.tag, got[-1].record.node) == ({"t": 1.5}, "m", "u1")
         assert client.diff(room, from_seq=1).records_json.count(b"1.50") == 1
         assert ws.unsubscribe(room)["op"] == "unsubscribed"
+
+
+def test_subscribe_and_unsubscribe_answers_are_typed(client: Client) -> None:
+    """Typed like the HTTP client's results, and still mappings of the frame."""
+    room = unique("typed")
+    client.write(room, [{"data": 1}, {"data": 2}])
+    with client.ws() as ws:
+        sub = ws.subscribe(room, from_seq=1)
+        assert isinstance(sub, Subscribed)
+        assert sub.topics == {room: TopicWatermarks(from_seq=1, head_seq=2, earliest_seq=1)}
+        assert sub.request_id is not None
+        assert sub.prefixes is None
+        assert (sub["op"], sub["request_id"]) == ("subscribed", sub.request_id)
+        assert sub["topics"][room]["head_seq"] == 2
+        assert dict(sub) == sub.to_dict()
+        gone = ws.unsubscribe(room)
+        assert isinstance(gone, Unsubscribed)
+        assert (gone.topics, gone["op"]) == ([room], "unsubscribed")
 
 
 def test_command_errors_raise_with_the_request_id(client: Client) -> None:

@@ -39,6 +39,8 @@ from ._worker import LeasedJob as LeasedJob
 from ._worker import WorkIterator as WorkIterator
 from ._ws import AsyncWebSocket as AsyncWebSocket
 from ._ws import WebSocket as WebSocket
+from ._ws_types import Subscribed as Subscribed
+from ._ws_types import Unsubscribed as Unsubscribed
 
 __all__ = [
     "AsyncClient",
@@ -58,6 +60,8 @@ __all__ = [
     "WatchEventValue",
     "WatchIterator",
     "WatchRecord",
+    "Subscribed",
+    "Unsubscribed",
     "WebSocket",
     "WorkIterator",
     "request_id_of",

@@ -10,7 +10,9 @@ Rules:
    meanwhile (records of live subscriptions) are queued, in order, for iteration.
 2. Iterating yields the watch values: :class:`~topics.client.WatchRecord` per record,
    :class:`~topics.watch_types.TombstoneEvent`, :class:`~topics.watch_types.CaughtUpEvent`,
-   :class:`~topics.watch_types.TopicDeletedEvent`. An ``error`` frame that answers no
+   :class:`~topics.watch_types.TopicDeletedEvent`; ``subscribe``/``unsubscribe`` return
+   :class:`~topics.client.Subscribed`/:class:`~topics.client.Unsubscribed` (typed, and
+   still read-only mappings of the frame). An ``error`` frame that answers no
    command (``shutting_down``, ``slow_consumer``) is raised from the iterator.
 3. ``publish`` sends records like ``write()``: ``data``/``meta`` bytes spliced verbatim,
    one idempotency key per call unless told otherwise; it returns a
@@ -50,6 +52,7 @@ from topics.watch_types import (
 from . import _protocol as p
 from ._transport import ClientConnectionError, Settings, error_from_response
 from ._watch_state import WatchEventValue, WatchRecord, record_of
+from ._ws_types import Subscribed, Unsubscribed
 
 __all__ = ["AsyncWebSocket", "WebSocket"]
 
@@ -320,19 +323,22 @@ class WebSocket:
 
     def subscribe(
         self, topics: str | Sequence[str] | Mapping[str, Any], **options: Any
-    ) -> dict[str, Any]:
+    ) -> Subscribed:
         """Subscribe (``from_seq``/``tail`` for one topic, or a ``topics`` map of starts;
         ``node``, ``limit``, ``include_*``, ``topic_prefix`` (topics may then be empty),
-        ``max_backlog``, ``on_backlog``); returns the ``subscribed`` frame."""
+        ``max_backlog``, ``on_backlog``); returns the typed ``subscribed`` answer (still a
+        mapping of the frame)."""
         rid = self._proto.next_id("subscribe")
-        return self._request(rid, subscribe_message(rid, topics, options))
+        return Subscribed.from_frame(self._request(rid, subscribe_message(rid, topics, options)))
 
     def unsubscribe(
         self, topics: str | Sequence[str] = (), *, topic_prefix: str | Sequence[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> Unsubscribed:
         """Unsubscribe topics, or (``topic_prefix``) prefixes and the topics they cover."""
         rid = self._proto.next_id("unsubscribe")
-        return self._request(rid, unsubscribe_message(rid, topics, topic_prefix))
+        return Unsubscribed.from_frame(
+            self._request(rid, unsubscribe_message(rid, topics, topic_prefix))
+        )
 
     def publish(
         self, topic: str, records: Sequence[Mapping[str, Any]], **options: Any
@@ -428,15 +434,17 @@ class AsyncWebSocket:
 
     async def subscribe(
         self, topics: str | Sequence[str] | Mapping[str, Any], **options: Any
-    ) -> dict[str, Any]:
+    ) -> Subscribed:
         rid = self._proto.next_id("subscribe")
-        return await self._request(rid, subscribe_message(rid, topics, options))
+        frame = await self._request(rid, subscribe_message(rid, topics, options))
+        return Subscribed.from_frame(frame)
 
     async def unsubscribe(
         self, topics: str | Sequence[str] = (), *, topic_prefix: str | Sequence[str] | None = None
-    ) -> dict[str, Any]:
+    ) -> Unsubscribed:
         rid = self._proto.next_id("unsubscribe")
-        return await self._request(rid, unsubscribe_message(rid, topics, topic_prefix))
+        frame = await self._request(rid, unsubscribe_message(rid, topics, topic_prefix))
+        return Unsubscribed.from_frame(frame)
 
     async def publish(
         self, topic: str, records: Sequence[Mapping[str, Any]], **options: Any
