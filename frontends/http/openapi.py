@@ -766,6 +766,7 @@ def _records() -> dict[str, Schema]:
                 },
             },
             ["data"],
+            closed=True,  # topics/record_fields.py: any other member is 400
             description="One record to append. tag/node/meta null = absent. Any other "
             "member is 400 invalid_request; deliver_at, delay_ms and dedupe_key only on a queue "
             "topic (elsewhere they are 400 too).",

@@ -205,6 +205,16 @@ def test_docs_copy_is_the_generated_document() -> None:
     assert json.loads(text)["x-generated-by"] == GENERATED_BY
 
 
+def test_write_record_is_closed_and_lists_the_declared_record_fields() -> None:
+    """One declaration (topics/record_fields.py) of what a record may hold: the document
+    lists exactly those members and forbids others, as the server does."""
+    from topics.record_fields import RECORD_FIELDS
+
+    schema = json.loads(document_text())["components"]["schemas"]["WriteRecord"]
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]) == RECORD_FIELDS
+
+
 def test_the_banner_command_prints_the_copy() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "topics.frontends.http.openapi"],
