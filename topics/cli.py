@@ -10,9 +10,12 @@
     topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
     topics dlq redrive jobs.dlq [--to jobs] [--origin jobs] [--match TAG]
 
-Global options: ``--url`` (default ``$TOPICS_URL``, else ``http://127.0.0.1:4000``),
+Global options, before or after the subcommand (topics/_cli_args.py): ``--url`` (default
+``$TOPICS_URL``, else ``http://127.0.0.1:4000``; ``host:port`` and ``:port`` too),
 ``--api-key`` (default ``$TOPICS_API_KEY``), ``--json`` (machine-readable output: one JSON
-document, or JSON lines for ``read``/``tail``), ``--timeout``.
+document, or JSON lines for ``read``/``tail``), ``--timeout``, ``--raw-ts``, ``--color``,
+``--version``. How records are shown (verbatim data, ISO times, colour) is
+topics/_cli_format.py; bad input lines, topics/_cli_input.py.
 
 Rules:
 1. Output for people is a table or ``key  value`` lines on stdout; ``--json`` prints the
