@@ -27,6 +27,7 @@ import trio
 
 from . import _args
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from ._limits import DIFF_BYTE_BUDGET, DIFF_BYTE_CEILING
 from ._names import check_topic_name
 from ._watch import FeedOptions, StreamSlot, WatchFeed, WatchHub, WatchStream
 from ._watch_bounds import apply_from_ts, split_topic_bounds, stream_options, topic_options
@@ -48,8 +49,6 @@ __all__ = ["WatchOps"]
 
 DEFAULT_LIMIT = 256
 DEFAULT_BATCH_BYTES = 262_144
-BATCH_BYTES_WHEN_ZERO = 1 << 20
-MAX_BATCH_BYTES = 8 << 20
 DEFAULT_HEARTBEAT_MS = 15_000
 HEARTBEAT_MS_RANGE = (1_000, 60_000)
 _START_FIELDS = frozenset({"from_seq", "tail"})
@@ -296,7 +295,7 @@ class WatchOps:
         consistency: object,
     ) -> FeedOptions:
         n = _args.u64("limit", limit) or DEFAULT_LIMIT
-        budget = _args.u64("max_batch_bytes", max_batch_bytes) or BATCH_BYTES_WHEN_ZERO
+        budget = _args.u64("max_batch_bytes", max_batch_bytes) or DIFF_BYTE_BUDGET
         flags = (
             (RENDER_TAGS if _args.bool_arg("include_tags", include_tags) else 0)
             | (RENDER_META if _args.bool_arg("include_meta", include_meta) else 0)
@@ -308,7 +307,7 @@ class WatchOps:
             )
         return FeedOptions(
             limit=min(n, self.limits.max_limit),
-            budget=min(budget, MAX_BATCH_BYTES),
+            budget=min(budget, DIFF_BYTE_CEILING),
             flags=flags,
             skip=_args.node_set(node, self.limits.max_node_bytes),
             strong=consistency == "strong",

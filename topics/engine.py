@@ -31,6 +31,7 @@ from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_bat
 from ._cursor_ops import CursorOps
 from ._durability import DurabilityOps, open_data_dir
 from ._job_ops import JobOps
+from ._limits import DIFF_BYTE_BUDGET
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
 from ._producers import (
@@ -80,8 +81,6 @@ __all__ = ["DIFF_BYTE_BUDGET", "Engine", "open_engine"]
 
 DEFAULT_LIMIT = 256
 MAX_WAIT_MS = 30_000
-#: Per-response byte budget of a diff (contract §11: 1 MiB; one record always goes out).
-DIFF_BYTE_BUDGET = 1 << 20
 MAX_PAGE_SIZE = 1000
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 RETENTION_SWEEP_S = 1.0

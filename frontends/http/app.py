@@ -38,9 +38,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import ModuleType
-from typing import Any, cast
+from typing import cast
 
 import trio
 from quart_trio import QuartTrio
@@ -69,6 +69,7 @@ from . import (
     topic_routes,
     watch_routes,
 )
+from .asgi import Message, Receive, Scope, Send
 from .connection import connection_of
 from .errors import reply_for
 from .requests import ClientDisconnected, drain_body, framing_error, read_body
@@ -79,10 +80,6 @@ from .streams import StreamReply
 
 __all__ = ["ROUTE_MODULES", "TopicsHttpApp", "create_app"]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: The modules whose ``ROUTES`` make up the API (add routers, watch, queues here).

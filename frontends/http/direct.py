@@ -11,19 +11,15 @@ hypercorn owns keeps every byte in hypercorn's hands (nothing here reaches into 
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 import trio
 
 from topics._core.fanout import write_each
 
+from .asgi import Send
 from .lane import LaneConnection
 
 __all__ = ["Chunk", "RawSocket", "chunk", "join_chunks", "try_send_each"]
-
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
 
 
 class Chunk(bytes):

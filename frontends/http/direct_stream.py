@@ -28,20 +28,17 @@ under CPU pressure is :func:`pace`, shared with the WebSocket frontend's subscri
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import trio
 
+from .asgi import Receive, Send
 from .direct import RawSocket, chunk
 from .state import HttpState
 from .streams import wait_for_disconnect
 
 __all__ = ["MAX_PACE_MS", "DirectStream", "pace"]
 
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
-Receive = Callable[[], Awaitable[Message]]
 
 #: Longest pause between paced reads under CPU pressure.
 MAX_PACE_MS = 1000

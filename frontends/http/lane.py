@@ -72,6 +72,7 @@ from wsgiref.handlers import format_date_time
 
 import trio
 
+from .asgi import Message
 from .connection import CONNECTION_KEY
 from .requests import FOLDED_HEADERS
 
@@ -79,7 +80,6 @@ __all__ = ["HEAD_TIMEOUT_S", "MAX_BODY", "MAX_HEAD", "Lane", "LaneConnection", "
 
 log = logging.getLogger("topics.http.lane")
 
-Message = MutableMapping[str, Any]
 AsgiApp = Callable[
     [
         MutableMapping[str, Any],

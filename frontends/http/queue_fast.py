@@ -38,8 +38,8 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -53,6 +53,7 @@ from topics.wire.sse import (
     error_frame,
 )
 
+from .asgi import Receive, Send
 from .direct import chunk
 from .direct_stream import DirectStream
 from .respond import finish
@@ -67,9 +68,6 @@ __all__ = ["HEARTBEAT_S", "open_work"]
 
 log = logging.getLogger("topics.queue")
 
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
-Receive = Callable[[], Awaitable[Message]]
 Write = Callable[[bytes], Awaitable[None]]  # one body chunk of the stream
 
 #: Heartbeat cadence of a /work stream without jobs (§7.6: 15 s).

@@ -35,6 +35,7 @@ from typing import Any
 import trio
 
 from topics._core.scan import BodyError, split_write_body
+from topics._limits import DIFF_BYTE_BUDGET, DIFF_BYTE_CEILING
 from topics.errors import InvalidRequestError, TopicsError
 from topics.types import DiffResult
 from topics.wire.envelope import json_bytes
@@ -83,9 +84,6 @@ DIFF_FIELDS = frozenset(
     }
 )
 DELETE_FIELDS = frozenset({"before_seq", "match"})
-#: Default and ceiling of a diff's byte budget (§11: 1 MiB, clamped to 8 MiB).
-DIFF_MAX_BYTES = 1 << 20
-DIFF_MAX_BYTES_CEILING = 8 << 20
 
 _TRUE_FALSE = (b"false", b"true")
 
@@ -148,10 +146,10 @@ async def write_records(ctx: RequestContext) -> Reply:
 async def diff_records(ctx: RequestContext) -> Reply:
     """POST /v0/topics/:topic/diff — records after a cursor (§3)."""
     args: dict[str, Any] = decode_json_object(ctx.body, DIFF_FIELDS)
-    max_bytes = args.pop("max_batch_bytes", DIFF_MAX_BYTES)
+    max_bytes = args.pop("max_batch_bytes", DIFF_BYTE_BUDGET)
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
         raise InvalidRequestError.for_field("max_batch_bytes", "must be a positive integer")
-    max_bytes = min(max_bytes, DIFF_MAX_BYTES_CEILING)
+    max_bytes = min(max_bytes, DIFF_BYTE_CEILING)
     if args.get("wait_ms"):
         result = await _long_poll(ctx, args, max_bytes)
     else:

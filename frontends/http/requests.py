@@ -19,12 +19,14 @@ Rules:
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, MutableMapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import ujson
 
 from topics.errors import InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
+
+from .asgi import Receive
 
 __all__ = [
     "ClientDisconnected",
@@ -34,8 +36,6 @@ __all__ = [
     "framing_error",
     "read_body",
 ]
-
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
 
 class ClientDisconnected(Exception):

@@ -11,14 +11,11 @@ Rules:
 from __future__ import annotations
 
 import gzip
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
+from .asgi import Send
 from .state import Reply, RequestContext
 
 __all__ = ["accepts_gzip", "finish", "send_reply"]
-
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 def accepts_gzip(headers: dict[bytes, bytes]) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -28,13 +28,11 @@ import trio
 from topics.errors import TopicsError
 from topics.watch_types import SlowConsumerError, WatchSettings
 
+from .asgi import Receive, Send
 from .state import HttpState, Reply
 
 __all__ = ["Outbound", "StreamReply", "accepts_event_stream", "wait_for_disconnect"]
 
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
-Receive = Callable[[], Awaitable[Message]]
 P = TypeVar("P")
 
 

@@ -54,8 +54,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -74,6 +73,7 @@ from topics.watch_types import (
 )
 from topics.wire import cursor, sse
 
+from .asgi import Receive, Send
 from .direct import Chunk, RawSocket, chunk, join_chunks, try_send_each
 from .direct_stream import DirectStream, pace
 from .requests import decode_json_object
@@ -89,9 +89,6 @@ __all__ = ["ROUTES", "register"]
 
 log = logging.getLogger("topics.watch")
 
-Message = MutableMapping[str, Any]
-Send = Callable[[Message], Awaitable[None]]
-Receive = Callable[[], Awaitable[Message]]
 P = TypeVar("P")
 
 EVENT_STREAM = b"text/event-stream; charset=utf-8"

@@ -18,6 +18,7 @@ import time
 from .._args import bool_arg, node_set, u64
 from .._clock import SystemClock
 from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from .._limits import DIFF_BYTE_BUDGET
 from .._log import TopicLog
 from .._names import check_topic_name
 from .._reads import read_bounds, read_diff
@@ -34,7 +35,6 @@ __all__ = ["Reader"]
 _RETRIES = 5
 DEFAULT_LIMIT = 256
 MAX_LIMIT = 1000
-DIFF_BYTE_BUDGET = 1 << 20
 
 
 class Reader:

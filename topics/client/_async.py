@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import httpx
 
+from topics._limits import DIFF_BYTE_BUDGET
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import TopicsError
 from topics.queue_types import (
@@ -43,7 +44,6 @@ from topics.worker import WorkerStats
 from . import _protocol as p
 from ._retry import RETRY_STATUSES, RetryPolicy
 from ._sync import (
-    DIFF_BYTE_BUDGET,
     bound_args,
     cursor_args,
     diff_args,

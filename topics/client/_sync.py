@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from topics._limits import DIFF_BYTE_BUDGET
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.errors import TopicsError
 from topics.queue_types import (
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 T = TypeVar("T")
-DIFF_BYTE_BUDGET = 1 << 20
 
 
 def make_settings(
