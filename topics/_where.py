@@ -20,6 +20,16 @@ Rules:
 4. Evaluation decodes a record's ``meta``/``data`` only when a test needs them, and a
    string ``Eq``/``In`` first looks for the operand's JSON text in the raw bytes: a
    record whose bytes cannot contain it (no escapes anywhere) is rejected undecoded.
+5. ``needles`` are byte strings every matching record must contain, found from the
+   ``and`` of the tree's string ``Eq`` tests (a ``tag``/``node`` value, or the JSON text of
+   a ``data``/``meta`` operand). The core checks them with ``memmem`` before calling the
+   predicate at all (``SegmentBuffer.render``); a ``data``/``meta`` part holding a
+   backslash is always passed on (an escape could spell the operand differently).
+6. ``program`` is the same expression as a flat postfix program the core evaluates in C
+   on the raw bytes (top-level members found by scanning, strings compared as bytes,
+   numbers with ``strtod``), three-valued: what it cannot decide exactly (an escape in a
+   string or key, a number past 15 digits) is left to the predicate itself. None when
+   the expression uses what the program cannot express (then the predicate decides).
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ PART_NODE, PART_TAG, PART_META, PART_DATA = 1, 2, 4, 8
 MAX_NODES = 64  # tests in one expression
 MAX_DEPTH = 8
 MAX_IN = 256
+MAX_NEEDLES = 8  # what the core checks in C (the rest is left to the predicate)
 
 _MISSING = object()
 _Test = Callable[["_Rec"], bool]
@@ -77,12 +88,22 @@ class Predicate:
     (echoed back and stored in watch sessions).
     """
 
-    __slots__ = ("_test", "parts", "source")
+    __slots__ = ("_test", "needles", "parts", "program", "source")
 
-    def __init__(self, test: _Test, parts: int, source: object) -> None:
+    def __init__(
+        self,
+        test: _Test,
+        parts: int,
+        source: object,
+        needles: tuple[tuple[int, bytes], ...] = (),
+    ) -> None:
         self._test = test
         self.parts = parts
         self.source = source
+        #: (part bit, bytes) that a matching record's part must contain (rule 5).
+        self.needles = needles
+        #: Rule 6's program, or None.
+        self.program: tuple[tuple[int, int, bytes, bytes, float, int], ...] | None = None
 
     def __call__(
         self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None
@@ -96,7 +117,122 @@ def compile_where(value: object, field: str = "where") -> Predicate | None:
         return None
     c = _Compiler(field)
     test = c.expr(value, field, 0)
-    return Predicate(test, c.parts, _normalize(value))
+    pred = Predicate(test, c.parts, _normalize(value), tuple(_needles(value))[:MAX_NEEDLES])
+    try:
+        program: list[tuple[int, int, bytes, bytes, float, int]] = []
+        _emit(value, program)
+        if len(program) <= MAX_PROGRAM:
+            pred.program = tuple(program)
+    except _NotInC:
+        pass
+    return pred
+
+
+# -- rule 6: the program the core runs ------------------------------------------------------
+
+#: Instruction codes (topics/_core/_segment.pxi ``_run_program`` reads the same numbers).
+OP_EQ_RAW, OP_EQ_NUM, OP_GT, OP_GE, OP_LT, OP_LE, OP_EXISTS, OP_PREFIX = 1, 2, 3, 4, 5, 6, 7, 8
+OP_AND, OP_OR, OP_NOT = 10, 11, 12
+MAX_PROGRAM = 64
+_NUM_OPS = {"Gt": OP_GT, "Ge": OP_GE, "Lt": OP_LT, "Le": OP_LE}
+_EXACT_FLOAT = 1 << 53
+
+
+class _NotInC(Exception):
+    pass
+
+
+def _raw_string(s: str) -> bytes:
+    """The JSON text of ``s`` when it has no escape (else the program cannot compare it)."""
+    raw = ujson.dumps(s, ensure_ascii=False, escape_forward_slashes=False).encode()
+    if b"\\" in raw:
+        raise _NotInC
+    return raw
+
+
+def _emit(value: object, out: list[tuple[int, int, bytes, bytes, float, int]]) -> None:
+    if isinstance(value, str):
+        value = ["tag", "Eq", value]
+    assert isinstance(value, list | tuple)
+    head = value[0]
+    if head in ("and", "or"):
+        for v in value[1]:
+            _emit(v, out)
+        out.append((OP_AND if head == "and" else OP_OR, 0, b"", b"", 0.0, len(value[1])))
+        return
+    if head == "not":
+        _emit(value[1], out)
+        out.append((OP_NOT, 0, b"", b"", 0.0, 0))
+        return
+    name, op = value[0], value[1]
+    operand: Any = value[2] if len(value) == 3 else True
+    if name in ("tag", "node"):
+        part, key = (PART_TAG if name == "tag" else PART_NODE), b""
+    else:
+        part_name, _, member = name.partition(".")
+        part = PART_DATA if part_name == "data" else PART_META
+        key = member.encode()
+        if b"\\" in _raw_string(member):
+            raise _NotInC
+    if op == "Exists":
+        out.append((OP_EXISTS, part, key, b"", 0.0, 0))
+        if not operand:
+            out.append((OP_NOT, 0, b"", b"", 0.0, 0))
+        return
+    if op in ("Eq", "Ne", "In"):
+        values = operand if op == "In" else [operand]
+        for v in values:
+            out.append(_eq(part, key, v))
+        if op == "In" and len(values) > 1:
+            out.append((OP_OR, 0, b"", b"", 0.0, len(values)))
+        if op == "Ne":
+            out.append((OP_NOT, 0, b"", b"", 0.0, 0))
+        return
+    if op == "Glob":
+        prefix = operand[:-1]
+        raw = prefix.encode() if key == b"" else _raw_string(prefix)[:-1]
+        out.append((OP_PREFIX, part, key, raw, 0.0, 0))
+        return
+    out.append((_NUM_OPS[op], part, key, b"", _number(operand), 0))
+
+
+def _eq(part: int, key: bytes, v: object) -> tuple[int, int, bytes, bytes, float, int]:
+    if key == b"":  # tag / node: the raw bytes, or never (a non-string)
+        if not isinstance(v, str):
+            return (OP_EQ_RAW, part, key, b"\x00", 0.0, 1)  # count 1: "never"
+        return (OP_EQ_RAW, part, key, v.encode(), 0.0, 0)
+    if isinstance(v, str):
+        return (OP_EQ_RAW, part, key, _raw_string(v), 0.0, 0)
+    if v is None or isinstance(v, bool):
+        return (OP_EQ_RAW, part, key, ujson.dumps(v).encode(), 0.0, 0)
+    return (OP_EQ_NUM, part, key, b"", _number(v), 0)
+
+
+def _number(v: object) -> float:
+    if isinstance(v, int) and abs(v) > _EXACT_FLOAT:
+        raise _NotInC
+    assert isinstance(v, int | float)
+    return float(v)
+
+
+def _needles(value: object) -> list[tuple[int, bytes]]:
+    """Rule 5: byte strings implied by ``value`` (already checked by the compiler)."""
+    if isinstance(value, str):
+        return [(PART_TAG, value.encode())]
+    if not isinstance(value, list | tuple) or not value:
+        return []
+    if value[0] == "and":
+        return [n for v in value[1] for n in _needles(v)]
+    if len(value) != 3 or value[1] not in ("Eq", "Glob") or not isinstance(value[2], str):
+        return []
+    name, op, operand = value
+    if name in ("tag", "node"):
+        text = operand[:-1] if op == "Glob" else operand
+        return [(PART_TAG if name == "tag" else PART_NODE, text.encode())] if text else []
+    if op != "Eq":
+        return []
+    part = PART_DATA if name.startswith("data.") else PART_META
+    return [(part, ujson.dumps(operand, ensure_ascii=False, escape_forward_slashes=False).encode())]
 
 
 def _normalize(value: object) -> object:

@@ -25,8 +25,12 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.set cimport PyAnySet_Check
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_GET_LENGTH
 from libc.stdint cimport UINT64_MAX, int64_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memmove
+from libc.math cimport isfinite
+from libc.stdlib cimport calloc, free, malloc, realloc, strtod
+from libc.string cimport memchr, memcmp, memcpy, memmove
+
+cdef extern from "string.h" nogil:
+    void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen)
 
 import array as _array
 from collections.abc import Mapping

@@ -179,6 +179,253 @@ cdef bint _skip_list(object skip_nodes, _SkipList* skip) except -1:
     return True
 
 
+ctypedef struct _Needles:
+    # A where predicate's necessary substrings (topics/_where.py rule 5), checked in C.
+    Py_ssize_t n
+    int part[8]
+    const char* ptr[8]
+    Py_ssize_t size[8]
+
+
+cdef int _needles(object keep, _Needles* out) except -1:
+    """Fill ``out`` from ``keep.needles``; the tuple (held by the predicate) owns the bytes."""
+    out.n = 0
+    for part, needle in getattr(keep, "needles", ()):
+        if out.n == 8:
+            break
+        if PyBytes_Check(needle) and PyBytes_GET_SIZE(needle):
+            out.part[out.n] = part
+            out.ptr[out.n] = PyBytes_AS_STRING(needle)
+            out.size[out.n] = PyBytes_GET_SIZE(needle)
+            out.n += 1
+    return 0
+
+
+cdef bint _lacks_needle(const _Needles* nd, const unsigned char* f) noexcept nogil:
+    """True when frame f cannot match: some part lacks its needle (and, for data/meta,
+    holds no backslash that could spell it another way)."""
+    cdef Py_ssize_t k, nlen = _ld16(f + 10), tlen = _ld16(f + 12)
+    cdef Py_ssize_t mlen = _ld32(f + 16), dlen = _ld32(f + 20), size
+    cdef const unsigned char* body = f + _HEADER
+    cdef const unsigned char* span
+    cdef int part
+    for k in range(nd.n):
+        part = nd.part[k]
+        if part == 1:
+            span, size = body, nlen
+        elif part == 2:
+            span, size = body + nlen, tlen
+        elif part == 4:
+            span, size = body + nlen + tlen, mlen
+        else:
+            span, size = body + nlen + tlen + mlen, dlen
+        if memmem(span, size, nd.ptr[k], nd.size[k]) != NULL:
+            continue
+        if part >= 4 and memchr(span, c'\\', size) != NULL:
+            continue
+        return True
+    return False
+
+
+# --- where programs (topics/_where.py rule 6) ------------------------------------------
+
+cdef enum:
+    _P_EQ_RAW = 1
+    _P_EQ_NUM = 2
+    _P_GT = 3
+    _P_GE = 4
+    _P_LT = 5
+    _P_LE = 6
+    _P_EXISTS = 7
+    _P_PREFIX = 8
+    _P_AND = 10
+    _P_OR = 11
+    _P_NOT = 12
+    _P_MAX = 64
+    _NO = 0
+    _YES = 1
+    _UNKNOWN = 2
+
+ctypedef struct _Insn:
+    int op
+    int part
+    const unsigned char* key
+    Py_ssize_t klen
+    const unsigned char* raw
+    Py_ssize_t rlen
+    double num
+    Py_ssize_t count
+
+
+ctypedef struct _Program:
+    Py_ssize_t n
+    _Insn insn[_P_MAX]
+
+
+cdef int _load_program(object keep, _Program* prog) except -1:
+    """Fill ``prog`` from ``keep.program`` (n = 0: none). The predicate owns the bytes."""
+    prog.n = 0
+    program = getattr(keep, "program", None)
+    if not program or len(program) > _P_MAX:
+        return 0
+    cdef _Insn* ins
+    for op, part, key, raw, num, count in program:
+        ins = &prog.insn[prog.n]
+        ins.op, ins.part, ins.num, ins.count = op, part, num, count
+        ins.key = <const unsigned char*>PyBytes_AS_STRING(key)
+        ins.klen = PyBytes_GET_SIZE(key)
+        ins.raw = <const unsigned char*>PyBytes_AS_STRING(raw)
+        ins.rlen = PyBytes_GET_SIZE(raw)
+        prog.n += 1
+    return 0
+
+
+cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key, Py_ssize_t klen,
+                 Py_ssize_t* vstart, Py_ssize_t* vend) noexcept nogil:
+    """Find top-level member ``key`` of the JSON object s[0:n] (the last one, as a decoder
+    keeps): _YES with its value's span, _NO when absent (or not an object), _UNKNOWN when
+    a key holds an escape or the text does not scan."""
+    cdef Py_ssize_t pos = _ws(s, 0, n), kend, v, members
+    cdef int found = _NO
+    cdef bint escaped = False, matched
+    if pos >= n or s[pos] != c'{':
+        return _NO
+    pos = _ws(s, pos + 1, n)
+    if pos < n and s[pos] == c'}':
+        return _NO
+    while True:
+        if pos >= n or s[pos] != c'"':
+            return _UNKNOWN
+        kend = _scan_string(s, pos, n)
+        if kend < 0:
+            return _UNKNOWN
+        if memchr(s + pos + 1, c'\\', kend - pos - 2) != NULL:
+            escaped = True
+        matched = kend - pos - 2 == klen and memcmp(s + pos + 1, key, klen) == 0
+        pos = _ws(s, kend, n)
+        if pos >= n or s[pos] != c':':
+            return _UNKNOWN
+        pos = _ws(s, pos + 1, n)
+        v = _scan_value(s, pos, n, &members)
+        if v < 0:
+            return _UNKNOWN
+        if matched:
+            found, vstart[0], vend[0] = _YES, pos, v
+        pos = _ws(s, v, n)
+        if pos < n and s[pos] == c',':
+            pos = _ws(s, pos + 1, n)
+            continue
+        if pos < n and s[pos] == c'}':
+            break
+        return _UNKNOWN
+    if escaped:  # the member may hide behind an escaped key: only the predicate knows
+        return _UNKNOWN
+    return found
+
+
+cdef int _number_of(const unsigned char* s, Py_ssize_t n, double* out) noexcept nogil:
+    """A JSON number's value: _YES, _NO (not a number), _UNKNOWN (too long to be exact)."""
+    cdef char buf[32]
+    cdef char* end
+    if n == 0 or not (s[0] == c'-' or c'0' <= s[0] <= c'9'):
+        return _NO
+    if n > 15:
+        return _UNKNOWN
+    memcpy(buf, s, n)
+    buf[n] = 0
+    out[0] = strtod(buf, &end)
+    if end != buf + n or not isfinite(out[0]):
+        return _UNKNOWN
+    return _YES
+
+
+cdef int _leaf(const _Insn* ins, const unsigned char* f) noexcept nogil:
+    cdef Py_ssize_t nlen = _ld16(f + 10), tlen = _ld16(f + 12)
+    cdef Py_ssize_t mlen = _ld32(f + 16), dlen = _ld32(f + 20), size, a = 0, b = 0
+    cdef const unsigned char* span
+    cdef const unsigned char* body = f + _HEADER
+    cdef int found
+    cdef double x
+    if ins.part == 1 or ins.part == 2:  # node / tag: the raw bytes (absent: length 0)
+        if ins.part == 1:
+            span, size = body, nlen
+        else:
+            span, size = body + nlen, tlen
+        if ins.op == _P_EXISTS:
+            return _YES if size else _NO
+        if ins.count or size == 0:  # a non-string operand, or no tag/node: never equal
+            return _NO
+        if ins.op == _P_EQ_RAW:
+            return _YES if size == ins.rlen and memcmp(span, ins.raw, size) == 0 else _NO
+        if ins.op == _P_PREFIX:
+            return _YES if size >= ins.rlen and memcmp(span, ins.raw, ins.rlen) == 0 else _NO
+        return _NO
+    if ins.part == 4:
+        span, size = body + nlen + tlen, mlen
+    else:
+        span, size = body + nlen + tlen + mlen, dlen
+    if size == 0:
+        return _NO
+    found = _member(span, size, ins.key, ins.klen, &a, &b)
+    if found != _YES:
+        return found
+    if ins.op == _P_EXISTS:
+        return _YES
+    span, size = span + a, b - a
+    if ins.op == _P_EQ_RAW or ins.op == _P_PREFIX:
+        if span[0] == c'"' and memchr(span, c'\\', size) != NULL:
+            return _UNKNOWN  # an escaped string: the predicate decodes it
+        if ins.op == _P_EQ_RAW:
+            return _YES if size == ins.rlen and memcmp(span, ins.raw, size) == 0 else _NO
+        return _YES if size > ins.rlen and memcmp(span, ins.raw, ins.rlen) == 0 else _NO
+    found = _number_of(span, size, &x)
+    if found != _YES:
+        return found
+    if ins.op == _P_EQ_NUM:
+        return x == ins.num
+    if ins.op == _P_GT:
+        return x > ins.num
+    if ins.op == _P_GE:
+        return x >= ins.num
+    if ins.op == _P_LT:
+        return x < ins.num
+    return x <= ins.num
+
+
+cdef int _run_program(const _Program* prog, const unsigned char* f) noexcept nogil:
+    """_YES / _NO / _UNKNOWN for frame f (a postfix program over three-valued logic)."""
+    cdef unsigned char stack[_P_MAX]
+    cdef Py_ssize_t sp = 0, k, j
+    cdef const _Insn* ins
+    cdef int v, acc
+    for k in range(prog.n):
+        ins = &prog.insn[k]
+        if ins.op == _P_NOT:
+            v = stack[sp - 1]
+            stack[sp - 1] = v if v == _UNKNOWN else 1 - v
+        elif ins.op == _P_AND or ins.op == _P_OR:
+            acc = _YES if ins.op == _P_AND else _NO
+            for j in range(sp - ins.count, sp):
+                v = stack[j]
+                if ins.op == _P_AND:
+                    if v == _NO or acc == _NO:
+                        acc = _NO
+                    elif v == _UNKNOWN:
+                        acc = _UNKNOWN
+                else:
+                    if v == _YES or acc == _YES:
+                        acc = _YES
+                    elif v == _UNKNOWN:
+                        acc = _UNKNOWN
+            sp -= ins.count
+            stack[sp] = acc
+            sp += 1
+        else:
+            stack[sp] = _leaf(ins, f)
+            sp += 1
+    return stack[0] if sp else _UNKNOWN
+
+
 cdef inline bint _in_skip_list(const _SkipList* skip, const unsigned char* node, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t k
     for k in range(skip.n):
@@ -527,14 +774,30 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
         cdef bint use_in = False
         cdef int parts = keep.parts if keep is not None else 0
         cdef Py_ssize_t tlen, mlen
+        cdef _Needles needles
+        cdef _Program* prog = NULL
+        cdef int verdict
         if limit <= 0 or i >= count:
             return b"", 0, 0, i
         if skip_nodes:
             use_in = not _skip_list(skip_nodes, &skip)
         else:
             skip.n = 0
+        needles.n = 0
+        if keep is not None:
+            _needles(keep, &needles)
+            if getattr(keep, "program", None):
+                prog = <_Program*>malloc(sizeof(_Program))
+                if prog == NULL:
+                    raise MemoryError()
+                try:
+                    _load_program(keep, prog)
+                except BaseException:
+                    free(prog)
+                    raise
         picked = <uint32_t*>malloc(min(limit, count - i) * sizeof(uint32_t))
         if picked == NULL:
+            free(prog)
             raise MemoryError()
         # Pinned: ``in`` below may run Python code that appends to this segment, and the
         # copy loop runs without the GIL; either way ``buf`` must stay where it is.
@@ -552,7 +815,21 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
                              and PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) in skip_nodes):
                     continue
                 if keep is not None:
-                    # A where predicate (topics/_where.py): only the parts it reads are copied.
+                    # A where predicate (topics/_where.py): its needles are checked here, and
+                    # only the parts it reads are copied for it.
+                    if needles.n and _lacks_needle(&needles, f):
+                        continue
+                    if prog != NULL and prog.n:
+                        verdict = _run_program(prog, f)
+                        if verdict == _NO:
+                            continue
+                        if verdict == _YES:
+                            total += _record_size(f, flags) + 1
+                            picked[emitted] = self._offs[i - 1]
+                            emitted += 1
+                            if total >= max_bytes:
+                                break
+                            continue
                     tlen, mlen = _ld16(f + 12), _ld32(f + 16)
                     if not keep(
                         PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) if parts & 1 and nlen else None,
@@ -579,6 +856,7 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
         finally:
             self._unpin()
             free(picked)
+            free(prog)
 
     # -- whole buffer ----------------------------------------------------------------
 
