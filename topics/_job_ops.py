@@ -1,4 +1,4 @@
-"""Job options of queue writes and the dead-letter redrive: an Engine mixin (issue 19).
+"""Job options of queue writes and the dead-letter redrive: an Engine mixin (§10.9).
 
 Scheduled jobs (``deliver_at`` / ``delay_ms`` per record), dedupe keys (``dedupe_key``
 per record; ``dedupe``, ``dedupe_ms`` and ``replace`` per write) and
