@@ -13,6 +13,7 @@ import trio
 import trio.testing
 import ujson
 
+import topics
 from topics._clock import ManualClock
 from topics.engine import Engine, open_engine
 from topics.errors import ForbiddenError, InvalidRequestError, NotAQueueError, TopicNotFoundError
@@ -174,6 +175,30 @@ async def test_the_worker_idle_wait_wakes_for_a_due_job(engine, clock, autojump_
     assert not await engine._wait_claimable("q", timeout_s=0.001)
     clock.advance(5000)
     assert await engine._wait_claimable("q", timeout_s=10)
+
+
+async def test_the_worker_helper_waits_for_a_scheduled_job_and_sees_its_stamps(
+    engine, clock, autojump_clock
+):
+    await make_queue(engine, lease_ms=60_000)
+    await engine.write("q", [{"data": "later", "delay_ms": 5000, "dedupe_key": "k"}])
+    seen: list[tuple[Any, ...]] = []
+    done: list[Any] = []
+
+    async def run() -> None:
+        def handle(job: Any) -> None:
+            seen.append((job.seq, job.data, job.deliver_at, job.dedupe_key))
+
+        done.append(await topics.run_worker(engine, "q", "w", handle, until_empty=True))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == []  # idle: the only job is not due (and until_empty counts it)
+        clock.advance(5000)
+        await trio.sleep(6)  # trio time (autojump): the worker's wait for the due time
+    assert seen == [(1, "later", START_MS + 5000, "k")]
+    assert done[0].acked == 1
 
 
 async def test_scheduled_jobs_survive_a_restart_and_a_crash(tmp_path):
