@@ -307,6 +307,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         if jobs is not None or log.config.type == "queue":
             records, plan = self._plan_jobs(log, records, jobs, now)
             if plan is not None and not records:  # every job was a duplicate
+                if claim is not None and fence:  # it still fences, as a deduped write does
+                    await self._raise_epoch(log, claim)
                 nothing = DedupeEntry(now, log.head + 1, log.head)
                 result = self._write_result(log, nothing, return_seqs, created=False, deduped=False)
                 return replace_fields(result, dedupe=plan.outcomes(log.head + 1))

@@ -265,6 +265,17 @@ async def test_a_held_key_is_not_appended_and_the_answer_names_the_holder(engine
     assert [r.data for r in await records(engine, "q")] == ["a", "c"]
 
 
+async def test_a_write_whose_jobs_were_all_duplicates_still_fences_older_epochs(engine):
+    from topics.errors import ProducerFencedError
+
+    await make_queue(engine)
+    await engine.write("q", [{"data": 1, "dedupe_key": "k"}], producer_id="p", epoch=1)
+    dup = await engine.write("q", [{"data": 2, "dedupe_key": "k"}], producer_id="p", epoch=2)
+    assert dup.count == 0
+    with pytest.raises(ProducerFencedError):
+        await engine.write("q", [{"data": 3}], producer_id="p", epoch=1)
+
+
 async def test_an_until_ack_key_frees_when_its_job_is_acked(engine):
     await make_queue(engine)
     await engine.write("q", [{"data": 1, "dedupe_key": "k"}])
