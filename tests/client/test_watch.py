@@ -61,6 +61,16 @@ def test_backlog_then_live_records_and_caught_up(client: topics.Client) -> None:
     assert cursors == {name: 3}  # the live record was handed out, but not taken back yet
 
 
+def test_records_carry_their_data_as_the_server_stored_it(client: topics.Client) -> None:
+    name = unique("verbatim")
+    client.write(name, [{"data": b'{"p":1.50,"e":1E+2}'}, {"data": b"[ 1 ]", "meta": {"k": 1}}])
+    with client.watch(name) as events:
+        got = [e for e in _take(events, 3) if isinstance(e, WatchRecord)]
+    assert [e.data_json for e in got] == [b'{"p":1.50,"e":1E+2}', b"[ 1 ]"]
+    assert got[0].data == {"p": 1.5, "e": 100.0}  # decoded as before
+    assert got[0] == WatchRecord(name, got[0].record)  # data_json is not part of equality
+
+
 def test_tail_starts_at_the_head(client: topics.Client) -> None:
     name = unique("tail")
     client.write(name, [{"data": "old"}])

@@ -30,6 +30,7 @@ def test_subscribe_publish_and_iterate(client: Client) -> None:
         assert got[0].data == "before"
         assert CaughtUpEvent(room, 1, 1) in got
         assert (got[-1].data, got[-1].record.tag, got[-1].record.node) == ({"t": 1.5}, "m", "u1")
+        assert got[-1].data_json == b'{"t":1.50}'  # the text the server stored, verbatim
         assert client.diff(room, from_seq=1).records_json.count(b"1.50") == 1
         assert ws.unsubscribe(room)["op"] == "unsubscribed"
 

@@ -351,7 +351,9 @@ class WatchState:
         records = payload.get("records") or ()
         spans = _data_spans(self._frame_text, len(records))
         for i, obj in enumerate(records):
-            out.append(WatchRecord(topic, record_of(obj), spans[i] if spans else None))
+            # A CloudEvents record is the whole event, not its data member: no span.
+            raw = spans[i] if spans and "$seq" in obj else None
+            out.append(WatchRecord(topic, record_of(obj), raw))
         return int(payload.get("to_seq", self._pending.get(topic, 0)))
 
     def _tombstone(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:

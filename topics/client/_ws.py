@@ -51,12 +51,14 @@ from topics.watch_types import (
 
 from . import _protocol as p
 from ._transport import ClientConnectionError, Settings, error_from_response
-from ._watch_state import WatchEventValue, WatchRecord, record_of
+from ._watch_state import WatchEventValue, WatchRecord, _data_spans, record_of
 from ._ws_types import Subscribed, Unsubscribed
 
 __all__ = ["AsyncWebSocket", "WebSocket"]
 
 PATH = "/v0/ws"
+# Where _frame keeps a record frame's data spans (no server member starts with "_").
+_SPANS = "_data_json"
 _ANSWERS = frozenset({"subscribed", "unsubscribed", "ack", "pong", "error"})
 _PUBLISH_OPTIONS = frozenset(
     {
@@ -155,6 +157,8 @@ class WsProtocol:
             return
         if not isinstance(frame, dict):
             return
+        if frame.get("op") == "record":  # the records' data as sent (WatchRecord.data_json)
+            frame[_SPANS] = _data_spans(text, len(frame.get("records") or ()))
         rid = frame.get("request_id")
         if frame.get("op") in _ANSWERS and isinstance(rid, str):
             self.answers[rid] = frame
@@ -184,7 +188,11 @@ def events_of(frame: Mapping[str, Any]) -> list[WatchEventValue]:
     if not isinstance(topic, str):
         return []
     if op == "record":
-        return [WatchRecord(topic, record_of(r)) for r in frame.get("records") or ()]
+        spans = frame.get(_SPANS)
+        return [
+            WatchRecord(topic, record_of(r), spans[i] if spans and "$seq" in r else None)
+            for i, r in enumerate(frame.get("records") or ())
+        ]
     head = int(frame.get("head_seq", 0))
     if op == "caught_up":
         return [CaughtUpEvent(topic, head, head)]
