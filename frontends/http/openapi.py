@@ -1140,6 +1140,15 @@ def _watch() -> dict[str, Schema]:
                     "frame has left the server (at least once across a server crash).",
                     default=False,
                 ),
+                "from_ts": _u64(
+                    "Start at the first record with $ts >= from_ts (resolved once, at "
+                    "creation: the answer's from_seq); not with from_seq or tail."
+                ),
+                "to_ts": _u64(
+                    "End after the last record with $ts <= to_ts: then event: end-reached, "
+                    "and the topic leaves the session."
+                ),
+                "to_seq": _u64("End after this seq (with to_ts: the earlier end)."),
             },
             closed=True,
         ),
@@ -1225,6 +1234,17 @@ def _watch() -> dict[str, Schema]:
                     enum=["eventual", "strong"],
                     default="eventual",
                 ),
+                "where": _ref("Where"),
+                "format": _str(
+                    "records, or cloudevents (each record a CloudEvents 1.0 event).",
+                    enum=["records", "cloudevents"],
+                    default="records",
+                ),
+                "ce_type_field": _str(
+                    "With cloudevents: the meta member giving each event's type.",
+                    minLength=1,
+                    default="type",
+                ),
             },
             closed=True,
             description="A multiplexed watch subscription (§7.1): topics, topic_prefix or both.",
@@ -1253,7 +1273,10 @@ def _watch() -> dict[str, Schema]:
         "SseRecordEvent": _obj(
             {
                 "topic": _ref("TopicName"),
-                "records": {"type": "array", "items": _ref("Record")},
+                "records": {
+                    "type": "array",
+                    "items": {"anyOf": [_ref("Record"), _ref("CloudEvent")]},
+                },
                 "from_seq": _ref("Seq"),
                 "to_seq": _ref("Seq"),
                 "head_seq": _ref("Seq"),
@@ -1285,6 +1308,16 @@ def _watch() -> dict[str, Schema]:
             {"topic": _ref("TopicName"), "head_seq": _ref("Seq"), "reason": {"type": "string"}},
             ["topic", "head_seq", "reason"],
             description="event: topic-deleted — terminal for that topic only.",
+        ),
+        "SseEndReachedEvent": _obj(
+            {
+                "topic": _ref("TopicName"),
+                "next_from_seq": _ref("Seq"),
+                "head_seq": _ref("Seq"),
+            },
+            ["topic", "next_from_seq", "head_seq"],
+            description="event: end-reached — the topic's to_ts/to_seq end was delivered up to "
+            "next_from_seq; terminal for that topic only (it leaves the session).",
         ),
         "SseTopicAddedEvent": _obj(
             {
@@ -1398,6 +1431,12 @@ def _ws() -> dict[str, Schema]:
                         "on_backlog": {"enum": ["jump", "error"]},
                         "cursor": _ref("CursorName"),
                         "commit": {"type": "boolean"},
+                        "from_ts": _ref("Seq"),
+                        "to_ts": _ref("Seq"),
+                        "to_seq": _ref("Seq"),
+                        "where": _ref("Where"),
+                        "format": {"enum": ["records", "cloudevents"]},
+                        "ce_type_field": {"type": "string", "minLength": 1},
                     },
                 ),
                 op(
@@ -1461,7 +1500,10 @@ def _ws() -> dict[str, Schema]:
                         "from_seq": _ref("Seq"),
                         "to_seq": _ref("Seq"),
                         "head_seq": _ref("Seq"),
-                        "records": {"type": "array", "items": _ref("Record")},
+                        "records": {
+                            "type": "array",
+                            "items": {"anyOf": [_ref("Record"), _ref("CloudEvent")]},
+                        },
                     },
                     ["topic", "records"],
                 ),
@@ -1521,6 +1563,15 @@ def _ws() -> dict[str, Schema]:
                         "max_backlog": _ref("Seq"),
                     },
                     ["topic", "head_seq"],
+                ),
+                op(
+                    "end_reached",
+                    {
+                        "topic": _ref("TopicName"),
+                        "next_from_seq": _ref("Seq"),
+                        "head_seq": _ref("Seq"),
+                    },
+                    ["topic", "next_from_seq"],
                 ),
                 op(
                     "error",
@@ -2406,6 +2457,7 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
                     "topic-deleted": _ref("SseTopicDeletedEvent"),
                     "topic-added": _ref("SseTopicAddedEvent"),
                     "backlog-exceeded": _ref("SseBacklogExceededEvent"),
+                    "end-reached": _ref("SseEndReachedEvent"),
                     "error": _ref("SseErrorEvent"),
                 }
             },
