@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -216,6 +217,25 @@ def test_colour_on_a_terminal_only_and_never_with_no_color(cli_server: ServerPro
         env=env,
     )
     assert ESC in forced.stdout
+
+
+@pytest.mark.slow
+def test_progress_bar_by_default_on_a_terminal_only(
+    cli_server: ServerProcess, tmp_path: Path
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(f'{{"i":{i}}}\n' for i in range(500)))
+    env = {**os.environ, "TOPICS_URL": cli_server.base_url}
+    code, shown = _on_a_tty(["write", name("bar"), str(src)], env)
+    assert code == 0, shown
+    assert "[##############################] 100%" in shown
+    assert "500 records" in shown
+    piped = subprocess.run(
+        [sys.executable, "-m", "topics.cli", "write", name("bar"), str(src)],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert piped.returncode == 0
+    assert "%" not in piped.stderr
 
 
 def test_use_colour_rules() -> None:
