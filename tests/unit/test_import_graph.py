@@ -1,0 +1,310 @@
+"""The import graph of topics/ and frontends/ may not get worse (issue 16's ratchet).
+
+Three rules, read from the source with ``ast`` (nothing is imported):
+
+1. No module imports another module's private name (``from .engine import _append_batch``).
+   A module of the package may be private (``topics._log``); a *name* starting with ``_``
+   belongs to its module.
+2. No import cycles. Every import counts, deferred ones inside functions too (a cycle held
+   together by a function-level import is still a cycle a reader has to untangle); only
+   imports under ``if TYPE_CHECKING:`` are left out, since they never run.
+3. Layers (docs/ARCHITECTURE.md opens with the list): every module belongs to one layer of
+   :data:`LAYERS` and imports only from its own layer and those below it. A new module
+   must be given a layer here.
+
+The layering work of issue 16 removes what exists today; until then the lists below hold
+exactly today's violations, so the test fails on a new one, and on a listed one that is
+gone (the list must shrink with the code, never hide a fixed entry).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("topics", "frontends")
+
+#: The layers, lowest first: (name, the modules in it as regular expressions).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "core",
+        (
+            r"topics\._core(\..*)?",
+            r"topics\._limits",
+            r"topics\._clock",
+            r"topics\.errors",
+            r"topics\._names",
+            r"topics\._args",
+        ),
+    ),
+    (
+        "storage",
+        (
+            r"topics\._storage(\.(fs|wal|wal_reader|segment_files|manifest|entries))?",
+            r"topics\._storage\.(handles|heads|space)",
+        ),
+    ),
+    (
+        "shapes",
+        (
+            r"topics\.types",
+            r"topics\.\w+_types",
+            r"topics\.config",
+            r"topics\.settings",
+            r"topics\.record_fields",
+            r"topics\.auth",
+            r"topics\._where",
+            r"topics\._cloudevents",
+            r"topics\.cli_filters",
+        ),
+    ),
+    ("logs", (r"topics\._log", r"topics\._reads", r"topics\._registry")),
+    # What joins storage to topic logs; issue 16 moves it out of the _storage package.
+    ("persistence", (r"topics\._storage\.(store|recovery|reader)",)),
+    (
+        "subsystems",
+        (
+            r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas)",
+        ),
+    ),
+    ("facade", (r"topics\.engine", r"topics\.worker", r"topics\.consumer", r"frontends\.inproc")),
+    (
+        "edges",
+        (
+            r"topics",
+            r"topics\.wire(\..*)?",
+            r"topics\.client(\..*)?",
+            r"topics\.spark(\..*)?",
+            r"topics\.cli",
+            r"topics\._cli_\w+",
+            r"frontends(\..*)?",
+        ),
+    ),
+)
+
+#: Imports of a higher layer that exist today: (importer, imported).
+KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
+    {
+        # Producer epochs are persisted by the store and rebuilt by recovery (issue 19).
+        ("topics._storage.recovery", "topics._producers"),
+        ("topics._storage.store", "topics._producers"),
+    }
+)
+
+#: Cross-module private imports that exist today: (importer, module, name).
+KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("topics._storage.recovery", "topics._storage.manifest", "_read"),
+        ("topics.client._ws", "topics.client._watch_state", "_data_spans"),
+    }
+)
+
+#: Import cycles that exist today, each as the sorted modules of one strongly connected
+#: component of the graph.
+KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset(
+    {
+        # The package's lazy ``topics.Client`` and the client's ``topics.__version__``.
+        (
+            "topics",
+            "topics.client",
+            "topics.client._async",
+            "topics.client._aworker",
+            "topics.client._sync",
+            "topics.client._transport",
+            "topics.client._watch",
+            "topics.client._worker",
+            "topics.client._ws",
+        ),
+    }
+)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "frontends" in path.relative_to(ROOT).parts[1:]:
+                continue  # topics/frontends is a link to frontends/
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    todo: list[ast.AST] = [tree]
+    while todo:  # depth first, in source order
+        node = todo.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            todo.extend(reversed(node.orelse))
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *(node.module.split(".") if node.module else [])])
+
+
+def _canonical(name: str) -> str:
+    # topics.frontends.x is frontends.x reached through the link.
+    return name.removeprefix("topics.") if name.startswith("topics.frontends") else name
+
+
+def graph() -> tuple[dict[str, set[str]], set[tuple[str, str, str]]]:
+    """The package's import edges, and its cross-module private-name imports."""
+    modules = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    private: set[tuple[str, str, str]] = set()
+
+    def known(name: str) -> str | None:
+        name = _canonical(name)
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = known(alias.name)
+                    if target and target != module:
+                        edges[module].add(target)
+                continue
+            source = _canonical(_resolve(module, is_package, node))
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                if _canonical(full) in modules:  # a submodule, not a name
+                    target = _canonical(full)
+                elif (ROOT / full.replace(".", "/")).with_suffix(".pyx").exists():
+                    target = None  # a compiled submodule (topics._core._scan)
+                else:
+                    target = known(source)
+                    name = alias.name
+                    if (
+                        target
+                        and target != module
+                        and name.startswith("_")
+                        and not name.startswith("__")
+                    ):
+                        private.add((module, target, name))
+                if target and target != module:
+                    edges[module].add(target)
+    return edges, private
+
+
+def cycles(edges: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[tuple[str, ...]] = set()
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.add(tuple(sorted(component)))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_new_private_name_imports() -> None:
+    _, private = graph()
+    new = sorted(private - KNOWN_PRIVATE_IMPORTS)
+    gone = sorted(KNOWN_PRIVATE_IMPORTS - private)
+    assert not new, f"imports of another module's private names: {new}"
+    assert not gone, f"fixed, take them off KNOWN_PRIVATE_IMPORTS: {gone}"
+
+
+def test_no_new_import_cycles() -> None:
+    edges, _ = graph()
+    found = cycles(edges)
+    new = sorted(found - KNOWN_CYCLES)
+    gone = sorted(KNOWN_CYCLES - found)
+    assert not new, f"new or grown import cycles: {new}"
+    assert not gone, f"gone or shrunk, update KNOWN_CYCLES: {gone}"
+
+
+def layer_of(module: str) -> int | None:
+    for i, (_, patterns) in enumerate(LAYERS):
+        if any(re.fullmatch(p, module) for p in patterns):
+            return i
+    return None
+
+
+def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
+    edges, _ = graph()
+    unplaced = sorted(m for m in edges if layer_of(m) is None)
+    assert not unplaced, f"give these modules a layer in LAYERS: {unplaced}"
+    upward = set()
+    for module, targets in edges.items():
+        mine = layer_of(module)
+        assert mine is not None
+        for target in targets:
+            theirs = layer_of(target)
+            assert theirs is not None, target
+            if theirs > mine:
+                upward.add((module, target))
+    new = sorted(upward - KNOWN_LAYER_VIOLATIONS)
+    gone = sorted(KNOWN_LAYER_VIOLATIONS - upward)
+    assert not new, f"imports from a higher layer: {new}"
+    assert not gone, f"fixed, take them off KNOWN_LAYER_VIOLATIONS: {gone}"
+
+
+def test_the_checks_see_what_they_look_for() -> None:
+    """The analysis itself: a private import and a two-module cycle are found."""
+    tree = ast.parse("from .engine import _append_batch\nfrom . import _log\n")
+    nodes = [n for n in _imports(tree) if isinstance(n, ast.ImportFrom)]
+    assert _resolve("topics._routers", False, nodes[0]) == "topics.engine"
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == {("a", "b")}
+    guarded = ast.parse("if TYPE_CHECKING:\n    from .x import y\nimport z\n")
+    assert [type(n).__name__ for n in _imports(guarded)] == ["Import"]
+    names = [name for name, _ in LAYERS]
+    assert names[layer_of("topics._core._pure")] == "core"  # type: ignore[index]
+    assert names[layer_of("topics._storage.wal")] == "storage"  # type: ignore[index]
+    assert names[layer_of("topics._storage.store")] == "persistence"  # type: ignore[index]
+    assert names[layer_of("frontends.http.app")] == "edges"  # type: ignore[index]
