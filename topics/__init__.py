@@ -30,6 +30,7 @@ from .queue_types import ClaimResult as ClaimResult
 from .queue_types import ExtendResult as ExtendResult
 from .queue_types import Job as Job
 from .queue_types import NackResult as NackResult
+from .queue_types import RedriveResult as RedriveResult
 from .router_types import DeleteRouterResult as DeleteRouterResult
 from .router_types import PutRouterResult as PutRouterResult
 from .router_types import RouterConfig as RouterConfig
@@ -94,6 +95,7 @@ __all__ = [
     "PutTopicResult",
     "Reader",
     "Record",
+    "RedriveResult",
     "RouterConfig",
     "RouterInfo",
     "RouterPage",
