@@ -39,7 +39,7 @@ def _declare(p: argparse.ArgumentParser, top: bool) -> None:
     def default(value: object) -> object:
         return value if top else argparse.SUPPRESS
 
-    env_url = os.environ.get("TOPICS_URL") or DEFAULT_URL
+    env_url = os.environ.get("TOPICS_URL", "").strip() or DEFAULT_URL
     p.add_argument(
         "--url",
         type=server_url,
