@@ -667,6 +667,41 @@ def test_tour_queues(http: httpx.Client) -> None:
         t("POST", template, f"/v0/topics/tq-none/{path}", 404, "topic_not_found", json=payload)
 
 
+def test_tour_queue_jobs(http: httpx.Client) -> None:
+    """Scheduled and keyed writes, the queue state with them, and redrive (issue 19)."""
+    t = Tour(http)
+    T, RD = "/v0/topics/{topic}", "/v0/topics/{topic}/redrive"
+    config = {"type": "queue", "max_deliveries": 1, "dead_letter": "tj-dlq"}
+    t("PUT", T, "/v0/topics/tj", 201, json=config)
+    jobs = {"records": [{"data": 1, "delay_ms": 60_000, "dedupe_key": "k"}], "dedupe": "until_ack"}
+    t("POST", T, "/v0/topics/tj", 200, json=jobs)
+    dup = t("POST", T, "/v0/topics/tj", 200, json=jobs)
+    assert dup["dedupe"][0]["outcome"] == "duplicate"
+    swap = t("POST", T, "/v0/topics/tj", 200, json={**jobs, "replace": True})
+    assert swap["dedupe"][0]["replaced_seq"] == 1
+    bad = {"records": [{"data": 1}], "dedupe": "window"}
+    t("POST", T, "/v0/topics/tj", 400, "invalid_request", json=bad)
+    assert t("GET", T, "/v0/topics/tj", 200)["queue"]["scheduled"] == 1
+    t("POST", T, "/v0/topics/tj", 200, json=_records(2))
+    claim = t("POST", "/v0/topics/{topic}/claim", "/v0/topics/tj/claim", 200, json={"node": "w"})
+    seqs = [job["$seq"] for job in claim["claimed"]]
+    t(
+        "POST",
+        "/v0/topics/{topic}/nack",
+        "/v0/topics/tj/nack",
+        200,
+        json={"node": "w", "seqs": seqs},
+    )
+    t("POST", "/v0/topics/{topic}/claim", "/v0/topics/tj/claim", 200, json={"node": "w"})
+    moved = t("POST", RD, "/v0/topics/tj-dlq/redrive", 200, json={"max": 5})
+    assert moved["moved"] == 1
+    t("POST", RD, "/v0/topics/tj-dlq/redrive", 200, content=b"")
+    t("POST", RD, "/v0/topics/tj-none/redrive", 404, "topic_not_found", json={})
+    t("POST", RD, "/v0/topics/tj-dlq/redrive", 400, "invalid_request", json={"max": 0})
+    t("POST", T, "/v0/topics/tj-log", 201, json=_records(1))
+    t("POST", RD, "/v0/topics/tj-dlq/redrive", 409, "not_a_queue", json={"to": "tj-log"})
+
+
 def test_tour_watch(http: httpx.Client) -> None:
     if not served("POST", "/v0/watch"):
         pytest.skip("watch is not served yet")
