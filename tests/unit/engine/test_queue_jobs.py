@@ -77,6 +77,17 @@ async def test_a_scheduled_job_has_its_seq_at_once_but_is_claimable_only_when_du
     }
 
 
+async def test_a_queue_created_by_the_write_schedules_and_keys_its_first_jobs(engine, clock):
+    records = [{"data": 1, "delay_ms": 100, "dedupe_key": "a"}, {"data": 2}]
+    res = await engine.write("nq", records, config={"type": "queue", "lease_ms": 60_000})
+    assert (res.created, res.seqs, res.dedupe) == (True, [1, 2], [])
+    assert (await counters(engine, "nq"))["scheduled"] == 1
+    assert (await engine.write("nq", [{"data": 3, "dedupe_key": "a"}])).count == 0
+    assert (await engine.claim("nq", node="w", max=5)).seqs == (2,)
+    clock.advance(100)
+    assert (await engine.claim("nq", node="w", max=5)).seqs == (1,)
+
+
 async def test_due_jobs_go_out_in_seq_order_with_the_fresh_ones(engine, clock):
     await make_queue(engine, lease_ms=60_000)
     await engine.write(
