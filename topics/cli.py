@@ -36,6 +36,7 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import re
@@ -427,6 +428,20 @@ class Cli:
             if page.caught_up:
                 return
 
+    @contextlib.contextmanager
+    def _group_commit(self, events: Any, printed: dict[str, int]) -> Iterator[None]:
+        """``tail --group``: the watch commits a frame to the group's cursors once the next
+        item is asked for; on exit what was printed since is committed too, so the next
+        ``tail --group`` goes on right after the last record printed (at least once)."""
+        try:
+            yield
+        finally:
+            group = self.args.group
+            committed = events.cursors
+            for topic, seq in printed.items():
+                if group is not None and seq > committed.get(topic, 0):
+                    self.client.put_cursor(topic, group, seq)
+
     def tail(self) -> None:
         topics: dict[str, Any] | list[str] = self.args.topics
         if not topics and not self.args.prefix:
@@ -458,15 +473,18 @@ class Cli:
             tail=isinstance(topics, list),
             node=self.args.node,
             include_tags=True,
+            group=self.args.group,
             **guard,
         )
-        with events:
+        printed: dict[str, int] = {}  # topic -> the last seq printed
+        with events, self._group_commit(events, printed):
             for ev in events:
                 if isinstance(ev, WatchRecord):
                     rec = raw_from_record(ev.record)
                     if ev.data_json is not None:  # the data verbatim (topics/_cli_format.py)
                         rec = dataclasses.replace(rec, data_json=ev.data_json)
                     self._show_record(ev.topic, rec)
+                    printed[ev.topic] = ev.seq
                     shown += 1
                 elif isinstance(ev, TombstoneEvent):
                     self.warn_tombstone(ev.topic, ev.tombstone)
@@ -791,6 +809,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bound_options(p)
     p.add_argument("-n", "--last", type=int, metavar="N",
                    help="start with the last N records of each topic (default: new only)")  # fmt: skip
+    p.add_argument("--group", help="consumer group: resume after its cursor, commit to it")
     p.add_argument("--wait", action="store_true",
                    help="a topic that does not exist yet: wait for it, then follow it from its "
                    "first record")  # fmt: skip
