@@ -20,18 +20,13 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from _spark_local import local_spark
 from pyspark.sql import functions as F
 
 import topics
@@ -130,13 +125,7 @@ def main() -> None:
                 )
             db.delete_records("prices", before_seq=11)  # seqs 1..10 are gone: NULLs
         print(f"wrote {args.records} records into {data_dir}")
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_spark("topics-spark-lookup")
         pairs = spark.range(args.lookups, numPartitions=4).select(
             F.lit("prices").alias("topic"),
             ((F.col("id") * 7919) % (args.records + 5) + 1).alias("seq"),  # a few past the head

@@ -17,24 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
-# Spark's Python workers must run this interpreter (it has topics and pyarrow).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
+from _spark_local import every_record_data, spark_and_server
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import topics
-import topics.spark
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the orders' event time starts here
 SKUS = ["A1", "B7", "C3", "D9"]
@@ -54,20 +46,6 @@ def generate_orders(data_dir: str, n: int) -> None:
                 batch.append({"data": order, "tag": f"customer-{rng.randint(1, 300)}"})
             db.write("orders", batch)
     print(f"1. wrote {n} orders into {data_dir} (embedded engine, now closed)")
-
-
-def start_server(data_dir: str) -> tuple[subprocess.Popen[str], str]:
-    """Step 2: the server takes the data directory's one writer lock."""
-    cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", "--data-dir", data_dir]
-    env = dict(os.environ, TOPICS_LOG_LEVEL="WARNING")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("topics-server listening on "):
-            url = line.split()[-1]
-            print(f"2. topics-server on {url} over the same data directory")
-            return proc, url
-    raise SystemExit(f"topics-server did not start (exit {proc.wait()})")
 
 
 def window_stats(spark: SparkSession, data_dir: str) -> Any:
@@ -139,13 +117,7 @@ def read_back(url: str) -> list[dict[str, Any]]:
             if isinstance(exc, topics.TopicNotFoundError):
                 raise
             print("5. this server has no /v0/watch yet: reading order_stats with diff instead")
-        cursor = 0
-        while True:
-            page = client.diff("order_stats", from_seq=cursor, limit=1000)
-            rows += [rec.data for rec in page.records]
-            cursor = page.next_from_seq
-            if page.caught_up:
-                return rows
+    return every_record_data(url, "order_stats")
 
 
 def main() -> None:
@@ -157,21 +129,11 @@ def main() -> None:
     if args.keep:
         shutil.rmtree(data_dir, ignore_errors=True)
     generate_orders(data_dir, args.orders)
-    server, url = start_server(data_dir)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("topics-spark-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
     try:
-        topics.spark.register(spark)
-        write_stats(window_stats(spark, data_dir), url)
-        rows = read_back(url)
+        with spark_and_server("topics-spark-pipeline", data_dir) as (spark, url):
+            print(f"2. topics-server on {url} over the same data directory")
+            write_stats(window_stats(spark, data_dir), url)
+            rows = read_back(url)
         rows.sort(key=lambda r: (r["window_start"], r["sku"]))
         total = sum(r["orders"] for r in rows)
         print(f"   {len(rows)} (window, sku) rows covering {total} orders; the first six:")
@@ -181,9 +143,6 @@ def main() -> None:
             )
         assert total == args.orders, (total, args.orders)
     finally:
-        spark.stop()
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
         if not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
 

@@ -24,35 +24,17 @@ import argparse
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
-# Spark's Python workers must run this interpreter (it has topics and pyarrow).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
+from _spark_local import every_record_data, spark_and_server
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-import topics.spark
 from topics.client import Client
 
 SKUS = ["A1", "B7", "C3", "D9"]
 ORDER_SCHEMA = "id bigint, sku string, qty int, price decimal(10,2)"
-
-
-def start_server(data_dir: str) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", "--data-dir", data_dir]
-    env = dict(os.environ, TOPICS_LOG_LEVEL="WARNING")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("topics-server listening on "):
-            return proc, line.split()[-1]
-    raise SystemExit(f"topics-server did not start (exit {proc.wait()})")
 
 
 def write_orders(url: str, first: int, n: int, expected: dict[str, int]) -> None:
@@ -110,16 +92,8 @@ def run_stream(spark: SparkSession, url: str, checkpoint: str) -> None:
 
 
 def latest_totals(url: str) -> dict[str, Any]:
-    latest: dict[str, Any] = {}
-    with Client(url) as client:
-        cursor = 0
-        while True:
-            page = client.diff("sku_totals", from_seq=cursor, limit=1000)
-            for rec in page.records:
-                latest[rec.data["sku"]] = rec.data  # later records supersede earlier ones
-            cursor = page.next_from_seq
-            if page.caught_up:
-                return latest
+    """The newest ``sku_totals`` record per SKU (later records supersede earlier ones)."""
+    return {data["sku"]: data for data in every_record_data(url, "sku_totals")}
 
 
 def main() -> None:
@@ -132,28 +106,18 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     data_dir, checkpoint = os.path.join(root, "data"), os.path.join(root, "checkpoint")
     os.makedirs(data_dir)
-    server, url = start_server(data_dir)
-    print(f"1. topics-server on {url}")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("topics-spark-stream-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
     expected: dict[str, int] = {}
     half = args.orders // 2
     try:
-        topics.spark.register(spark)
-        write_orders(url, 0, half, expected)
-        print("2-3. first run (Trigger.AvailableNow)")
-        run_stream(spark, url, checkpoint)
-        write_orders(url, half, args.orders - half, expected)
-        print("4. second run, restarted from the checkpoint")
-        run_stream(spark, url, checkpoint)
-        latest = latest_totals(url)
+        with spark_and_server("topics-spark-stream-pipeline", data_dir) as (spark, url):
+            print(f"1. topics-server on {url}")
+            write_orders(url, 0, half, expected)
+            print("2-3. first run (Trigger.AvailableNow)")
+            run_stream(spark, url, checkpoint)
+            write_orders(url, half, args.orders - half, expected)
+            print("4. second run, restarted from the checkpoint")
+            run_stream(spark, url, checkpoint)
+            latest = latest_totals(url)
         print("5. newest sku_totals record per SKU:")
         for sku in sorted(latest):
             row = latest[sku]
@@ -162,9 +126,6 @@ def main() -> None:
         assert sum(r["orders"] for r in latest.values()) == args.orders
         print("   totals match every order exactly once")
     finally:
-        spark.stop()
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 

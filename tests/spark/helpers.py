@@ -49,6 +49,14 @@ def reader_records(path: str, topic: str, from_seq: int = 0) -> list[topics.Reco
             return out
 
 
+def read_seqs(spark: Any, location: tuple[str, str], **options: str) -> list[tuple[str, int]]:
+    """Sorted (topic, seq) of a batch read with these options."""
+    reader = spark.read.format("topics").option(*location)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return sorted((r.topic, r.seq) for r in reader.load().select("topic", "seq").collect())
+
+
 def row_key(row: Any) -> tuple[Any, ...]:
     """(seq, ts in ms, tag, parsed data, parsed meta) of a DataFrame row."""
     meta = json.loads(row.meta) if row.meta is not None else None

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 import topics
 from tests.spark.conftest import Server
-from tests.spark.helpers import http_records, http_write
+from tests.spark.helpers import http_records, http_write, read_seqs
 from tests.spark.test_stream import Collector, _run
 from topics._clock import ManualClock
 from topics.spark import OptionError
@@ -41,10 +41,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _seqs(spark: SparkSession, where: tuple[str, str], **options: str) -> list[tuple[str, int]]:
-    reader = spark.read.format("topics").option(*where)
-    for key, value in {"topic": "timed", **options}.items():
-        reader = reader.option(key, value)
-    return sorted((r.topic, r.seq) for r in reader.load().select("topic", "seq").collect())
+    return read_seqs(spark, where, **{"topic": "timed", **options})
 
 
 def test_time_options_parse_ms_iso_and_maps() -> None:

@@ -12,6 +12,7 @@ from tests.spark.conftest import Server
 from tests.spark.helpers import (
     http_records,
     http_write,
+    read_seqs,
     reader_records,
     record_key,
     row_key,
@@ -73,10 +74,7 @@ def test_path_read_honours_from_seq_to_seq_and_topic_lists(
     spark: SparkSession, data_dir: str
 ) -> None:
     def read(**options: str) -> list[tuple[str, int]]:
-        reader = spark.read.format("topics").option("path", data_dir)
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return sorted((r.topic, r.seq) for r in reader.load().select("topic", "seq").collect())
+        return read_seqs(spark, ("path", data_dir), **options)
 
     assert read(topic="orders", from_seq="2990", to_seq="2995") == [
         ("orders", s) for s in range(2991, 2996)
@@ -90,10 +88,7 @@ def test_path_read_honours_from_seq_to_seq_and_topic_lists(
 
 def test_kafka_style_keywords_and_a_per_topic_end(spark: SparkSession, data_dir: str) -> None:
     def read(**options: str) -> list[tuple[str, int]]:
-        reader = spark.read.format("topics").option("path", data_dir)
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return sorted((r.topic, r.seq) for r in reader.load().select("topic", "seq").collect())
+        return read_seqs(spark, ("path", data_dir), **options)
 
     assert read(topic="refunds", from_seq="earliest", to_seq="latest") == [
         ("refunds", s) for s in range(1, 6)

@@ -34,9 +34,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from .._names import check_topic_name
 from .._reads import read_bounds
@@ -45,6 +45,7 @@ from ..errors import TopicsError
 __all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
 
 OnGap = Literal["fail", "emit"]
+T = TypeVar("T")
 
 _COMMON = frozenset({"path", "url", "api_key", "topic", "timeout_s"})
 _READ = _COMMON | {
@@ -222,6 +223,14 @@ def _seq_option(
         words = " or ".join(repr(k) for k in keywords)
         raise OptionError(f"{where}: expected a seq >= 0 or {words}, got {value!r}")
 
+    return _per_topic(name, raw, one, default)
+
+
+def _per_topic(
+    name: str, raw: str | None, one: Callable[[object, str], T], default: T | None
+) -> tuple[dict[str, T], T | None]:
+    """An option that is one value (parsed by ``one``) or a JSON object of topic -> value:
+    the per-topic values, and the value for every other topic (``default`` if none)."""
     if raw is None or raw.strip() == "":
         return {}, default
     raw = raw.strip()
@@ -255,16 +264,7 @@ def _ts_option(name: str, raw: str | None) -> tuple[dict[str, int], int | None]:
             f"(2026-11-25T17:00:00Z), got {value!r}"
         )
 
-    if raw is None or raw.strip() == "":
-        return {}, None
-    raw = raw.strip()
-    if raw.startswith("{"):
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            raise OptionError(f"{name}: not a JSON object: {raw!r}") from None
-        return {_topic(k): one(v, f"{name}[{k!r}]") for k, v in obj.items()}, None
-    return {}, one(raw, name)
+    return _per_topic(name, raw, one, None)
 
 
 def _where(raw: str | None) -> object:
