@@ -36,9 +36,9 @@ class ReadBounds:
        record with ``$ts >= from_ts``. When no live record is older than ``from_ts`` the
        ts of what was lost below ``earliest_seq`` is unknown, so it resolves to 0: exactly
        a read from the start, with that read's tombstone.
-    2. The end (inclusive) is ``to_seq``, and for ``to_ts`` the seq before the first frame
-       with ``$ts > to_ts``; with no such frame yet, the head once the clock has passed
-       ``to_ts`` (a later write is stamped at least now), else not known yet.
+    2. The end (inclusive) is ``to_seq``, and for ``to_ts`` the seq before the first live
+       record with ``$ts > to_ts``; with none, the head once the clock has passed ``to_ts``
+       (a later write is stamped at least now), else not known yet.
     3. ``where`` filters like a node filter: refused records are examined, not returned.
     """
 
@@ -63,8 +63,10 @@ class ReadBounds:
         end = self.to_seq
         if self.to_ts is not None:
             _, after = log.frame_seq_by_ts(self.to_ts + 1)
-            if after is not None:
-                by_ts: int | None = after - 1
+            # The first *live* record past to_ts (deleted ones in between read for free).
+            live = log.next_live(after) if after is not None else log.head + 1
+            if live <= log.head:
+                by_ts: int | None = live - 1
             else:
                 by_ts = log.head if self.to_ts < now_ms else None
             if by_ts is not None:

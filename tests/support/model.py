@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import ujson
 
 from topics._names import check_topic_name
+from topics._where import compile_where
 from topics.config import TopicConfig, parse_config
 from topics.errors import (
     BatchTooLargeError,
@@ -724,11 +725,23 @@ class ContractModel:
         include_meta: bool = True,
         include_data: bool = True,
         wait_ms: int = 0,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: Any = None,
     ) -> DiffResult:
         check_topic_name(name)
         _non_negative_int("from_seq", from_seq)
         _non_negative_int("limit", limit)
         _non_negative_int("wait_ms", wait_ms)  # S16: the model never waits
+        # S29-S31 (issue 18): bounds and a predicate, checked before the topic is looked up.
+        for field_name, value in (("from_ts", from_ts), ("to_ts", to_ts), ("to_seq", to_seq)):
+            if value is not None:
+                _non_negative_int(field_name, value)
+        if from_ts is not None and from_seq:
+            raise InvalidRequestError("from_ts: give from_seq or from_ts, not both")
+        if where is not None:
+            compile_where(where)  # only its checks: the model evaluates on its own (_matches)
         # §4.5: one node id or a list of them. ASSUMPTION: each must be a valid node id
         # (S5: a non-empty string within max_node_bytes); an empty list filters nothing.
         max_node = self.limits.max_node_bytes
@@ -746,6 +759,16 @@ class ContractModel:
         topic.last_read_ts = now  # S17
         limit = min(limit or DEFAULT_LIMIT, self.limits.max_limit)  # S13
         head, earliest = topic.head_seq, topic.earliest_seq
+        echo: int | None = None
+        if from_ts is not None:  # S29: after the last live record older than from_ts
+            older = [r.seq for r in topic.live if r.ts < from_ts]
+            from_seq = echo = older[-1] if older else 0
+        user_end = to_seq
+        if to_ts is not None:  # S30: before the first live record past to_ts
+            later = [r.seq for r in topic.live if r.ts > to_ts]
+            by_ts = later[0] - 1 if later else (head if to_ts < now else None)
+            if by_ts is not None:
+                user_end = by_ts if user_end is None else min(user_end, by_ts)
         tombstone, start = self._tombstone(topic, from_seq)
         end: int | None = None
         markers = [g for g in topic.gaps if g[0] >= topic.evict_floor]
@@ -753,6 +776,7 @@ class ContractModel:
         if (
             gap is not None
             and tombstone is None
+            and (user_end is None or gap[0] <= user_end)
             and not any(start <= rec.seq < gap[0] for rec in topic.live)
         ):
             # Nothing live between the cursor and the marker: report the loss now.
@@ -769,6 +793,8 @@ class ContractModel:
             gap = next((g for g in markers if g[0] >= start), None)
         if gap is not None:
             end = gap[1] - 1  # before the first seq the crash may have lost
+        if user_end is not None:
+            end = user_end if end is None else min(end, user_end)
         if not topic.config.dedupe_node:
             skip = frozenset()
         rendered: list[bytes] = []
@@ -781,13 +807,29 @@ class ContractModel:
             if end is not None and rec.seq > end:
                 break
             examined += 1
-            if rec.node not in skip:
+            if rec.node not in skip and (where is None or _matches(where, rec)):
                 out = rec.render(tags=include_tags, meta=include_meta, data=include_data)
                 rendered.append(out)
                 budget_used += len(out)
             if examined >= limit or budget_used >= DIFF_BYTE_BUDGET:
                 next_from_seq = rec.seq
                 break
+        if end is not None and start > end:  # nothing to scan before the end
+            next_from_seq = start - 1
+        if from_ts is None and to_ts is None and to_seq is None:
+            return DiffResult(
+                topic=name,
+                records_json=b"[" + b",".join(rendered) + b"]",
+                record_count=len(rendered),
+                next_from_seq=next_from_seq,
+                head_seq=head,
+                earliest_seq=earliest,
+                caught_up=next_from_seq == head,
+                tombstone=tombstone,
+                lag=head - next_from_seq,
+                records_scanned=examined,
+            )
+        stop = head if user_end is None else min(head, user_end)  # S30
         return DiffResult(
             topic=name,
             records_json=b"[" + b",".join(rendered) + b"]",
@@ -795,10 +837,14 @@ class ContractModel:
             next_from_seq=next_from_seq,
             head_seq=head,
             earliest_seq=earliest,
-            caught_up=next_from_seq == head,
+            caught_up=next_from_seq >= stop,
             tombstone=tombstone,
-            lag=head - next_from_seq,
+            lag=max(0, stop - next_from_seq),
             records_scanned=examined,
+            from_seq=echo,
+            end_reached=(user_end is not None and next_from_seq >= user_end)
+            if to_ts is not None or to_seq is not None
+            else None,
         )
 
     @staticmethod
