@@ -704,11 +704,22 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 continue
             visible += 1
             if len(gauges) < max_topic_gauges:
-                ready, in_flight = (
-                    (counters["ready"], counters["in_flight"]) if counters else (None, None)
+                ready, in_flight, scheduled = (
+                    (counters["ready"], counters["in_flight"], counters["scheduled"])
+                    if counters
+                    else (None, None, None)
                 )
                 gauges.append(
-                    TopicGauge(name, log.head, log.earliest, log.count, log.bytes, ready, in_flight)
+                    TopicGauge(
+                        name,
+                        log.head,
+                        log.earliest,
+                        log.count,
+                        log.bytes,
+                        queue_ready=ready,
+                        queue_in_flight=in_flight,
+                        queue_scheduled=scheduled,
+                    )
                 )
         return EngineStatistics(
             ready=self.ready,

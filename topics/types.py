@@ -316,9 +316,11 @@ class TopicGauge:
     earliest_seq: int
     records_live: int
     bytes_live: int
-    # Queue topics only (None on a log topic): the §10.7 ready / in_flight counters.
+    # Queue topics only (None on a log topic): the §10.7 ready / in_flight counters, and
+    # the jobs scheduled for later (§10.9).
     queue_ready: int | None = None
     queue_in_flight: int | None = None
+    queue_scheduled: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,11 @@ _TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
     ("topics_topic_bytes_live", "bytes_live", "Live record bytes per topic."),
     ("topics_topic_queue_ready", "queue_ready", "Claimable jobs per queue topic."),
     ("topics_topic_queue_in_flight", "queue_in_flight", "Leased jobs per queue topic."),
+    (
+        "topics_topic_queue_scheduled",
+        "queue_scheduled",
+        "Jobs per queue topic written for later and not due yet.",
+    ),
 )
 
 _HISTOGRAM = "topics_wal_fsync_latency_us"

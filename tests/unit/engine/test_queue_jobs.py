@@ -103,6 +103,18 @@ async def test_a_router_copy_into_a_queue_keeps_its_schedule(engine, clock):
     assert (await engine.claim("jobs", node="w", max=5)).seqs == (1,)
 
 
+async def test_metrics_count_scheduled_jobs_per_queue(engine):
+    from topics.wire.metrics import render_prometheus
+
+    await make_queue(engine)
+    await engine.write("q", [{"data": 1, "delay_ms": 1000}, {"data": 2, "delay_ms": 5}])
+    await engine.write("log", [{"data": 1}])
+    gauges = {g.topic: g for g in engine.statistics().topic_gauges}
+    assert (gauges["q"].queue_scheduled, gauges["log"].queue_scheduled) == (2, None)
+    text = render_prometheus(engine.statistics()).decode()
+    assert 'topics_topic_queue_scheduled{topic="q"} 2' in text
+
+
 async def test_due_jobs_go_out_in_seq_order_with_the_fresh_ones(engine, clock):
     await make_queue(engine, lease_ms=60_000)
     await engine.write(

@@ -654,6 +654,7 @@ async def test_statistics_report_queue_gauges(engine):
     assert "topics_queue_leases_in_flight 2" in text
     assert 'topics_topic_queue_ready{topic="q"} 1' in text
     assert 'topics_topic_queue_in_flight{topic="q"} 2' in text
+    assert 'topics_topic_queue_scheduled{topic="q"} 0' in text
 
 
 async def test_deletes_made_elsewhere_leave_the_counters_exact(engine):

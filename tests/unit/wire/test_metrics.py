@@ -47,6 +47,7 @@ EXTENSION_NAMES = {
     "topics_storage_min_free_bytes",
     "topics_cursor_lag",
     "topics_cursor_seq",
+    "topics_topic_queue_scheduled",
 }
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[a-z]+="(?:[^"\\]|\\.)*"\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
