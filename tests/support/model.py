@@ -915,3 +915,58 @@ class ContractModel:
             count=topic.count,
             bytes=topic.bytes,
         )
+
+# -- S31: the where predicate, evaluated on decoded records (independent of topics._where) --
+
+_ABSENT = object()
+
+
+def _member(rec: _Rec, name: str) -> Any:
+    if name == "tag":
+        return rec.tag if rec.tag is not None else _ABSENT
+    if name == "node":
+        return rec.node if rec.node is not None else _ABSENT
+    part, _, key = name.partition(".")
+    raw = rec.data_json if part == "data" else rec.meta_json
+    obj = json.loads(raw) if raw is not None else None
+    return obj.get(key, _ABSENT) if isinstance(obj, dict) else _ABSENT
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _matches(expr: Any, rec: _Rec) -> bool:
+    if isinstance(expr, str):
+        expr = ["tag", "Eq", expr]
+    head = expr[0]
+    if head == "and":
+        return all(_matches(e, rec) for e in expr[1])
+    if head == "or":
+        return any(_matches(e, rec) for e in expr[1])
+    if head == "not":
+        return not _matches(expr[1], rec)
+    name, op = expr[0], expr[1]
+    operand = expr[2] if len(expr) == 3 else True
+    v = _member(rec, name)
+    if op == "Exists":
+        return (v is not _ABSENT) == operand
+    if op == "Eq":
+        return v is not _ABSENT and _json_equal(v, operand)
+    if op == "Ne":
+        return not (v is not _ABSENT and _json_equal(v, operand))
+    if op == "In":
+        return v is not _ABSENT and any(_json_equal(v, o) for o in operand)
+    if op == "Glob":
+        return isinstance(v, str) and v.startswith(operand[:-1])
+    if not _is_num(v):
+        return False
+    return {"Gt": v > operand, "Ge": v >= operand, "Lt": v < operand, "Le": v <= operand}[op]
