@@ -916,6 +916,7 @@ class ContractModel:
             bytes=topic.bytes,
         )
 
+
 # -- S31: the where predicate, evaluated on decoded records (independent of topics._where) --
 
 _ABSENT = object()
