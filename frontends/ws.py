@@ -11,8 +11,8 @@ Rules:
    is refused: it is for SSE GETs only) but consumes no scope; the connection counts
    against the §11 long-lived connection caps (429 before the upgrade). Refusals are HTTP
    answers with the §0.5 envelope, sent before the upgrade is accepted.
-2. Each command is authorized on its own: ``subscribe`` needs read, ``publish`` write (and
-   admin when it carries ``config``), and every topic name must pass the key's prefix
+2. Each command is authorized on its own: ``subscribe`` and ``commit`` (a named cursor)
+   need read, ``publish`` write (and admin when it carries ``config``), and every topic name must pass the key's prefix
    allowlist. A failed command answers ``{"op": "error", "request_id", "code", "message"}``
    and the connection stays open.
 3. Commands are handled in arrival order by one reader task; a publish is acked before the
@@ -189,6 +189,8 @@ class WsConnection:
             return wire.unsubscribed_frame(op.request_id, names)
         if isinstance(op, wire.Publish):
             return await self._publish(op, t0)
+        if isinstance(op, wire.CursorCommit):
+            return await self._commit(op)
         return wire.pong_frame(op.request_id)
 
     def _authorize(
@@ -230,6 +232,17 @@ class WsConnection:
         return wire.subscribed_frame(
             op.request_id, {name: w.to_dict() for name, w in marks.items()}, prefixes
         )
+
+    async def _commit(self, op: wire.CursorCommit) -> str:
+        # The scope of PUT /v0/topics/:t/cursors/:name (read); the topic against the prefixes.
+        self._authorize(("read",), "ws_subscribe", {"topic": op.topic}, "commit")
+        info = await self.engine.put_cursor(
+            op.topic,
+            op.cursor,  # type: ignore[arg-type]  # the engine type-checks
+            op.seq,  # type: ignore[arg-type]
+            expect_seq=op.expect_seq,  # type: ignore[arg-type]
+        )
+        return wire.committed_frame(op.request_id, info.to_dict())
 
     async def _publish(self, op: wire.Publish, t0: float) -> str:
         scopes: tuple[Scope, ...] = ("write", "admin") if op.config is not None else ("write",)

@@ -1472,6 +1472,17 @@ def _ws() -> dict[str, Schema]:
                     ["topic", "records"],
                 ),
                 op("ping", rid),
+                op(
+                    "commit",
+                    {
+                        **rid,
+                        "topic": _ref("TopicName"),
+                        "cursor": _ref("CursorName"),
+                        "seq": _ref("Seq"),
+                        "expect_seq": _ref("Seq"),
+                    },
+                    ["topic", "cursor", "seq"],
+                ),
             ],
         },
         "WsServerFrame": {
@@ -1493,6 +1504,20 @@ def _ws() -> dict[str, Schema]:
                     ["topics"],
                 ),
                 op("pong", rid),
+                op(
+                    "committed",
+                    {
+                        **rid,
+                        "topic": _ref("TopicName"),
+                        "cursor": _ref("CursorName"),
+                        "seq": _ref("Seq"),
+                        "head_seq": _ref("Seq"),
+                        "earliest_seq": _ref("Seq"),
+                        "lag": _ref("Seq"),
+                        "updated_ts": _ref("Seq"),
+                    },
+                    ["topic", "cursor", "seq", "lag"],
+                ),
                 op(
                     "record",
                     {

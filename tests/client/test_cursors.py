@@ -188,3 +188,28 @@ async def test_async_watch_with_a_group_commits_to_the_server(server: ServerProc
                     break  # taking this item committed the frame of record 2
         assert got == [2]  # resumed after the group's cursor
         assert (await client.get_cursor(name, "g")).seq == 2
+
+
+def test_ws_commit_explicitly_after_handling(client: Client) -> None:
+    name = unique("wsexplicit")
+    _fill(client, name, 3)
+    with client.ws() as ws:
+        ws.subscribe(name, cursor="g")  # no server-side commit: the consumer commits
+        got = _records(iter(ws), 3)
+        info = ws.commit(name, "g", got[-1].seq, expect_seq=0)
+        assert (info.seq, info.lag) == (3, 0)
+        with pytest.raises(topics.CursorConflictError) as err:
+            ws.commit(name, "g", 2, expect_seq=0)
+        assert topics.client.request_id_of(err.value) is not None
+        ws.ping()  # the connection survives a refused commit
+    assert client.get_cursor(name, "g").seq == 3
+
+
+async def test_async_ws_commit(server: ServerProcess) -> None:
+    name = unique("awscommit")
+    async with AsyncClient(server.base_url) as client:
+        await client.write(name, [{"data": 1}])
+        async with await client.ws() as ws:
+            info = await ws.commit(name, "g", 1)
+        assert info.seq == 1
+        assert (await client.get_cursor(name, "g")).seq == 1

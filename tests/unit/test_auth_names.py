@@ -34,6 +34,7 @@ BODY_FIELD_SETS: list[tuple[BodyKind | None, frozenset[str]]] = [
     ("ws_subscribe", wire_ws._SUBSCRIBE),
     ("ws_subscribe", wire_ws._UNSUBSCRIBE),  # names only what the connection holds already
     ("ws_publish", wire_ws._PUBLISH),
+    ("ws_subscribe", wire_ws._COMMIT),  # a named cursor commit names its topic
     (None, record_routes.DIFF_FIELDS),
     (None, record_routes.DELETE_FIELDS),
     (None, queue_routes.CLAIM_FIELDS),

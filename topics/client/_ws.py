@@ -38,6 +38,7 @@ import wsproto
 from wsproto import events as wse
 from wsproto.connection import ConnectionState
 
+from topics.cursor_types import CursorInfo
 from topics.errors import error_class_for_code
 from topics.types import WriteResult
 from topics.watch_types import (
@@ -59,7 +60,7 @@ __all__ = ["AsyncWebSocket", "WebSocket"]
 PATH = "/v0/ws"
 # Where _frame keeps a record frame's data spans (no server member starts with "_").
 _SPANS = "_data_json"
-_ANSWERS = frozenset({"subscribed", "unsubscribed", "ack", "pong", "error"})
+_ANSWERS = frozenset({"subscribed", "unsubscribed", "ack", "pong", "committed", "error"})
 _PUBLISH_OPTIONS = frozenset(
     {
         "node",
@@ -254,6 +255,18 @@ def publish_message(
     return (head + body[1:]).decode("utf-8")
 
 
+def commit_message(rid: str, topic: str, cursor: str, seq: int, expect_seq: int | None) -> str:
+    msg: dict[str, Any] = {"op": "commit", "request_id": rid, "topic": topic, "cursor": cursor}
+    msg["seq"] = seq
+    if expect_seq is not None:
+        msg["expect_seq"] = expect_seq
+    return p.dumps(msg).decode()
+
+
+def cursor_info(frame: Mapping[str, Any]) -> CursorInfo:
+    return p.cursor_info(frame)
+
+
 def write_result(frame: Mapping[str, Any]) -> WriteResult:
     seqs = frame.get("seqs")
     last = frame.get("last_seq", 0)
@@ -360,6 +373,13 @@ class WebSocket:
         rid = self._proto.next_id("ping")
         self._request(rid, p.dumps({"op": "ping", "request_id": rid}).decode())
 
+    def commit(
+        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+    ) -> CursorInfo:
+        """Commit ``seq`` to a named cursor over this connection (``Client.put_cursor``)."""
+        rid = self._proto.next_id("commit")
+        return cursor_info(self._request(rid, commit_message(rid, topic, cursor, seq, expect_seq)))
+
     def __iter__(self) -> Iterator[WatchEventValue]:
         while True:
             while not self._proto.queue:
@@ -464,6 +484,14 @@ class AsyncWebSocket:
     async def ping(self) -> None:
         rid = self._proto.next_id("ping")
         await self._request(rid, p.dumps({"op": "ping", "request_id": rid}).decode())
+
+    async def commit(
+        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+    ) -> CursorInfo:
+        """Commit ``seq`` to a named cursor over this connection (``Client.put_cursor``)."""
+        rid = self._proto.next_id("commit")
+        msg = commit_message(rid, topic, cursor, seq, expect_seq)
+        return cursor_info(await self._request(rid, msg))
 
     def __aiter__(self) -> AsyncWebSocket:
         return self

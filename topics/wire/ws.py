@@ -42,6 +42,7 @@ from topics.watch_types import (
 from .envelope import json_bytes
 
 __all__ = [
+    "CursorCommit",
     "Op",
     "OpError",
     "Ping",
@@ -52,6 +53,7 @@ __all__ = [
     "ack_frame",
     "backlog_exceeded_frame",
     "caught_up_frame",
+    "committed_frame",
     "decode_op",
     "end_reached_frame",
     "error_frame",
@@ -213,7 +215,21 @@ class Ping:
     op: Literal["ping"] = "ping"
 
 
-Op = Subscribe | Unsubscribe | Publish | Ping
+@dataclass(frozen=True, slots=True)
+class CursorCommit:
+    """``commit``: commit ``seq`` to a named cursor (PUT /v0/topics/:t/cursors/:name)."""
+
+    request_id: str | None
+    topic: str
+    cursor: object
+    seq: object
+    expect_seq: object = None
+    op: Literal["commit"] = "commit"
+
+
+Op = Subscribe | Unsubscribe | Publish | Ping | CursorCommit
+
+_COMMIT = _COMMON | {"topic", "cursor", "seq", "expect_seq"}
 
 
 @dataclass(slots=True)
@@ -277,7 +293,13 @@ def decode_op(message: bytes | str) -> Op:
         reader.allowed = _COMMON
         reader.check_members("ping")
         return Ping(rid)
-    raise reader.fail("op", f"must be subscribe, unsubscribe, publish or ping, got {op!r}")
+    if op == "commit":
+        reader.allowed = _COMMIT
+        reader.check_members("commit")
+        f = reader.fields
+        topic = reader.topic_name("topic", f.get("topic"))
+        return CursorCommit(rid, topic, f.get("cursor"), f.get("seq"), f.get("expect_seq"))
+    raise reader.fail("op", f"must be subscribe, unsubscribe, publish, commit or ping, got {op!r}")
 
 
 def _subscribe(reader: _Reader) -> Subscribe:
@@ -432,6 +454,11 @@ def unsubscribed_frame(request_id: str | None, topics: Sequence[str]) -> str:
 
 def pong_frame(request_id: str | None) -> str:
     return _frame("pong", request_id, {})
+
+
+def committed_frame(request_id: str | None, cursor: Mapping[str, Any]) -> str:
+    """``committed``: the answer of a ``commit`` (the cursor as committed, with its lag)."""
+    return _frame("committed", request_id, cursor)
 
 
 def record_frame(topic: str, records_json: bytes, from_seq: int, to_seq: int, head_seq: int) -> str:

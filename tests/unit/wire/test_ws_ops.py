@@ -112,3 +112,25 @@ def test_server_frames() -> None:
         "request_id": "s1",
         "topics": {"a": {"from_seq": 1}},
     }
+
+
+def test_commit_and_subscribe_from_a_cursor() -> None:
+    op = ws.decode_op(
+        '{"op":"commit","request_id":"c1","topic":"t","cursor":"g","seq":4,"expect_seq":2}'
+    )
+    assert op == ws.CursorCommit("c1", "t", "g", 4, 2)
+    sub = ws.decode_op('{"op":"subscribe","topic":"t","cursor":"g","commit":true}')
+    assert isinstance(sub, Subscribe)
+    assert sub.topics["t"].to_dict() == {"cursor": "g", "commit": True}
+    many = ws.decode_op('{"op":"subscribe","topics":{"t":{"cursor":"g"},"u":{"from_seq":3}}}')
+    assert isinstance(many, Subscribe)
+    assert many.topics["t"].to_dict() == {"cursor": "g", "commit": False}
+    assert many.topics["u"].to_dict() == {"from_seq": 3, "tail": False}
+    with pytest.raises(OpError, match="commit"):
+        ws.decode_op('{"op":"subscribe","topics":{"t":{}},"commit":true}')
+    with pytest.raises(OpError, match="topic"):
+        ws.decode_op('{"op":"commit","cursor":"g","seq":1}')
+    with pytest.raises(OpError, match="is not a field of commit"):
+        ws.decode_op('{"op":"commit","topic":"t","cursor":"g","seq":1,"expected":0}')
+    frame = ujson.loads(ws.committed_frame("c1", {"topic": "t", "cursor": "g", "seq": 4}))
+    assert frame == {"op": "committed", "request_id": "c1", "topic": "t", "cursor": "g", "seq": 4}
