@@ -130,6 +130,13 @@ BENCHES: tuple[Bench, ...] = (
     Bench("scan_body", "bench/scan_body.py", "the raw-span write-body scanner vs ujson.loads"),
     Bench("delete_flag", "bench/delete_flag.py", "durable delete: flag flip vs sidecar rewrite"),
     Bench(
+        "diff_where",
+        "bench/diff_where.py",
+        "diff with a where predicate (keeps 10 %) vs the plain diff, same run (issue 18)",
+        full=("--rounds", "9"),
+        quick=("--rounds", "2"),
+    ),
+    Bench(
         "hostile",
         "bench/hostile.py",
         "batched writes with 1,000 slowloris + 200 pre-auth body holders attached",
