@@ -20,10 +20,11 @@ Rules:
 3. The state is durable: an append that carries a producer is one WAL entry with the
    frames (``APPEND_PRODUCER``), so after a crash the state and the records it names come
    back together or not at all; a change without an append (an epoch raised by a deduped
-   retry, or any producer write on an ``ephemeral`` topic, whose appends are not logged)
-   is a ``PRODUCER`` entry. Both are synced when they raise the epoch, whatever the class,
-   so an acknowledged fence survives any crash. The checkpoint copies every topic's
-   state into the manifest.
+   retry, or by a write to an ``ephemeral`` topic, whose appends are not logged) is a
+   ``PRODUCER`` entry. Both are synced when they raise the epoch, whatever the class, so
+   an acknowledged fence survives any crash. The checkpoint copies every topic's state
+   into the manifest. An ``ephemeral`` topic's other producer writes are not logged: after
+   a crash it keeps its epochs, not its last batch (which went with its records).
 4. Compare-and-append: ``expected_head_seq`` must equal the topic's ``head_seq`` (the
    highest seq ever handed out: 0 for a new or absent topic, unchanged by deletes,
    eviction and expiry; after a crash the head a read reports), else ``409 head_mismatch``

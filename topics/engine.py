@@ -293,8 +293,11 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             log, created = await self._reserve(name, log, records, create, config)
             now = self.clock.now_ms()
         # From here to the append no await: the conditions hold for the append they guard.
-        state = check_producer(log, claim) if claim is not None else None
-        fence = claim is not None and (state is None or claim.epoch > state.epoch)
+        state: ProducerState | None = None
+        fence = False
+        if claim is not None:
+            state = check_producer(log, claim)
+            fence = state is None or claim.epoch > state.epoch
         if key is not None and not created:
             hit = self._dedupe_hit(log, key, now, state)
             if hit is not None:
@@ -322,7 +325,10 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 claim.epoch, key, entry.first_seq, entry.last_seq
             )
         n = entry.last_seq - entry.first_seq + 1
-        timings = await self._log_append(log, salt, frames, created, n, claim, key, fence=fence)
+        if claim is None:  # the plain write pays nothing for the producer arguments
+            timings = await self._log_append(log, salt, frames, created, n)
+        else:
+            timings = await self._log_append(log, salt, frames, created, n, claim, key, fence=fence)
         result = self._write_result(
             log, entry, return_seqs, created=created, deduped=False, timings=timings
         )

@@ -239,6 +239,27 @@ class EngineSurvivesRestarts(RuleBasedStateMachine):
         cls = created_class or self.durability(name)
         self.record(synced=res is not None and not res.deduped and cls == "fsync")
 
+    @rule(
+        name=st.sampled_from(NAMES),
+        data=st.integers(0, 9),
+        epoch=st.integers(0, 2),
+        key=st.sampled_from([None, "b1", "b2"]),
+    )
+    def producer_write(self, name: str, data: int, epoch: int, key: str | None) -> None:
+        """Fencing and the windowless last batch (issue 19) through restarts and crashes.
+        A write that raises the epoch is synced whatever the class (_producers rule 3).
+        Not on an ``ephemeral`` topic: only its epochs are logged, not its last batch."""
+        topic = self.model.topics.get(name)
+        if topic is None or topic.config.durability == "ephemeral":
+            return
+        state = topic.producers.get("p")
+        raises = state is None or epoch > state.epoch
+        self.quiet_heads.pop(name, None)
+        res = self.both("write", name, [{"data": data}], producer_id="p", epoch=epoch,
+                        idempotency_key=key)  # fmt: skip
+        fsync = topic.config.durability == "fsync" and res is not None and not res.deduped
+        self.record(synced=res is not None and (raises or fsync))
+
     @rule(name=st.sampled_from(NAMES), from_seq=st.integers(0, 12))
     def diff(self, name: str, from_seq: int) -> None:
         self.both("diff", name, from_seq=from_seq, include_tags=True, limit=5)
