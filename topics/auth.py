@@ -155,6 +155,12 @@ NAME_FREE_FIELDS: frozenset[str] = frozenset(
         "heartbeat_ms", "consistency", "op", "request_id",
         # watch prefixes are narrowed to the allowlist by the engine (topics._watch_prefix)
         "topic_prefix", "max_backlog", "on_backlog",
+        # compare-and-append and producer fencing (a producer id is not a topic name)
+        "expected_head_seq", "producer_id", "epoch",
+        # queue jobs: dedupe keys and debounce
+        "dedupe", "dedupe_ms", "replace",
+        # bounded, filtered and CloudEvents reads (a predicate names record fields only)
+        "from_ts", "to_ts", "to_seq", "where", "format", "ce_type_field",
     }
 )  # fmt: skip
 
