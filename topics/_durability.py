@@ -49,9 +49,12 @@ __all__ = ["WATERMARK_RESERVE", "DurabilityOps", "open_data_dir"]
 #: (the next is started when half of the current one is used).
 WATERMARK_RESERVE = 4096
 #: A topic whose head stayed put for this long (between one and two of these) releases its
-#: reservation (Rule 2a). Shorter means more topics keep their head exactly through a
-#: crash; the cost is one synced reservation for the first write after the pause.
-RELEASE_AFTER_S = 0.1
+#: reservation (Rule 2a). Shorter means more topics keep their head exactly through a power
+#: loss (a killed process keeps every head exactly anyway: storage/heads.py); the cost is
+#: one synced reservation (an fdatasync, ~4.5 ms here) for the first write after the pause.
+#: At 0.1 s that was 78-92 % of the writes of a topic written every 50 ms .. 1.5 s, at 1 s
+#: 5-8 % (three runs of bench/crash_heads.py; docs/BENCHMARKS.md).
+RELEASE_AFTER_S = 1.0
 
 
 class DurabilityOps:
