@@ -28,6 +28,7 @@ from urllib.parse import quote
 import ujson
 
 from ._core.scan import split_write_body
+from .errors import InvalidRequestError
 
 __all__ = ["DEFAULT_TYPE", "DEFAULT_TYPE_FIELD", "FORMATS", "check_format", "to_cloudevents"]
 
@@ -38,8 +39,6 @@ FORMATS = ("records", "cloudevents")
 
 def check_format(value: object, type_field: object) -> tuple[str, str]:
     """Validate ``format`` and ``ce_type_field``; returns them cleaned."""
-    from .errors import InvalidRequestError
-
     if value is None:
         value = "records"
     if value not in FORMATS:

@@ -566,12 +566,16 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             | (RENDER_DATA if _args.bool_arg("include_data", include_data) else 0)
         )
         budget = max(1, _args.u64("max_bytes", max_bytes))
-        bounds = read_bounds(
-            from_seq=from_seq, from_ts=from_ts, to_ts=to_ts, to_seq=to_seq, where=where
-        )
-        fmt, type_field = check_format(format, ce_type_field)
-        if fmt == "cloudevents":
-            flags |= RENDER_DATA | RENDER_META | RENDER_TAGS
+        bounds = None  # issue 18's options cost a plain diff nothing but these tests
+        if from_ts is not None or to_ts is not None or to_seq is not None or where is not None:
+            bounds = read_bounds(
+                from_seq=from_seq, from_ts=from_ts, to_ts=to_ts, to_seq=to_seq, where=where
+            )
+        fmt = type_field = ""
+        if format != "records" or ce_type_field is not None:
+            fmt, type_field = check_format(format, ce_type_field)
+            if fmt == "cloudevents":
+                flags |= RENDER_DATA | RENDER_META | RENDER_TAGS
         if cursor is not None and from_ts is not None:
             raise InvalidRequestError.for_field("from_ts", "give cursor or from_ts, not both")
         cname = self._cursor_read_args(from_seq, cursor, commit)
@@ -582,7 +586,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         log = self._live_topic(name)
         if cname is not None:
             from_seq = self._cursor_start(log, cname)
-        now = self.clock.now_ms()
+        now = self.clock.now_ms() if bounds is not None else 0
         result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
         if (
             wait_ms

@@ -426,6 +426,27 @@ cdef int _run_program(const _Program* prog, const unsigned char* f) noexcept nog
     return stack[0] if sp else _UNKNOWN
 
 
+cdef int _keep_frame(object keep, int parts, const _Needles* needles, const _Program* prog,
+                     const unsigned char* f) except -1:
+    """1 when a where predicate keeps frame f: its needles, then its program, decide in C;
+    only what they leave open calls the predicate, with just the parts it reads. Out of
+    the render loop so a plain read's loop stays as small as it was."""
+    cdef Py_ssize_t nlen = _ld16(f + 10), tlen = _ld16(f + 12), mlen = _ld32(f + 16)
+    cdef int verdict
+    if needles.n and _lacks_needle(needles, f):
+        return 0
+    if prog != NULL and prog.n:
+        verdict = _run_program(prog, f)
+        if verdict != _UNKNOWN:
+            return verdict
+    return 1 if keep(
+        PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) if parts & 1 and nlen else None,
+        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen, tlen) if parts & 2 and tlen else None,
+        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen + tlen, mlen) if parts & 4 and mlen else None,
+        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen + tlen + mlen, _ld32(f + 20)) if parts & 8 else None,
+    ) else 0
+
+
 cdef inline bint _in_skip_list(const _SkipList* skip, const unsigned char* node, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t k
     for k in range(skip.n):
@@ -773,10 +794,8 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
         cdef _SkipList skip
         cdef bint use_in = False
         cdef int parts = keep.parts if keep is not None else 0
-        cdef Py_ssize_t tlen, mlen
         cdef _Needles needles
         cdef _Program* prog = NULL
-        cdef int verdict
         if limit <= 0 or i >= count:
             return b"", 0, 0, i
         if skip_nodes:
@@ -814,30 +833,8 @@ An in-memory run of record frames with consecutive seqs; see _ext.pyi."""
                 if nlen and (_in_skip_list(&skip, f + _HEADER, nlen) or use_in
                              and PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) in skip_nodes):
                     continue
-                if keep is not None:
-                    # A where predicate (topics/_where.py): its needles are checked here, and
-                    # only the parts it reads are copied for it.
-                    if needles.n and _lacks_needle(&needles, f):
-                        continue
-                    if prog != NULL and prog.n:
-                        verdict = _run_program(prog, f)
-                        if verdict == _NO:
-                            continue
-                        if verdict == _YES:
-                            total += _record_size(f, flags) + 1
-                            picked[emitted] = self._offs[i - 1]
-                            emitted += 1
-                            if total >= max_bytes:
-                                break
-                            continue
-                    tlen, mlen = _ld16(f + 12), _ld32(f + 16)
-                    if not keep(
-                        PyBytes_FromStringAndSize(<const char*>f + _HEADER, nlen) if parts & 1 and nlen else None,
-                        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen, tlen) if parts & 2 and tlen else None,
-                        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen + tlen, mlen) if parts & 4 and mlen else None,
-                        PyBytes_FromStringAndSize(<const char*>f + _HEADER + nlen + tlen + mlen, _ld32(f + 20)) if parts & 8 else None,
-                    ):
-                        continue
+                if keep is not None and not _keep_frame(keep, parts, &needles, prog, f):
+                    continue
                 total += _record_size(f, flags) + 1
                 picked[emitted] = self._offs[i - 1]
                 emitted += 1
