@@ -2,17 +2,20 @@
 the same records exported to JSON lines and to Parquet (issue 17's table).
 
     .venv/bin/python bench/spark_read.py [--records 1000000] [--dir DIR] [--repeat 3]
-        [--master local[2]] [--only path,url,stream,json,parquet] [--json out.json]
+        [--master local[2]] [--only path,url,stream,json,parquet,getjson] [--json out.json]
 
 Builds (or reuses) a data directory with one topic of ``--records`` order-like records
 (~45-byte JSON data: ``{"sku":"A12","qty":3,"price":12.5,"c":"c-123"}``), exports it
 once with the data source itself to JSON lines and to Parquet (columns seq, ts in ms,
 sku, qty, price, c: what a user who exports topics to files gets), starts
-``topics-server`` on the directory (its default settings), and prints records/s for, each
-the best of ``--repeat`` after a warm-up (the median too, in ``--json``):
+``topics-server`` on the directory (its default settings), and prints records/s (best and
+median of ``--repeat`` rounds after a warm-up) for the cases below. The readers of one
+action alternate round by round, and each row has the median over rounds of its rate
+relative to the group's first row (``round_ratio``): ratios between rows share a load.
 
 - ``count()``;
-- ``agg (json)``: group by sku, sum qty, from the data text (``get_json_object``);
+- ``agg (json)``: group by sku, sum qty, from the data text (``get_json_object``; only
+  with ``getjson`` in ``--only``);
 - ``agg (typed)``: the same over typed columns (``data_schema`` for topics; the files'
   own columns for JSON lines with a schema and Parquet);
 - ``stream``: ``readStream`` with ``Trigger.AvailableNow`` over the whole backlog into the
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -131,23 +135,13 @@ def agg_typed(df: DataFrame) -> int:
     return len(df.groupBy("sku").agg(F.sum("qty")).collect())
 
 
-def timed(action: Callable[[], Any], repeat: int) -> list[float]:
-    action()  # warm-up: Python workers, the executors' Readers
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - t)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--dir", default="/tmp/topics-bench-spark17")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--only", default="path,url,stream,json,parquet")
+    parser.add_argument("--only", default="path,url,stream,json,parquet,getjson")
     parser.add_argument(
         "--partition-records", type=int, default=0, help="0: the data source's default"
     )
@@ -170,10 +164,7 @@ def main() -> None:
     server, url = start_server(args.dir)
     rows: list[dict[str, Any]] = []
 
-    def run(source: str, action: str, fn: Callable[[], Any]) -> None:
-        record(source, action, timed(fn, args.repeat))
-
-    def record(source: str, action: str, times: list[float]) -> None:
+    def record(source: str, action: str, times: list[float], ratio: float | None = None) -> None:
         seconds, median = min(times), statistics.median(times)
         rows.append(
             {
@@ -183,6 +174,9 @@ def main() -> None:
                 "records_s": n / seconds,
                 "median_s": median,
                 "median_records_s": n / median,
+                "times": times,
+                # the median over rounds of (this case's rate / the group's first case's)
+                "round_ratio": ratio,
             }
         )
         print(
@@ -192,7 +186,10 @@ def main() -> None:
         )
 
     def paired(*cases: tuple[str, str, Callable[[], Any]]) -> None:
-        """Run the cases in turn, ``--repeat`` rounds after a warm-up; best of each."""
+        """Run the cases in turn, ``--repeat`` rounds after a warm-up, so every case of a
+        round shares its load; each row gets its round-by-round ratio to the first case."""
+        if not cases:
+            return
         for _, _, fn in cases:
             fn()
         times: list[list[float]] = [[] for _ in cases]
@@ -202,7 +199,9 @@ def main() -> None:
                 fn()
                 times[i].append(time.perf_counter() - t)
         for (source, action, _), ts in zip(cases, times, strict=True):
-            record(source, action, ts)
+            ratio = statistics.median(t0 / t for t0, t in zip(times[0], ts, strict=True))
+            record(source, action, ts, ratio)
+            print(f"{'':24s} {'':14s} {ratio:.2f}x {cases[0][0]} {cases[0][1]} (median by round)")
 
     def topics_df(mode: str, where: str, typed: bool) -> DataFrame:
         r = spark.read.format("topics").option(mode, where).option("topic", TOPIC)
@@ -233,28 +232,36 @@ def main() -> None:
         return go
 
     try:
+        counts: list[tuple[str, str, Callable[[], Any]]] = []
+        typed: list[tuple[str, str, Callable[[], Any]]] = []
+        getjson: list[tuple[str, str, Callable[[], Any]]] = []
         for mode, where in (("path", args.dir), ("url", url)):
             if mode not in only:
                 continue
-            plain, typed = topics_df(mode, where, False), topics_df(mode, where, True)
-            run(f"topics {mode}", "count()", plain.count)
-            run(f"topics {mode}", "agg (json)", lambda df=plain: agg_json(df))
-            run(f"topics {mode} data_schema", "agg (typed)", lambda df=typed: agg_typed(df))
+            plain, schema = topics_df(mode, where, False), topics_df(mode, where, True)
+            counts.append((f"topics {mode}", "count()", plain.count))
+            typed.append((f"topics {mode} data_schema", "agg (typed)", partial(agg_typed, schema)))
+            getjson.append((f"topics {mode}", "agg (json)", partial(agg_json, plain)))
+        if "json" in only:
+            files = spark.read.schema(FILE_SCHEMA).json(jsonl)
+            counts.append(("JSON lines (schema)", "count()", files.count))
+            typed.append(("JSON lines (schema)", "agg (typed)", partial(agg_typed, files)))
+        if "parquet" in only:
+            pq = spark.read.parquet(parquet)
+            counts.append(("Parquet", "count()", pq.count))
+            typed.append(("Parquet", "agg (typed)", partial(agg_typed, pq)))
+        # Every reader of one action alternates round by round: their ratios share a load.
+        paired(*counts)
+        paired(*typed)
+        if "getjson" in only:
+            paired(*getjson)
         if "stream" in only:  # batch and stream alternate, so both see the same load
             for mode, where in (("path", args.dir), ("url", url)):
                 plain = topics_df(mode, where, False)
                 paired(
-                    (f"topics {mode}", "noop sink", lambda df=plain: noop(df)),
+                    (f"topics {mode}", "noop sink", partial(noop, plain)),
                     (f"topics {mode} stream", "AvailableNow", stream(mode, where)),
                 )
-        if "json" in only:
-            files = spark.read.schema(FILE_SCHEMA).json(jsonl)
-            run("JSON lines (schema)", "count()", files.count)
-            run("JSON lines (schema)", "agg (typed)", lambda: agg_typed(files))
-        if "parquet" in only:
-            pq = spark.read.parquet(parquet)
-            run("Parquet", "count()", pq.count)
-            run("Parquet", "agg (typed)", lambda: agg_typed(pq))
     finally:
         spark.stop()
         server.send_signal(signal.SIGTERM)
