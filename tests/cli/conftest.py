@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.integration.conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 from topics.cli import main
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

@@ -242,7 +242,7 @@ def test_api_key_from_the_environment(start_keyed: ServerProcess, topics_cli: Ru
 
 @pytest.fixture(scope="module")
 def start_keyed() -> object:
-    from tests.integration.conftest import spawn_server
+    from tests.support.server import spawn_server
 
     server = spawn_server({"TOPICS_API_KEYS": "k1"})
     yield server

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 import topics
-from tests.integration.conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 
 __all__ = ["FakeTime", "Fault", "FaultyTransport", "ServerProcess", "unique"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import topics
-from tests.integration.conftest import spawn_server
+from tests.support.server import spawn_server
 
 pytestmark = pytest.mark.slow
 

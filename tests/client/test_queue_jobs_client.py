@@ -10,7 +10,7 @@ import pytest
 import trio
 
 import topics
-from tests.integration.conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 from .conftest import unique
 

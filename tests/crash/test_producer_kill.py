@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 
 pytestmark = pytest.mark.crash
 

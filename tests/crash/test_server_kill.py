@@ -28,7 +28,7 @@ import httpx
 import pytest
 import ujson
 
-from tests.integration.conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 from topics.wire.sse import Event, SSEDecoder
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ import pytest
 
 import topics
 from tests.crash.test_server_kill import CLASSES, _start
-from tests.integration.conftest import ServerProcess
+from tests.support.server import ServerProcess
 from topics._storage.heads import boot_id
 from topics.client import WatchRecord
 from topics.client._transport import ClientConnectionError

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.integration.conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 
 KEY = "hostile-admin"
 KEYS = KEY

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.integration.conftest import spawn_server
+from tests.support.server import spawn_server
 
 from .conftest import DRAIN_TIMEOUT_MS, KEY, connect, server_env
 

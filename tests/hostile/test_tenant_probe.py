@@ -20,7 +20,7 @@ import ujson
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Message, Request, TextMessage
 
-from tests.integration.conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 
 KEYS = "ops,ka::tenA-,kb::tenB-"
 SSE = {"accept": "text/event-stream"}

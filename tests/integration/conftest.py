@@ -1,7 +1,8 @@
 """Integration fixtures: the real ``topics-server`` in a subprocess, and the ASGI app in-process.
 
 ``start_server(env)`` runs ``python -m topics.frontends.server --port 0 --memory`` with
-extra environment variables, waits for its "listening on" line and returns a handle; at
+extra environment variables (``tests.support.server.spawn_server``, which the client, CLI,
+crash and hostile suites use too), waits for its "listening on" line and returns a handle; at
 teardown every started server gets SIGTERM and must exit 0 (graceful shutdown is part of
 what these tests check). ``inproc`` builds the ASGI app around a memory-only engine on a
 ManualClock and talks to it through httpx's ASGI transport: no sockets, deterministic.
@@ -9,92 +10,18 @@ ManualClock and talks to it through httpx's ASGI transport: no sockets, determin
 
 from __future__ import annotations
 
-import os
-import selectors
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 import pytest
 
+from tests.support.server import ServerProcess, spawn_server
 from topics._clock import ManualClock
 from topics.auth import KeyStore
 from topics.engine import Engine, open_engine
 from topics.frontends.http import HttpSettings, TopicsHttpApp, create_app
 from topics.settings import Limits
-
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 30.0
-LISTENING = "topics-server listening on "
-
-
-@dataclass
-class ServerProcess:
-    """A running topics-server subprocess."""
-
-    proc: subprocess.Popen[str]
-    base_url: str
-    stderr_path: str
-    stdout_lines: list[str] = field(default_factory=list)
-
-    def client(self, key: str | None = None, **kwargs: object) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30.0, **kwargs)  # type: ignore[arg-type]
-
-    def stderr(self) -> str:
-        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` and wait for the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"topics-server did not stop:\n{self.stderr()}") from None
-
-
-def spawn_server(env: Mapping[str, str] | None = None, *args: str) -> ServerProcess:
-    """Start a server on a free loopback port and wait until it listens (memory-only
-    unless ``args`` holds ``--data-dir``)."""
-    full_env = dict(os.environ)
-    full_env.pop("TOPICS_API_KEYS", None)
-    full_env.update({"TOPICS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"})
-    full_env.update(env or {})
-    err = tempfile.NamedTemporaryFile(prefix="topics-server-", suffix=".log", delete=False)  # noqa: SIM115
-    storage = [] if "--data-dir" in args else ["--memory"]
-    cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", *storage, *args]
-    proc = subprocess.Popen(
-        cmd, env=full_env, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1
-    )
-    err.close()
-    server = ServerProcess(proc, "", err.name)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + START_TIMEOUT_S
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                continue
-            line = proc.stdout.readline()
-            if not line:  # exited before listening
-                proc.wait()
-                raise AssertionError(f"topics-server exited {proc.returncode}:\n{server.stderr()}")
-            server.stdout_lines.append(line)
-            if line.startswith(LISTENING):
-                server.base_url = line[len(LISTENING) :].strip()
-                return server
-    proc.kill()
-    proc.wait()
-    raise AssertionError(f"topics-server did not start in {START_TIMEOUT_S}s:\n{server.stderr()}")
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +46,10 @@ def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server()
 
 
-#: The distinct ways topics-server can carry a request (settings read at start): the fast
-#: lane with streams writing to its sockets, the lane with every frame through ASGI, and
-#: hypercorn alone. Direct writes exist only on lane connections, so hypercorn alone with
-#: ``TOPICS_SSE_DIRECT=1`` and with ``0`` are the same server and run once.
+#: The ways topics-server can carry a request (settings read at start): the fast lane
+#: with streams writing to its sockets, the lane with every frame through ASGI, and
+#: hypercorn alone with direct writes on and off (direct writes exist only on lane
+#: connections, so those two must behave the same: running both proves it).
 SERVER_MODES: dict[str, dict[str, str]] = {
     "lane": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "1"},
     "lane-asgi": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "0"},

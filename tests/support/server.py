@@ -1,0 +1,93 @@
+"""The real ``topics-server`` in a subprocess, for every suite that needs one.
+
+``spawn_server(env, *args)`` starts ``python -m topics.frontends.server`` on a free loopback
+port (memory-only unless ``args`` holds ``--data-dir``), waits for its "listening on" line
+and returns a :class:`ServerProcess`. The integration suites wrap it in the
+``start_server`` fixture (tests/integration/conftest.py), which stops every server at
+teardown and requires exit code 0; the client, CLI, crash and hostile suites use it
+directly.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+__all__ = ["LISTENING", "START_TIMEOUT_S", "STOP_TIMEOUT_S", "ServerProcess", "spawn_server"]
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+LISTENING = "topics-server listening on "
+
+
+@dataclass
+class ServerProcess:
+    """A running topics-server subprocess."""
+
+    proc: subprocess.Popen[str]
+    base_url: str
+    stderr_path: str
+    stdout_lines: list[str] = field(default_factory=list)
+
+    def client(self, key: str | None = None, **kwargs: object) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30.0, **kwargs)  # type: ignore[arg-type]
+
+    def stderr(self) -> str:
+        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` and wait for the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"topics-server did not stop:\n{self.stderr()}") from None
+
+
+def spawn_server(env: Mapping[str, str] | None = None, *args: str) -> ServerProcess:
+    """Start a server on a free loopback port and wait until it listens (memory-only
+    unless ``args`` holds ``--data-dir``)."""
+    full_env = dict(os.environ)
+    full_env.pop("TOPICS_API_KEYS", None)
+    full_env.update({"TOPICS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"})
+    full_env.update(env or {})
+    err = tempfile.NamedTemporaryFile(prefix="topics-server-", suffix=".log", delete=False)  # noqa: SIM115
+    storage = [] if "--data-dir" in args else ["--memory"]
+    cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", *storage, *args]
+    proc = subprocess.Popen(
+        cmd, env=full_env, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1
+    )
+    err.close()
+    server = ServerProcess(proc, "", err.name)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            line = proc.stdout.readline()
+            if not line:  # exited before listening
+                proc.wait()
+                raise AssertionError(f"topics-server exited {proc.returncode}:\n{server.stderr()}")
+            server.stdout_lines.append(line)
+            if line.startswith(LISTENING):
+                server.base_url = line[len(LISTENING) :].strip()
+                return server
+    proc.kill()
+    proc.wait()
+    raise AssertionError(f"topics-server did not start in {START_TIMEOUT_S}s:\n{server.stderr()}")
