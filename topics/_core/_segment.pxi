@@ -280,12 +280,62 @@ cdef int _load_program(object keep, _Program* prog) except -1:
     return 0
 
 
+cdef inline Py_ssize_t _string_end(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n,
+                                   bint* escaped) noexcept nogil:
+    """Just past the string opening at s[pos] (stored text is valid JSON: only quotes and
+    escapes matter); -1 if it does not end. Sets ``escaped`` when it holds a backslash."""
+    cdef unsigned char c
+    pos += 1
+    while pos < n:
+        c = s[pos]
+        if c == c'"':
+            return pos + 1
+        if c == c'\\':
+            escaped[0] = True
+            pos += 2
+        else:
+            pos += 1
+    return -1
+
+
+cdef Py_ssize_t _skip_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Just past the value at s[pos], or -1. The text was checked when it was written, so
+    this only follows strings and brackets (a fraction of _scan_value's work)."""
+    cdef unsigned char c = s[pos]
+    cdef Py_ssize_t depth = 0
+    cdef bint esc = False
+    if c == c'"':
+        return _string_end(s, pos, n, &esc)
+    if c == c'{' or c == c'[':
+        while pos < n:
+            c = s[pos]
+            if c == c'"':
+                pos = _string_end(s, pos, n, &esc)
+                if pos < 0:
+                    return -1
+                continue
+            if c == c'{' or c == c'[':
+                depth += 1
+            elif c == c'}' or c == c']':
+                depth -= 1
+                if depth == 0:
+                    return pos + 1
+            pos += 1
+        return -1
+    while pos < n:
+        c = s[pos]
+        if c == c',' or c == c'}' or c == c']' or c == c' ' or c == c'\n' or c == c'\r' or c == c'\t':
+            break
+        pos += 1
+    return pos
+
+
 cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key, Py_ssize_t klen,
                  Py_ssize_t* vstart, Py_ssize_t* vend) noexcept nogil:
     """Find top-level member ``key`` of the JSON object s[0:n] (the last one, as a decoder
     keeps): _YES with its value's span, _NO when absent (or not an object), _UNKNOWN when
     a key holds an escape or the text does not scan."""
-    cdef Py_ssize_t pos = _ws(s, 0, n), kend, v, members
+    cdef Py_ssize_t pos = _ws(s, 0, n), kend, v
     cdef int found = _NO
     cdef bint escaped = False, matched
     if pos >= n or s[pos] != c'{':
@@ -296,17 +346,17 @@ cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
     while True:
         if pos >= n or s[pos] != c'"':
             return _UNKNOWN
-        kend = _scan_string(s, pos, n)
+        kend = _string_end(s, pos, n, &escaped)
         if kend < 0:
             return _UNKNOWN
-        if memchr(s + pos + 1, c'\\', kend - pos - 2) != NULL:
-            escaped = True
         matched = kend - pos - 2 == klen and memcmp(s + pos + 1, key, klen) == 0
         pos = _ws(s, kend, n)
         if pos >= n or s[pos] != c':':
             return _UNKNOWN
         pos = _ws(s, pos + 1, n)
-        v = _scan_value(s, pos, n, &members)
+        if pos >= n:
+            return _UNKNOWN
+        v = _skip_value(s, pos, n)
         if v < 0:
             return _UNKNOWN
         if matched:
@@ -327,10 +377,20 @@ cdef int _number_of(const unsigned char* s, Py_ssize_t n, double* out) noexcept 
     """A JSON number's value: _YES, _NO (not a number), _UNKNOWN (too long to be exact)."""
     cdef char buf[32]
     cdef char* end
+    cdef Py_ssize_t k = 0
+    cdef int64_t acc = 0
     if n == 0 or not (s[0] == c'-' or c'0' <= s[0] <= c'9'):
         return _NO
     if n > 15:
         return _UNKNOWN
+    if s[0] == c'-':
+        k = 1
+    while k < n and c'0' <= s[k] <= c'9':  # an integer (the common case): no strtod
+        acc = acc * 10 + (s[k] - c'0')
+        k += 1
+    if k == n and n > (s[0] == c'-'):
+        out[0] = <double>(-acc if s[0] == c'-' else acc)
+        return _YES
     memcpy(buf, s, n)
     buf[n] = 0
     out[0] = strtod(buf, &end)
