@@ -144,7 +144,8 @@ class WsConnection:
 
     def _commit_for(self, ev: object) -> tuple[TopicLog, str, int] | None:
         """What sending ``ev`` commits: a ``commit: true`` topic's named cursor."""
-        ft = self.feed.topics.get(getattr(ev, "topic", ""))
+        topic = getattr(ev, "topic", "")
+        ft = self.feed.topics.get(topic) or self.feed.ended.get(topic)
         cursor = getattr(ev, "cursor", None)
         if ft is None or ft.commit_to is None or not isinstance(cursor, int):
             return None

@@ -288,7 +288,7 @@ class WatchFeed:
     ``await wait()`` returns once a topic is dirty again. Close it when done.
     """
 
-    __slots__ = ("_dirty", "_event", "_hub", "closed", "deliver", "sink", "topics")
+    __slots__ = ("_dirty", "_event", "_hub", "closed", "deliver", "ended", "sink", "topics")
 
     def __init__(self, hub: WatchHub) -> None:
         self._hub = hub
@@ -305,6 +305,9 @@ class WatchFeed:
         #: Set by a frontend while its stream is one idle, directly written topic: the
         #: pass may then hand it a batch read once for every such watcher (rule 8).
         self.sink: GroupSink | None = None
+        #: Topics that reached their to_seq/to_ts end (issue 18), until subscribed again:
+        #: the frames of their last read still commit to a ``commit: true`` named cursor.
+        self.ended: dict[str, FeedTopic] = {}
 
     def add(
         self,
@@ -316,6 +319,7 @@ class WatchFeed:
     ) -> FeedTopic:
         """Start delivering ``name`` after ``cursor`` (replaces an earlier subscription)."""
         self.remove(name)
+        self.ended.pop(name, None)
         ft = FeedTopic(self, name, log, cursor, opts)
         ft.guard = guard
         self.topics[name] = ft
@@ -436,6 +440,7 @@ class WatchFeed:
             out.append(EndReachedEvent(ft.name, log.head, ft.cursor))
             if self.topics.get(ft.name) is ft:
                 del self.topics[ft.name]
+                self.ended[ft.name] = ft
             self._drop(ft)
             return False
         if not outcome.caught_up:

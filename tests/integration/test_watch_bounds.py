@@ -119,3 +119,17 @@ async def test_ws_subscribe_with_bounds_where_and_end(inproc: InProc) -> None:
         err = await ws.recv_until(op_is("error"))
         assert err[-1]["request_id"] == "bad"
         assert err[-1]["code"] == "invalid_request"
+
+
+async def test_ws_end_still_commits_to_the_named_cursor(inproc: InProc) -> None:
+    """commit: true commits the frames of the read that reached the end, and the end."""
+    engine = inproc.engine
+    await engine.write("wc", [{"data": i} for i in range(5)])
+    async with ws_client(inproc) as ws:
+        await ws.send(
+            {"op": "subscribe", "topic": "wc", "cursor": "g", "commit": True, "to_seq": 3}
+        )
+        await ws.recv_until(op_is("end_reached"))
+        await ws.send({"op": "ping", "request_id": "p"})
+        await ws.recv_until(op_is("pong"))  # every frame before it has left (and committed)
+    assert (await engine.get_cursor("wc", "g")).seq == 3
