@@ -145,7 +145,8 @@ class WsConnection:
     def _commit_for(self, ev: object) -> tuple[TopicLog, str, int] | None:
         """What sending ``ev`` commits: a ``commit: true`` topic's named cursor."""
         topic = getattr(ev, "topic", "")
-        ft = self.feed.topics.get(topic) or self.feed.ended.get(topic)
+        ended = self.feed.ended
+        ft = self.feed.topics.get(topic) or (ended.get(topic) if ended else None)
         cursor = getattr(ev, "cursor", None)
         if ft is None or ft.commit_to is None or not isinstance(cursor, int):
             return None

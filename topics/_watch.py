@@ -307,7 +307,8 @@ class WatchFeed:
         self.sink: GroupSink | None = None
         #: Topics that reached their to_seq/to_ts end (issue 18), until subscribed again:
         #: the frames of their last read still commit to a ``commit: true`` named cursor.
-        self.ended: dict[str, FeedTopic] = {}
+        #: Created by the first end (an idle watcher pays nothing for it).
+        self.ended: dict[str, FeedTopic] | None = None
 
     def add(
         self,
@@ -319,7 +320,8 @@ class WatchFeed:
     ) -> FeedTopic:
         """Start delivering ``name`` after ``cursor`` (replaces an earlier subscription)."""
         self.remove(name)
-        self.ended.pop(name, None)
+        if self.ended:
+            self.ended.pop(name, None)
         ft = FeedTopic(self, name, log, cursor, opts)
         ft.guard = guard
         self.topics[name] = ft
@@ -440,6 +442,8 @@ class WatchFeed:
             out.append(EndReachedEvent(ft.name, log.head, ft.cursor))
             if self.topics.get(ft.name) is ft:
                 del self.topics[ft.name]
+                if self.ended is None:
+                    self.ended = {}
                 self.ended[ft.name] = ft
             self._drop(ft)
             return False
