@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,7 @@ import topics
 from tests.spark.conftest import Server, start_server, stop_server
 from tests.spark.helpers import http_records, http_write, reader_records
 from topics.spark._options import parse_write_options
-from topics.spark._write import _HttpAppender
+from topics.spark._write import _HttpAppender, producer_id
 
 pytestmark = pytest.mark.slow
 
@@ -212,5 +213,42 @@ def test_url_chunk_in_doubt_after_a_restart_is_found_not_resent(tmp_path: Path) 
         ledger = http_records(running.url, topics.spark.LEDGER_TOPIC)
         spans = {r["$tag"]: (r["data"]["first_seq"], r["data"]["last_seq"]) for r in ledger}
         assert spans == {"spark:j:0:0": (1, 5), "spark:j:0:1": (7, 11), "spark:j:0:2": (12, 16)}
+    finally:
+        stop_server(running)
+
+
+def _chunk(start: int) -> list[dict[str, Any]]:
+    return [{"data": b'{"i":%d}' % i, "tag": f"t{i}"} for i in range(start, start + 5)]
+
+
+def test_a_chunk_the_ledger_missed_is_its_producer_s_last_batch_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A task appends a chunk and dies before the ledger hears of it; the server restarts
+    (its idempotency keys gone); the retry skips what the ledger lists and sends the rest:
+    the missed chunk is answered as its producer's last batch, durably. Without a
+    producer id the same retry appends it again."""
+    data_dir = tmp_path / "data"
+    running = start_server(data_dir)
+    try:
+        for topic, producer in (("with-producer", producer_id(3)), ("without", None)):
+            opts = parse_write_options({"url": running.url, "topic": topic})
+            task = _HttpAppender(opts, producer)
+            task.append("spark:j:3:0", _chunk(0))
+            task.opts = dataclasses.replace(opts, ledger_topic="")  # dies before the ledger
+            task.append("spark:j:3:1", _chunk(5))
+            task.close()
+        stop_server(running)
+        running = start_server(data_dir)
+        for topic, producer in (("with-producer", producer_id(3)), ("without", None)):
+            opts = parse_write_options({"url": running.url, "topic": topic})
+            retry = _HttpAppender(opts, producer)
+            assert retry.done_keys("spark:j:3:") == {"spark:j:3:0"}
+            retry.append("spark:j:3:1", _chunk(5))
+            retry.close()
+        kept = [r["data"]["i"] for r in http_records(running.url, "with-producer")]
+        assert kept == list(range(10))
+        again = [r["data"]["i"] for r in http_records(running.url, "without")]
+        assert again == [*range(10), *range(5, 10)]
     finally:
         stop_server(running)

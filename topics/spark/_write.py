@@ -26,8 +26,9 @@ Rules:
    closed engine or a restarted server forgets them). So each written chunk is also
    recorded in the ledger topic (option ``ledger_topic``, default ``spark.writes``; one
    small record per chunk tagged with its key, kept for an hour), right after the
-   chunk, and every task first skips the chunks the ledger already lists for its scope
-   and partition (Spark does not tell a Python task whether it repeats a stage). The
+   chunk, and every task first skips the chunks the ledger already lists for its scope,
+   partition and target topic (Spark does not tell a Python task whether it repeats a
+   stage; a ``write_id`` may be reused for another topic). The
    ledger record follows its chunk (same WAL, later entry), so it never lists a chunk
    that is not there.
 4. ``path`` mode: a data directory has one writer. A task opens ``topics.open(path)``,
@@ -38,7 +39,15 @@ Rules:
    does not resend it blindly: it reads the topic after the head it saw before sending
    and counts the chunk as written when its records stand there together, each field as
    sent; only otherwise does it send it again.
-6. Writes are appends, not transactions: a failed job may leave some chunks written.
+6. Each task writes as the producer ``spark-partition-<partition id>`` (epoch 0; contract
+   rule 19b), whose last batch the server or engine remembers durably, without a
+   window: the chunk that a dead task appended but had not yet recorded in the ledger is
+   its producer's last batch, and its retry is answered ``deduped`` even after a
+   restart. The id is the partition's index, not the job's, so the producer ids of a
+   topic stay as few as its writers' partitions (the server caps them at 10,000 per
+   topic); two jobs writing one topic at once share them, and only then can the other
+   job's chunk stand between.
+7. Writes are appends, not transactions: a failed job may leave some chunks written.
 """
 
 from __future__ import annotations
@@ -186,6 +195,13 @@ def _ledger_entry(topic: str, key: str, first_seq: int, last_seq: int) -> dict[s
     return {"data": {"topic": topic, "first_seq": first_seq, "last_seq": last_seq}, "tag": key}
 
 
+def _logged_for(tag: object, record: dict[str, Any], topic: str) -> bool:
+    """Whether a ledger record lists a chunk of ``topic`` (one ledger serves every target
+    topic, and a ``write_id`` may be reused for another topic)."""
+    data = record.get("data")
+    return bool(tag) and isinstance(data, dict) and data.get("topic") == topic
+
+
 def _ledger_keys(page: Callable[[int], tuple[list[str], int, bool]], prefix: str) -> set[str]:
     """Chunk keys under ``prefix`` in a ledger read page by page (rules 3, 5)."""
     done: set[str] = set()
@@ -200,10 +216,16 @@ def _ledger_keys(page: Callable[[int], tuple[list[str], int, bool]], prefix: str
             return done
 
 
+def producer_id(partition: int) -> str:
+    """The producer a task of ``partition`` writes as (rule 6)."""
+    return f"spark-partition-{partition}"
+
+
 class _HttpAppender:
-    def __init__(self, opts: WriteOptions) -> None:
+    def __init__(self, opts: WriteOptions, producer: str | None = None) -> None:
         assert opts.url is not None
         self.opts = opts
+        self.producer = producer
         self.client = HttpClient(
             opts.url,
             api_key=opts.api_key,
@@ -220,8 +242,9 @@ class _HttpAppender:
 
         def page(cursor: int) -> tuple[list[str], int, bool]:
             body = {"from_seq": cursor, "limit": 1000, "include_tags": True}
-            ans = json.loads(self.client.diff(ledger, {**body, "include_data": False}))
-            tags = [r["$tag"] for r in ans["records"] if "$tag" in r]
+            ans = json.loads(self.client.diff(ledger, body))
+            topic = self.opts.topic
+            tags = [r["$tag"] for r in ans["records"] if _logged_for(r.get("$tag"), r, topic)]
             return tags, int(ans["next_from_seq"]), bool(ans["caught_up"])
 
         return _ledger_keys(page, prefix)
@@ -238,6 +261,8 @@ class _HttpAppender:
             for rec in records
         ]
         fields: dict[str, Any] = {"idempotency_key": key, "return_seqs": False}
+        if self.producer is not None:
+            fields.update(producer_id=self.producer, epoch=0)
         if opts.node is not None:
             fields["node"] = opts.node
         if opts.create is not None:
@@ -262,7 +287,9 @@ class _HttpAppender:
         self.head = int(answer["head_seq"])
         if opts.ledger_topic:
             entry = _ledger_entry(opts.topic, key, answer["first_seq"], answer["last_seq"])
-            ledger = {"idempotency_key": key, "create": True, "config": LEDGER_CONFIG}
+            # No idempotency key: a repeated ledger record is harmless, and the chunk's
+            # key may also be another topic's (a write_id reused).
+            ledger = {"create": True, "config": LEDGER_CONFIG}
             self.client.write(opts.ledger_topic, json_body({"records": [entry], **ledger}))
 
     def _head(self) -> int:
@@ -314,9 +341,10 @@ class _HttpAppender:
 
 
 class _PathAppender:
-    def __init__(self, opts: WriteOptions) -> None:
+    def __init__(self, opts: WriteOptions, producer: str | None = None) -> None:
         assert opts.path is not None
         self.opts = opts
+        self.producer = producer
         self.engine = _open_engine(opts.path, opts.lock_timeout_s)
 
     def done_keys(self, prefix: str) -> set[str]:
@@ -326,10 +354,12 @@ class _PathAppender:
             return set()
 
         def page(cursor: int) -> tuple[list[str], int, bool]:
-            res = self.engine.diff(
-                ledger, from_seq=cursor, limit=1000, include_tags=True, include_data=False
-            )
-            return [r.tag for r in res.records if r.tag], res.next_from_seq, res.caught_up
+            res = self.engine.diff(ledger, from_seq=cursor, limit=1000, include_tags=True)
+            topic = self.opts.topic
+            tags = [
+                r.tag for r in res.records if r.tag and _logged_for(r.tag, {"data": r.data}, topic)
+            ]
+            return tags, res.next_from_seq, res.caught_up
 
         return _ledger_keys(page, prefix)
 
@@ -343,6 +373,8 @@ class _PathAppender:
             create=opts.create,
             config=opts.config,
             return_seqs=False,
+            producer_id=self.producer,
+            epoch=None if self.producer is None else 0,
         )
         # Rule 3: logged after the chunk, in the same WAL, so the ledger never lists a
         # chunk that is not there.
@@ -378,7 +410,10 @@ def _write_partition(
     ctx = TaskContext.get()
     partition = ctx.partitionId() if ctx is not None else 0
     prefix = f"spark:{scope}:{partition}:"
-    appender = _HttpAppender(opts) if opts.url is not None else _PathAppender(opts)
+    producer = producer_id(partition)
+    appender = (
+        _HttpAppender(opts, producer) if opts.url is not None else _PathAppender(opts, producer)
+    )
     records = chunks = skipped = 0
     try:
         done = appender.done_keys(prefix)
@@ -396,7 +431,7 @@ def _write_partition(
 
 
 class TopicsWriter(DataSourceWriter):
-    """``df.write.format("topics").mode("append")`` (rules 1-6)."""
+    """``df.write.format("topics").mode("append")`` (rules 1-7)."""
 
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         self.opts = opts
@@ -412,7 +447,7 @@ class TopicsWriter(DataSourceWriter):
         """Nothing to do: every chunk was appended (and acknowledged) by its task."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to undo: appends are not transactional (rule 6)."""
+        """Nothing to undo: appends are not transactional (rule 7)."""
 
 
 class TopicsStreamWriter(DataSourceStreamWriter):
@@ -434,4 +469,4 @@ class TopicsStreamWriter(DataSourceStreamWriter):
         """Nothing to do: each task's chunks are already appended."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo (rule 6); a replay of the batch is deduplicated (rules 2, 3)."""
+        """Nothing to undo (rule 7); a replay of the batch is deduplicated (rules 2, 3, 6)."""
