@@ -395,11 +395,6 @@ class Cli:
             out["to_seq"] = a.to_seq
         return out
 
-    @staticmethod
-    def _page_records(page: Any) -> list[Record] | list[RawRecord]:
-        raw = raw_page(page.records_json) if page.record_count else []
-        return raw if raw is not None else page.records
-
     def read(self) -> None:
         a = self.args
         bounds = self._bounds()
@@ -427,6 +422,11 @@ class Cli:
             cursor = page.next_from_seq
             if page.caught_up:
                 return
+
+    @staticmethod
+    def _page_records(page: Any) -> list[Record] | list[RawRecord]:
+        raw = raw_page(page.records_json) if page.record_count else []
+        return raw if raw is not None else page.records
 
     @contextlib.contextmanager
     def _group_commit(self, events: Any, printed: dict[str, int]) -> Iterator[None]:
@@ -792,6 +792,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=Cli.read)
     p = sub.add_parser("tail", help="follow topics live (watch)")
     p.add_argument("topics", nargs="*")
+    p.add_argument("--group", help="consumer group: resume after its cursor, commit to it")
     p.add_argument(
         "--prefix",
         action="append",
@@ -809,7 +810,6 @@ def build_parser() -> argparse.ArgumentParser:
     _bound_options(p)
     p.add_argument("-n", "--last", type=int, metavar="N",
                    help="start with the last N records of each topic (default: new only)")  # fmt: skip
-    p.add_argument("--group", help="consumer group: resume after its cursor, commit to it")
     p.add_argument("--wait", action="store_true",
                    help="a topic that does not exist yet: wait for it, then follow it from its "
                    "first record")  # fmt: skip

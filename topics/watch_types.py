@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import TopicsError
+from .errors import ConflictError, TopicsError
 from .types import Tombstone
 
 __all__ = [
@@ -54,7 +54,7 @@ class SlowConsumerError(TopicsError):
     status = 408
 
 
-class BacklogExceededError(TopicsError):
+class BacklogExceededError(ConflictError):
     """A watched topic's backlog (seqs between the start and the head) is larger than its
     ``max_backlog`` and the watch asked ``on_backlog: "error"`` (409 at creation or on a
     WebSocket subscribe). ``detail``: ``topic``, ``from_seq``, ``head_seq``, ``backlog``,

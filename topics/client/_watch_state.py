@@ -273,7 +273,9 @@ class WatchState:
         if self.spec.node is not None:
             body["node"] = self.spec.node
         body.update(self.spec.options)
-        return p.Call("POST", "/v0/watch", lambda r: r.json(), body=p.dumps(body))
+        # A prefix watch names the topics it holds; one deleted meanwhile is dropped, not 404.
+        params = {"lenient": "true"} if prefixes is not None and self.joined else None
+        return p.Call("POST", "/v0/watch", lambda r: r.json(), params=params, body=p.dumps(body))
 
     def on_created(self, answer: Mapping[str, Any]) -> None:
         self.wid = str(answer["wid"])
@@ -291,6 +293,10 @@ class WatchState:
         for name in list(self.spec.starts):  # dropped by ?lenient=true: not watched
             if name not in marks:
                 del self.spec.starts[name]
+        for name in list(self.joined):  # a prefix topic deleted while away
+            if name not in marks:
+                self.joined.discard(name)
+                self.committed.pop(name, None)
 
     def session_gone(self) -> None:
         self.wid = self.stream_path = None
