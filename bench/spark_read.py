@@ -56,6 +56,21 @@ DATA_SCHEMA = "sku string, qty bigint, price double, c string"
 FILE_SCHEMA = "seq bigint, ts bigint, " + DATA_SCHEMA
 
 
+def bench_session(master: str = "local[2]") -> SparkSession:
+    """The benches' SparkSession: no UI, two shuffle partitions, ``topics`` registered."""
+    spark = (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    topics.spark.register(spark)
+    return spark
+
+
 def build(path: str, n: int) -> None:
     try:
         if topics.Reader(path).head_seq(TOPIC) == n:
@@ -150,16 +165,7 @@ def main() -> None:
     n, only = args.records, set(args.only.split(","))
     parts = str(args.partition_records or DEFAULT_PARTITION_RECORDS)
     build(args.dir, n)
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    topics.spark.register(spark)
+    spark = bench_session(args.master)
     jsonl, parquet = export(spark, args.dir, n)
     server, url = start_server(args.dir)
     rows: list[dict[str, Any]] = []

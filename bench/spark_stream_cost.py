@@ -22,10 +22,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession
+from spark_read import bench_session
 from spark_url_pages import build
-
-import topics.spark
 
 
 def main() -> None:
@@ -35,15 +33,7 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/topics-bench-spark-url-pages")
     args = parser.parse_args()
     build(args.dir, args.records)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    topics.spark.register(spark)
+    spark = bench_session()
 
     def batch() -> float:
         t = time.perf_counter()
