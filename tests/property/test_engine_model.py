@@ -690,6 +690,14 @@ class EngineMatchesModel(PrefixWatchRules, RuleBasedStateMachine):
             return
         e_dict, m_dict = e_out.to_dict(), m_out.to_dict()
         e_echo, m_echo = e_dict.pop("from_seq", None), m_dict.pop("from_seq", None)
+        if (
+            e_out.records_scanned == m_out.records_scanned == 0
+            and e_dict["next_from_seq"] == e_echo
+            and m_dict["next_from_seq"] == m_echo
+        ):
+            # Nothing read (the end comes before the start): the cursor stays at the echoed
+            # start, which may differ by deleted seqs as said above; checked as that range.
+            del e_dict["next_from_seq"], m_dict["next_from_seq"]
         assert (e_dict, e_out.records_scanned) == (m_dict, m_out.records_scanned), (
             f"{where}:\n engine {e_out!r}\n model  {m_out!r}"
         )
