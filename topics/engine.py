@@ -279,9 +279,6 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         node = _args.opt_str("node", node, self.limits.max_node_bytes)
         key = self._idempotency_key(idempotency_key)
         return_seqs = _args.bool_arg("return_seqs", return_seqs)
-        # The batch's shape is checked before a key can answer from the dedupe table: a
-        # retry whose body is not a batch at all is refused, never answered as a duplicate.
-        self._batch_size(records)
         claim = None
         if producer_id is not None or epoch is not None:
             claim = producer_arg(producer_id, epoch)
