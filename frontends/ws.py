@@ -352,4 +352,4 @@ async def _plain_get(ctx: RequestContext) -> Reply:
     )
 
 
-ROUTES = (Route("GET", PATH, _plain_get, fast=True),)
+ROUTES = (Route("GET", PATH, _plain_get, fast=True, op="openWebSocket"),)

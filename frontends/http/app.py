@@ -356,6 +356,7 @@ def create_app(
     """
     state = HttpState(engine, settings if settings is not None else HttpSettings())
     table = RouteTable(route for module in modules for route in module.ROUTES)
+    state.routes = tuple(table.routes)
     quart = QuartTrio("topics.frontends.http")
     quart.config.update(MAX_CONTENT_LENGTH=None, PROVIDE_AUTOMATIC_OPTIONS=False)
     for module in modules:

@@ -84,6 +84,6 @@ async def asset(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", "/console", page, probe=True, pressure="never"),
-    Route("GET", "/console/{asset}", asset, probe=True, pressure="never"),
+    Route("GET", "/console", page, probe=True, pressure="never", api=False),
+    Route("GET", "/console/{asset}", asset, probe=True, pressure="never", api=False),
 )

@@ -57,8 +57,8 @@ async def delete_cursor(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", "/v0/topics/{topic}/cursors", list_cursors),
-    Route("GET", "/v0/topics/{topic}/cursors/{cursor}", get_cursor),
-    Route("PUT", "/v0/topics/{topic}/cursors/{cursor}", put_cursor, body=True),
-    Route("DELETE", "/v0/topics/{topic}/cursors/{cursor}", delete_cursor),
+    Route("GET", "/v0/topics/{topic}/cursors", list_cursors, op="listCursors"),
+    Route("GET", "/v0/topics/{topic}/cursors/{cursor}", get_cursor, op="getCursor"),
+    Route("PUT", "/v0/topics/{topic}/cursors/{cursor}", put_cursor, body=True, op="commitCursor"),
+    Route("DELETE", "/v0/topics/{topic}/cursors/{cursor}", delete_cursor, op="deleteCursor"),
 )

@@ -86,9 +86,9 @@ async def metrics_route(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", "/v0/health", health, probe=True),
-    Route("GET", "/healthz", health, probe=True),
-    Route("GET", "/v0/ready", ready, probe=True),
-    Route("GET", "/readyz", ready, probe=True),
-    Route("GET", "/v0/metrics", metrics_route, probe=True, always_auth=True),
+    Route("GET", "/v0/health", health, probe=True, op="health"),
+    Route("GET", "/healthz", health, probe=True, op="healthAlias"),
+    Route("GET", "/v0/ready", ready, probe=True, op="ready"),
+    Route("GET", "/readyz", ready, probe=True, op="readyAlias"),
+    Route("GET", "/v0/metrics", metrics_route, probe=True, always_auth=True, op="metrics"),
 )

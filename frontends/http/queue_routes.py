@@ -130,10 +130,28 @@ async def redrive(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", WORK_PATTERN, open_work, fast=True, query_token=True),
-    Route("POST", "/v0/topics/{topic}/claim", claim, fast=True, body=True),
-    Route("POST", "/v0/topics/{topic}/ack", ack, fast=True, body=True, pressure="never"),
-    Route("POST", "/v0/topics/{topic}/nack", nack, fast=True, body=True, pressure="never"),
-    Route("POST", "/v0/topics/{topic}/extend", extend, fast=True, body=True, pressure="never"),
-    Route("POST", "/v0/topics/{topic}/redrive", redrive, body=True),
+    Route("GET", WORK_PATTERN, open_work, fast=True, query_token=True, op="openWorkStream"),
+    Route("POST", "/v0/topics/{topic}/claim", claim, fast=True, body=True, op="claimJobs"),
+    Route(
+        "POST", "/v0/topics/{topic}/ack", ack, fast=True, body=True, pressure="never", op="ackJobs"
+    ),
+    Route(
+        "POST",
+        "/v0/topics/{topic}/nack",
+        nack,
+        fast=True,
+        body=True,
+        pressure="never",
+        op="nackJobs",
+    ),
+    Route(
+        "POST",
+        "/v0/topics/{topic}/extend",
+        extend,
+        fast=True,
+        body=True,
+        pressure="never",
+        op="extendLeases",
+    ),
+    Route("POST", "/v0/topics/{topic}/redrive", redrive, body=True, op="redriveJobs"),
 )

@@ -317,7 +317,15 @@ async def delete_records(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("POST", "/v0/topics/{topic}", write_records, fast=True, body=True, pressure="handler"),
-    Route("POST", "/v0/topics/{topic}/diff", diff_records, fast=True, body=True),
-    Route("POST", "/v0/topics/{topic}/delete", delete_records, body=True),
+    Route(
+        "POST",
+        "/v0/topics/{topic}",
+        write_records,
+        fast=True,
+        body=True,
+        pressure="handler",
+        op="writeRecords",
+    ),
+    Route("POST", "/v0/topics/{topic}/diff", diff_records, fast=True, body=True, op="diffRecords"),
+    Route("POST", "/v0/topics/{topic}/delete", delete_records, body=True, op="deleteRecords"),
 )

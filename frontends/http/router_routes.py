@@ -107,8 +107,8 @@ async def list_routers(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", "/v0/routers", list_routers),
-    Route("PUT", "/v0/routers/{router}", put_router, body=True),
-    Route("GET", "/v0/routers/{router}", get_router),
-    Route("DELETE", "/v0/routers/{router}", delete_router),
+    Route("GET", "/v0/routers", list_routers, op="listRouters"),
+    Route("PUT", "/v0/routers/{router}", put_router, body=True, op="putRouter"),
+    Route("GET", "/v0/routers/{router}", get_router, op="getRouter"),
+    Route("DELETE", "/v0/routers/{router}", delete_router, op="deleteRouter"),
 )

@@ -15,6 +15,9 @@ Rules:
    does not declare is ``405 method_not_allowed`` with an ``Allow`` header.
 3. The scopes a route needs come from :data:`topics.auth.ROUTE_SCOPES` (one table for
    every frontend) unless the route says otherwise.
+4. Every API route names its OpenAPI operation (``op``), declared once in the area module
+   of ``frontends/http/openapi``; the document's ``paths`` are made from this table, and
+   building it fails on a route without an operation or an operation without a route.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class Route:
             the handler (a write may opt out with ``disable_backpressure``); "never".
         query_token: accept the dev-only ``?token=`` credential (SSE streams only).
         scopes: the scopes needed (default: ``topics.auth.ROUTE_SCOPES``).
+        op: the operationId of the route's entry in the OpenAPI document: an
+            ``Operation`` of an area module of ``frontends/http/openapi`` (rule 4).
+        api: False for a route outside the /v0 API (the web console), which has no ``op``.
     """
 
     method: str
@@ -64,6 +70,8 @@ class Route:
     pressure: Literal["gate", "handler", "never"] = "gate"
     query_token: bool = False
     scopes: frozenset[Scope] | None = None
+    op: str = ""
+    api: bool = True
     param: str = field(init=False, default="")
     prefix: str = field(init=False, default="")
     suffix: str = field(init=False, default="")

@@ -99,6 +99,9 @@ class HttpState:
         #: Callables other frontends register to report gauges to /v0/metrics
         #: (``topics_sse_connections``, ``topics_routers``, ...).
         self.metrics_sources: list[MetricsSource] = []
+        #: The app's route table, in order (set by ``create_app``): what
+        #: ``GET /v0/openapi.json`` documents.
+        self.routes: tuple[Route, ...] = ()
         self._longpolls: set[trio.CancelScope] = set()
 
     # -- per-key in-flight cap (§11) -----------------------------------------------------

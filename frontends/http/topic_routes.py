@@ -78,8 +78,8 @@ def register(quart_app: object, state: HttpState) -> None:
 
 
 ROUTES = (
-    Route("GET", "/v0/topics", list_topics),
-    Route("PUT", "/v0/topics/{topic}", put_topic, body=True),
-    Route("GET", "/v0/topics/{topic}", get_topic),
-    Route("DELETE", "/v0/topics/{topic}", delete_topic),
+    Route("GET", "/v0/topics", list_topics, op="listTopics"),
+    Route("PUT", "/v0/topics/{topic}", put_topic, body=True, op="putTopic"),
+    Route("GET", "/v0/topics/{topic}", get_topic, op="getTopic"),
+    Route("DELETE", "/v0/topics/{topic}", delete_topic, op="deleteTopic"),
 )

@@ -580,7 +580,7 @@ def register(quart_app: object, state: HttpState) -> None:
 
 
 ROUTES = (
-    Route("POST", "/v0/watch", create_watch, fast=True, body=True),
+    Route("POST", "/v0/watch", create_watch, fast=True, body=True, op="createWatch"),
     # Capability-gated (§0.2): the session's key binding decides (401), not a scope.
     Route(
         "GET",
@@ -589,5 +589,6 @@ ROUTES = (
         fast=True,
         query_token=True,
         scopes=frozenset(),
+        op="openWatchStream",
     ),
 )

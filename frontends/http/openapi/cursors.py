@@ -1,0 +1,105 @@
+"""Named cursors (a consumer group's position): schemas and operations."""
+
+from __future__ import annotations
+
+from .errors import BODY, GATE, NAMED, STORE
+from .operation import BODY_NOTE, Operation, json_body, ok_response
+from .schema import Schema, boolean, obj, ref, u64, with_perf
+
+
+def schemas() -> dict[str, Schema]:
+    info = {
+        "topic": ref("TopicName"),
+        "cursor": ref("CursorName"),
+        "seq": ref("Seq") | {"description": "The committed seq: reads resume after it."},
+        "head_seq": ref("Seq"),
+        "earliest_seq": ref("Seq"),
+        "lag": u64("max(0, head_seq - seq): seqs after the cursor (deleted ones count too)."),
+        "updated_ts": u64("When it was last committed (epoch ms)."),
+    }
+    return {
+        "CursorName": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$",
+            "description": "A named cursor: 1-255 chars of A-Z a-z 0-9 . _ : -, starting "
+            "alphanumeric.",
+        },
+        "CursorInfo": with_perf(obj(info, list(info))),
+        "CursorItem": obj(info, list(info)),
+        "CursorList": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "cursors": {"type": "array", "items": ref("CursorItem")},
+                },
+                ["topic", "cursors"],
+            )
+        ),
+        "CursorCommit": obj(
+            {
+                "seq": u64("The seq to commit (at most the topic's head_seq)."),
+                "expect_seq": u64(
+                    "Compare-and-set: commit only if the committed seq is this (a cursor "
+                    "never committed counts as 0), else 409 cursor_conflict."
+                ),
+            },
+            ["seq"],
+            closed=True,
+        ),
+        "CursorDeleteResult": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "cursor": ref("CursorName"),
+                    "deleted": boolean("False when the topic held no such cursor."),
+                },
+                ["topic", "cursor", "deleted"],
+            )
+        ),
+    }
+
+
+#: The operations of this area, joined to their routes by ``Route.op`` (operationId).
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        op_id="listCursors",
+        tag="cursors",
+        summary="List a topic's named cursors with their lag",
+        description="Every cursor of the topic in name order. lag is head_seq - seq.",
+        ok=ok_response("CursorList", "The cursors."),
+        errors=(*GATE, *NAMED, "topic_not_found"),
+    ),
+    Operation(
+        op_id="getCursor",
+        tag="cursors",
+        summary="One named cursor",
+        description="404 cursor_not_found when the topic holds no such cursor (a read "
+        "from it would start at 0).",
+        params=["cursor_name"],
+        ok=ok_response("CursorInfo", "The cursor and its lag."),
+        errors=(*GATE, *NAMED, "topic_not_found", "cursor_not_found"),
+    ),
+    Operation(
+        op_id="commitCursor",
+        tag="cursors",
+        summary="Commit a seq to a named cursor (optionally compare-and-set)",
+        description="Creates the cursor or moves it (back too), never past head_seq (400). "
+        "With expect_seq it commits only if the committed seq is that (a cursor never "
+        "committed counts as 0), else 409 cursor_conflict and nothing changes. Synced "
+        "before the answer, like topic config; dropped with its topic. Needs the read "
+        "scope (a consumer commits its own progress)." + BODY_NOTE,
+        params=["cursor_name", "Content-Encoding"],
+        body=json_body("CursorCommit", required=True, description="The seq to commit."),
+        ok=ok_response("CursorInfo", "The cursor as committed."),
+        errors=(*GATE, *STORE, *BODY, "topic_not_found", "cursor_conflict"),
+    ),
+    Operation(
+        op_id="deleteCursor",
+        tag="cursors",
+        summary="Forget a named cursor",
+        description="Idempotent: an absent cursor answers 200 with deleted: false.",
+        params=["cursor_name"],
+        ok=ok_response("CursorDeleteResult", "Whether a cursor was deleted."),
+        errors=(*GATE, *STORE, *NAMED, "topic_not_found"),
+    ),
+)

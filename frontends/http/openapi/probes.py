@@ -1,0 +1,168 @@
+"""Probes (§8) and this document: their schemas and operations."""
+
+from __future__ import annotations
+
+from .errors import AUTH, response_headers
+from .operation import Operation, ok_response
+from .schema import Schema, integer, obj, ref, string, with_perf
+
+
+def schemas() -> dict[str, Schema]:
+    return {
+        "Health": with_perf(
+            obj(
+                {
+                    "status": {"const": "ok"},
+                    "version": string("The server's version."),
+                    "uptime_ms": integer("Since the server started.", minimum=0),
+                },
+                ["status", "version", "uptime_ms"],
+            )
+        ),
+        "Ready": with_perf(
+            obj(
+                {
+                    "status": {"const": "ready"},
+                    "wal_replay_complete": {"const": True},
+                    "topics": integer("Live topics.", minimum=0),
+                },
+                ["status", "wal_replay_complete", "topics"],
+            )
+        ),
+        "MetricsSnapshot": {
+            "type": "object",
+            "description": "The JSON snapshot (Accept: application/json): the Prometheus "
+            "metrics keyed by family name; per-topic families map topic -> value; the "
+            "histogram is {buckets, sum, count}.",
+            "properties": {
+                "topics_topics": {"type": "integer"},
+                "topics_ready": {"type": "integer"},
+                "topics_topics_by_class": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                },
+                "topics_topic_head_seq": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                },
+                "topics_cursor_lag": {
+                    "type": "object",
+                    "description": "topic -> cursor -> head_seq - committed seq.",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer"},
+                    },
+                },
+                "topics_cursor_seq": {
+                    "type": "object",
+                    "description": "topic -> cursor -> committed seq.",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer"},
+                    },
+                },
+                "topics_wal_fsync_latency_us": obj(
+                    {
+                        "buckets": {"type": "object", "additionalProperties": {"type": "integer"}},
+                        "sum": {"type": "number"},
+                        "count": {"type": "integer"},
+                    },
+                    ["buckets", "sum", "count"],
+                ),
+                "performance": ref("Performance"),
+            },
+            "required": ["topics_topics", "topics_ready", "performance"],
+            "additionalProperties": {
+                "description": "Every other family: a number, or topic -> number.",
+                "anyOf": [
+                    {"type": "number"},
+                    {"type": "object", "additionalProperties": {"type": "number"}},
+                ],
+            },
+        },
+        "OpenApiDocument": {
+            "type": "object",
+            "description": "This document (no performance object).",
+            "required": ["openapi", "info", "paths"],
+        },
+    }
+
+
+#: The operations of this area, joined to their routes by ``Route.op`` (operationId).
+_LIVENESS = (
+    "§8.1. 200 whenever the process can serve; never touches the topic "
+    "set. Needs a key only with TOPICS_PROBE_AUTH."
+)
+_READINESS = (
+    "§8.2. 503 not_ready (detail.replay_progress) during WAL replay, "
+    "503 shutting_down while draining. Needs a key only with TOPICS_PROBE_AUTH."
+)
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        op_id="health",
+        tag="probes",
+        summary="Liveness",
+        description=_LIVENESS,
+        ok=ok_response("Health", "Alive."),
+        errors=("unauthorized", "internal"),
+    ),
+    Operation(
+        op_id="healthAlias",
+        tag="probes",
+        summary="Liveness (alias of /v0/health)",
+        description=_LIVENESS,
+        ok=ok_response("Health", "Alive."),
+        errors=("unauthorized", "internal"),
+    ),
+    Operation(
+        op_id="ready",
+        tag="probes",
+        summary="Readiness",
+        description=_READINESS,
+        ok=ok_response("Ready", "Ready to serve."),
+        errors=("unauthorized", "not_ready", "shutting_down", "internal"),
+    ),
+    Operation(
+        op_id="readyAlias",
+        tag="probes",
+        summary="Readiness (alias of /v0/ready)",
+        description=_READINESS,
+        ok=ok_response("Ready", "Ready to serve."),
+        errors=("unauthorized", "not_ready", "shutting_down", "internal"),
+    ),
+    Operation(
+        op_id="metrics",
+        tag="probes",
+        summary="Prometheus text (default) or a JSON snapshot",
+        description="§8.3. 200 even while recovering. Needs the read scope when keys are "
+        "configured. Accept: application/json selects the JSON snapshot.",
+        ok={
+            "200": {
+                "description": "The metrics.",
+                "headers": response_headers(200),
+                "content": {
+                    "text/plain": {
+                        "schema": {
+                            "type": "string",
+                            "description": "Prometheus text exposition 0.0.4.",
+                        }
+                    },
+                    "application/json": {"schema": ref("MetricsSnapshot")},
+                },
+            }
+        },
+        errors=(*AUTH, "internal"),
+    ),
+    Operation(
+        op_id="openapi",
+        tag="meta",
+        summary="This OpenAPI document",
+        description="Unauthenticated by default (a key is needed only with "
+        "TOPICS_PROBE_AUTH); served during recovery and never shed. The body is exactly "
+        "the document (no performance object).",
+        ok=ok_response("OpenApiDocument", "The document."),
+        errors=("unauthorized", "internal"),
+    ),
+)

@@ -1,0 +1,286 @@
+"""Queues (§10): job schemas and operations."""
+
+from __future__ import annotations
+
+from .errors import BODY, GATE, STORE
+from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
+from .schema import LIMITS, Schema, integer, nullable, obj, ref, string, u64, with_perf
+
+
+def schemas() -> dict[str, Schema]:
+    seqs = {
+        "type": "array",
+        "items": ref("Seq"),
+        "minItems": 1,
+        "description": f"1..TOPICS_MAX_CLAIM (default {LIMITS.max_claim}) job seqs; longer "
+        "is 400 batch_too_large.",
+    }
+    lease_ids = {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Optional per-seq lease fence (same length and order as seqs): a stale "
+        "token's seq is skipped.",
+    }
+    lease_ms = integer("Lease duration, clamped to [100, 86400000].")
+    skipped = {"type": "array", "items": ref("Seq"), "description": "Seqs not held by node."}
+    counters = {
+        "ready": integer("Claimable now.", minimum=0),
+        "in_flight": integer("Leased now.", minimum=0),
+    }
+    job_props = {
+        "$seq": ref("Seq"),
+        "$ts": ref("TimestampMs"),
+        "$node": ref("NodeId"),
+        "$tag": ref("Tag"),
+        "data": ref("AnyJson"),
+        "meta": ref("Meta"),
+        "lease_id": string("Opaque lease identity (lease_<hex>).", pattern=r"^lease_[0-9a-f]+$"),
+        "deadline": ref("TimestampMs"),
+        "deliveries": integer("Deliveries including this one.", minimum=1),
+    }
+    job_required = ["$seq", "$ts", "data", "lease_id", "deadline", "deliveries"]
+    return {
+        "Job": obj(job_props, job_required, description="One leased job (§10.2)."),
+        "ClaimRequest": obj(
+            {
+                "node": ref("NodeId"),
+                "max": u64(
+                    f"Jobs wanted; clamped to TOPICS_MAX_CLAIM (default {LIMITS.max_claim}).",
+                    default=1,
+                ),
+                "lease_ms": lease_ms,
+            },
+            ["node"],
+            closed=True,
+        ),
+        "ClaimResult": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "claimed": {"type": "array", "items": ref("Job")},
+                    "count": integer(
+                        "claimed.length; < max means the queue is (nearly) empty.", minimum=0
+                    ),
+                    "ready": integer("Claimable jobs left.", minimum=0),
+                },
+                ["topic", "claimed", "count", "ready"],
+            )
+        ),
+        "AckRequest": obj(
+            {"node": ref("NodeId"), "seqs": seqs, "lease_ids": lease_ids},
+            ["node", "seqs"],
+            closed=True,
+        ),
+        "AckResult": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "acked": integer("Jobs completed.", minimum=0),
+                    "skipped": skipped,
+                    **counters,
+                },
+                ["topic", "acked", "skipped", "ready", "in_flight"],
+            )
+        ),
+        "NackRequest": obj(
+            {
+                "node": ref("NodeId"),
+                "seqs": seqs,
+                "delay_ms": u64(
+                    "Invisible this long before reclaim; clamped to 86400000.", default=0
+                ),
+                "lease_ids": lease_ids,
+            },
+            ["node", "seqs"],
+            closed=True,
+        ),
+        "NackResult": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "nacked": integer("Leases released.", minimum=0),
+                    "skipped": skipped,
+                    **counters,
+                },
+                ["topic", "nacked", "skipped", "ready", "in_flight"],
+            )
+        ),
+        "ExtendRequest": obj(
+            {"node": ref("NodeId"), "seqs": seqs, "lease_ms": lease_ms, "lease_ids": lease_ids},
+            ["node", "seqs", "lease_ms"],
+            closed=True,
+        ),
+        "ExtendResult": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "extended": integer("Leases pushed out.", minimum=0),
+                    "skipped": skipped,
+                    "deadlines": {
+                        "type": "object",
+                        "description": "seq (as a string key) -> new absolute deadline (ms).",
+                        "propertyNames": {"pattern": "^[0-9]+$"},
+                        "additionalProperties": ref("TimestampMs"),
+                    },
+                },
+                ["topic", "extended", "skipped", "deadlines"],
+            )
+        ),
+        "JobDedupe": obj(
+            {
+                "index": integer("The record's index in the request.", minimum=0),
+                "dedupe_key": string("Its dedupe_key."),
+                "seq": ref("Seq"),
+                "outcome": string(
+                    "duplicate: not appended, seq is the holder's; replaced: appended as seq, "
+                    "the unclaimed holder replaced_seq was deleted.",
+                    enum=["duplicate", "replaced"],
+                ),
+                "replaced_seq": ref("Seq"),
+            },
+            ["index", "dedupe_key", "seq", "outcome"],
+        ),
+        "RedriveRequest": obj(
+            {
+                "to": nullable(ref("TopicName"))
+                | {
+                    "description": "Target queue for every job (must exist and be a queue); "
+                    "default: the queue each job's meta.$dead_letter_from names."
+                },
+                "max": integer("Jobs to move at most, 1..100000.", minimum=1, default=1000),
+                "where": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "origin": ref("TopicName")
+                        | {"description": "Only jobs dead-lettered from this queue."},
+                        "match": {
+                            "description": "Only jobs whose tag matches, as a delete's match: "
+                            '"tag" or ["tag", "Eq"|"Glob", value].'
+                        },
+                    },
+                    "additionalProperties": False,
+                },
+            },
+            [],
+            closed=True,
+        ),
+        "RedriveResult": with_perf(
+            obj(
+                {
+                    "topic": ref("TopicName"),
+                    "moved": integer("Jobs moved back.", minimum=0),
+                    "skipped": integer(
+                        "Jobs that passed the filter but have no queue to go to (no "
+                        "$dead_letter_from and no to, or it is gone or not a queue).",
+                        minimum=0,
+                    ),
+                    "remaining": integer("Records the dead-letter topic still holds.", minimum=0),
+                    "batches": {
+                        "type": "array",
+                        "description": "One atomic move each: the copies' seqs in to.",
+                        "items": obj(
+                            {
+                                "to": ref("TopicName"),
+                                "count": integer("Jobs in the batch.", minimum=1),
+                                "first_seq": ref("Seq"),
+                                "last_seq": ref("Seq"),
+                            },
+                            ["to", "count", "first_seq", "last_seq"],
+                        ),
+                    },
+                },
+                ["topic", "moved", "skipped", "remaining", "batches"],
+            )
+        ),
+        "SseJobEvent": obj(
+            {"topic": ref("TopicName"), **job_props},
+            ["topic", *job_required],
+            description="event: job on /work; id: is the job's $seq.",
+        ),
+    }
+
+
+#: The operations of this area, joined to their routes by ``Route.op`` (operationId).
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        op_id="claimJobs",
+        tag="queues",
+        summary="Lease up to max claimable jobs to a worker node",
+        description="§10.2. count < max is the '(nearly) empty' signal, never an error. "
+        "With claim_jitter_ms > 0 the claim waits for its cohort." + BODY_NOTE,
+        params=["Content-Encoding"],
+        body=json_body("ClaimRequest", required=True, description="Who and how many."),
+        ok=ok_response("ClaimResult", "The leased jobs, ascending by $seq."),
+        errors=(*GATE, *STORE, *BODY, "topic_not_found", "not_a_queue"),
+    ),
+    Operation(
+        op_id="ackJobs",
+        tag="queues",
+        summary="Complete jobs (ack == permanent delete)",
+        description="§10.4. Seqs not leased to node are skipped (idempotent)." + BODY_NOTE,
+        params=["Content-Encoding"],
+        body=json_body("AckRequest", required=True, description="The held seqs."),
+        ok=ok_response("AckResult", "What was acked and the queue counters after."),
+        errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+    ),
+    Operation(
+        op_id="nackJobs",
+        tag="queues",
+        summary="Release leased jobs for (delayed) reclaim",
+        description="§10.5." + BODY_NOTE,
+        params=["Content-Encoding"],
+        body=json_body("NackRequest", required=True, description="The held seqs."),
+        ok=ok_response("NackResult", "What was released and the queue counters after."),
+        errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+    ),
+    Operation(
+        op_id="extendLeases",
+        tag="queues",
+        summary="Extend lease deadlines (heartbeat)",
+        description="§10.6. Sets the deadline to now + lease_ms (sets, not adds)." + BODY_NOTE,
+        params=["Content-Encoding"],
+        body=json_body("ExtendRequest", required=True, description="The held seqs."),
+        ok=ok_response("ExtendResult", "The new deadlines."),
+        errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
+    ),
+    Operation(
+        op_id="redriveJobs",
+        tag="queues",
+        summary="Move dead-lettered jobs back to their queue",
+        description="Admin. Moves up to max live records of this dead-letter topic, in seq "
+        "order, to to (or the queue each one's meta.$dead_letter_from names), one atomic "
+        "batch per target: appended there as fresh jobs (data, tag and meta kept, plus "
+        "$redrive_from, $redrive_src_seq, $redrive_origin, $redrive_origin_seq, "
+        "$redrive_at) and deleted here in one step. The key's prefix allowlist must cover "
+        "every target (403 before anything moves)." + BODY_NOTE,
+        params=["Content-Encoding"],
+        body=json_body("RedriveRequest", required=False, description="Target and filter."),
+        ok=ok_response("RedriveResult", "What moved, in which batches."),
+        errors=(*GATE, *STORE, *BODY, "topic_not_found", "not_a_queue"),
+    ),
+    Operation(
+        op_id="openWorkStream",
+        tag="queues",
+        summary="SSE auto-claim/push of jobs (PUSH mode)",
+        description="§10.8. Keeps up to max jobs leased to this connection; ack/nack/extend "
+        "through the POST endpoints. Disconnecting releases this connection's leases at "
+        "once. Counts against the SSE connection caps (429).",
+        params=["work_node", "work_max", "work_lease_ms", "token"],
+        ok=sse_ok("The stream is open."),
+        errors=(
+            *GATE,
+            *STORE,
+            "invalid_request",
+            "topic_not_found",
+            "not_acceptable",
+            "not_a_queue",
+        ),
+        extra={
+            "x-sse-events": {
+                "job": ref("SseJobEvent"),
+                "error": ref("SseErrorEvent"),
+                "connection-closing": ref("SseConnectionClosingEvent"),
+            }
+        },
+    ),
+)

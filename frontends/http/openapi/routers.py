@@ -1,0 +1,140 @@
+"""Routers (§6): their schemas and operations."""
+
+from __future__ import annotations
+
+from .errors import BODY, GATE, NAMED, STORE
+from .operation import BODY_NOTE, Operation, json_body, ok_response
+from .schema import Schema, boolean, integer, nullable, obj, ref, string, with_perf
+
+
+def schemas() -> dict[str, Schema]:
+    guarantee = string(
+        "Delivery mode: at_least_once (default) or exactly_once (a stable idempotency key in "
+        "meta._topics_router suppresses duplicate dest appends).",
+        enum=["at_least_once", "exactly_once"],
+    )
+    config = {
+        "source": ref("TopicName"),
+        "dest": ref("TopicName"),
+        "preserve_node": boolean("Keep $node on forwarded records.", default=True),
+        "preserve_tag": boolean("Keep $tag on forwarded records.", default=True),
+        "filter": nullable(ref("Match"))
+        | {"description": "Forward-time tag filter (the §5 tuple language); null = all."},
+        "allow_cycle": boolean("Permit a directed cycle (runtime hop cap instead).", default=False),
+        "guarantee": guarantee | {"default": "at_least_once"},
+    }
+    echoed = [
+        "router",
+        "source",
+        "dest",
+        "preserve_node",
+        "preserve_tag",
+        "filter",
+        "allow_cycle",
+        "guarantee",
+    ]
+    state_props = {"router": ref("RouterName"), **config, "guarantee": guarantee}
+    return {
+        "RouterPutRequest": obj(
+            {
+                **config,
+                "create_dest": boolean("Auto-create dest if absent (false: 404).", default=True),
+            },
+            ["source", "dest"],
+            closed=True,
+            description="Create or configure a router (§6.1); source != dest. The key's prefix "
+            "allowlist applies to source and dest too.",
+        ),
+        "RouterPutResult": with_perf(
+            obj(
+                {**state_props, "created": boolean("This call created the router.")},
+                [*echoed, "created"],
+            )
+        ),
+        "RouterState": with_perf(
+            obj(
+                {**state_props, "forwarded_total": integer("Records forwarded.", minimum=0)},
+                [*echoed, "forwarded_total"],
+            )
+        ),
+        "RouterSummary": obj(
+            {
+                "router": ref("RouterName"),
+                "source": ref("TopicName"),
+                "dest": ref("TopicName"),
+                "guarantee": guarantee,
+                "forwarded_total": integer("Records forwarded.", minimum=0),
+            },
+            ["router", "source", "dest", "guarantee", "forwarded_total"],
+        ),
+        "RouterList": with_perf(
+            obj(
+                {
+                    "routers": {"type": "array", "items": ref("RouterSummary")},
+                    "next_cursor": string(
+                        "Opaque; present only when more pages exist.", minLength=1
+                    ),
+                },
+                ["routers"],
+            )
+        ),
+        "RouterDeleteResult": with_perf(
+            obj(
+                {"router": ref("RouterName"), "deleted": boolean("False when it did not exist.")},
+                ["router", "deleted"],
+            )
+        ),
+    }
+
+
+#: The operations of this area, joined to their routes by ``Route.op`` (operationId).
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        op_id="putRouter",
+        tag="routers",
+        summary="Create or configure a router (idempotent upsert)",
+        description="§6.1. Forwarding is asynchronous and derived. 201 when created. An "
+        "absent source (and an absent dest unless create_dest is false) is auto-created "
+        "with the default config, after every check passed: a refused router leaves no "
+        "topic behind. A cycle is 409 router_cycle (detail.cycle) unless allow_cycle; a "
+        "second source into a derived dest is 409 topic_exists_incompatible (detail.reason "
+        "= router_dest_fan_in); over TOPICS_MAX_ROUTERS is 429 throttled. The key's prefix "
+        "allowlist applies to source and dest, the topics it may create (403)." + BODY_NOTE,
+        params=["Content-Encoding"],
+        body=json_body("RouterPutRequest", required=True, description="The router."),
+        ok=ok_response("RouterPutResult", "The router as configured.", (200, 201)),
+        errors=(
+            *GATE,
+            *STORE,
+            *BODY,
+            "topic_not_found",
+            "router_cycle",
+            "topic_exists_incompatible",
+        ),
+    ),
+    Operation(
+        op_id="getRouter",
+        tag="routers",
+        summary="Get a router",
+        description="§6.2.",
+        ok=ok_response("RouterState", "The router and its forwarded_total."),
+        errors=(*GATE, *NAMED, "router_not_found"),
+    ),
+    Operation(
+        op_id="listRouters",
+        tag="routers",
+        summary="List routers (opaque-cursor paginated)",
+        description="§6.3. Filtered to the key's prefix allowlist.",
+        params=["prefix", "router_source", "router_dest", "page_size", "cursor"],
+        ok=ok_response("RouterList", "One page; next_cursor is absent on the last page."),
+        errors=(*GATE, "invalid_request"),
+    ),
+    Operation(
+        op_id="deleteRouter",
+        tag="routers",
+        summary="Delete a router",
+        description="§6.4. Idempotent (deleted: false when absent); forwarded copies stay.",
+        ok=ok_response("RouterDeleteResult", "Whether it existed."),
+        errors=(*GATE, *STORE, *NAMED),
+    ),
+)

@@ -1,0 +1,231 @@
+"""The schema helpers and the shared vocabulary (§0): names, seqs, performance."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, get_args
+
+from topics.settings import Limits
+from topics.types import TombstoneReason
+
+Schema = dict[str, Any]
+
+LIMITS = Limits()
+U64_MAX = (1 << 64) - 1
+
+#: Every tombstone reason, from the one Literal that declares them (topics.types).
+TOMBSTONE_REASONS: list[str] = list(get_args(TombstoneReason))
+
+# -- schema helpers ----------------------------------------------------------------------
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(
+    properties: Mapping[str, Schema],
+    required: Sequence[str] = (),
+    *,
+    closed: bool = False,
+    description: str | None = None,
+) -> Schema:
+    """An object schema; ``closed`` forbids members not listed (request bodies, rule 3)."""
+    out: Schema = {"type": "object"}
+    if description:
+        out["description"] = description
+    out["properties"] = dict(properties)
+    if required:
+        out["required"] = list(required)
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+def u64(description: str, **extra: Any) -> Schema:
+    return {"type": "integer", "minimum": 0, "maximum": U64_MAX, "description": description} | extra
+
+
+def integer(description: str, **extra: Any) -> Schema:
+    return {"type": "integer", "description": description} | extra
+
+
+def boolean(description: str, **extra: Any) -> Schema:
+    return {"type": "boolean", "description": description} | extra
+
+
+def string(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description} | extra
+
+
+def nullable(schema: Schema) -> Schema:
+    """``schema`` or JSON null (3.1 style: a type list, or anyOf for a $ref)."""
+    if "$ref" in schema:
+        return {"anyOf": [schema, {"type": "null"}]}
+    out = dict(schema)
+    kind = out.get("type")
+    if isinstance(kind, str):
+        out["type"] = [kind, "null"]
+    if "enum" in out:
+        out["enum"] = [*out["enum"], None]
+    return out
+
+
+def with_perf(schema: Schema, perf: str = "Performance") -> Schema:
+    """A success body: ``schema``'s members plus the performance object (§0.9)."""
+    out = dict(schema)
+    out["properties"] = {**schema["properties"], "performance": ref(perf)}
+    out["required"] = [*schema.get("required", ()), "performance"]
+    return out
+
+
+# -- the shared vocabulary (§0) ----------------------------------------------------------
+
+TOPIC_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$"
+ROUTER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:>-]{0,254}$"
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+
+
+def _primitives() -> dict[str, Schema]:
+    return {
+        "TopicName": string(
+            "A topic name: 1-255 chars of A-Z a-z 0-9 . _ : -, starting alphanumeric; "
+            "case-sensitive, byte-exact (§1.1). A bad name is 400 invalid_request.",
+            pattern=TOPIC_NAME_PATTERN,
+            examples=["jobs", "render-queue:tenantA"],
+        ),
+        "RouterName": string(
+            "A router name: the topic charset plus '>' (convention: \"<source>-><dest>\"; "
+            "percent-encode '>' in a URL as %3E).",
+            pattern=ROUTER_NAME_PATTERN,
+            examples=["orders->audit"],
+        ),
+        "Seq": u64("A record's sequence id: u64 as a JSON number (§0.7)."),
+        "TimestampMs": integer("Integer milliseconds since the Unix epoch (§0.7)."),
+        "NodeId": string(
+            f"An origin node id (loop prevention, §4.5): a non-empty string of at most "
+            f"TOPICS_MAX_NODE_BYTES (default {LIMITS.max_node_bytes}) UTF-8 bytes.",
+            minLength=1,
+        ),
+        "NodeFilter": {
+            "description": "Node loop-prevention filter: records whose $node is in this set "
+            "are omitted (the cursor still advances past them).",
+            "anyOf": [
+                ref("NodeId"),
+                {"type": "array", "items": ref("NodeId")},
+            ],
+        },
+        "Tag": string(
+            f"A record tag (the deletion-match key, §5): a non-empty string of at most "
+            f"TOPICS_MAX_TAG_BYTES (default {LIMITS.max_tag_bytes}) UTF-8 bytes.",
+            minLength=1,
+        ),
+        "Meta": {
+            "type": "object",
+            "description": f"Small per-record headers, stored and returned verbatim: at most "
+            f"TOPICS_MAX_META_BYTES (default {LIMITS.max_meta_bytes}) bytes and "
+            f"{LIMITS.max_meta_keys} keys.",
+        },
+        "AnyJson": {
+            "description": "Any JSON value (object, array, string, number, bool, null), stored "
+            "and returned byte-verbatim, never parsed for shape (§0.3)."
+        },
+        "Match": {
+            "description": 'A tag predicate (§5): ["tag","Eq","X"] exact, ["tag","Glob","P*"] '
+            'literal prefix + one trailing *, or a bare string as shorthand for "Eq".',
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "prefixItems": [
+                        {"const": "tag"},
+                        {"enum": ["Eq", "Glob"]},
+                        {"type": "string"},
+                    ],
+                    "minItems": 3,
+                    "maxItems": 3,
+                },
+            ],
+        },
+        "Where": {
+            "description": "A read predicate (issue 18; docs/GUIDES.md): the Match tuple "
+            "language over the fields tag, node, meta.<name>, data.<name> (top-level members) "
+            "with Eq, Ne, Glob (one trailing *), In (a list), Gt/Ge/Lt/Le (numbers), Exists "
+            '(optionally true/false), combined by ["and",[...]], ["or",[...]], ["not",e]; a '
+            "bare string is a tag Eq. Refused records are examined (the cursor passes them); "
+            "tombstones are never filtered. At most 64 terms, 8 levels.",
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "prefixItems": [
+                        {"type": "string"},
+                        {"enum": ["Eq", "Ne", "Glob", "In", "Gt", "Ge", "Lt", "Le", "Exists"]},
+                        {},
+                    ],
+                    "minItems": 2,
+                    "maxItems": 3,
+                },
+                {
+                    "type": "array",
+                    "prefixItems": [
+                        {"enum": ["and", "or"]},
+                        {"type": "array", "items": {"$ref": "#/components/schemas/Where"}},
+                    ],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                {
+                    "type": "array",
+                    "prefixItems": [{"const": "not"}, {"$ref": "#/components/schemas/Where"}],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+            ],
+        },
+    }
+
+
+def _performance() -> dict[str, Schema]:
+    ms = {"type": "number", "minimum": 0}
+    return {
+        "Performance": {
+            "type": "object",
+            "description": "On every JSON answer, success or error (§0.9). Best-effort and "
+            "additive: clients must tolerate any subset. server_total_ms runs from the "
+            "moment the request reaches the dispatcher to the moment the body is encoded.",
+            "properties": {
+                "server_total_ms": ms | {"description": "Server time for this request."},
+                "wal_append_ms": ms | {"description": "Writes: time to hand the batch to the WAL."},
+                "fsync_ms": ms
+                | {"description": "Time the ack waited for fsync; 0 unless the fsync class."},
+                "records_scanned": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Diffs: seqs examined (filtered ones included).",
+                },
+                "throttle_wait_ms": ms
+                | {
+                    "description": "Time parked by the elastic throttle (0: this server refuses "
+                    "a throttled request with 429 instead of parking it)."
+                },
+            },
+            "required": ["server_total_ms"],
+        },
+        "WritePerformance": {
+            "allOf": [ref("Performance")],
+            "required": ["server_total_ms", "wal_append_ms", "fsync_ms", "throttle_wait_ms"],
+        },
+        "DiffPerformance": {
+            "allOf": [ref("Performance")],
+            "required": ["server_total_ms", "records_scanned"],
+        },
+        "FsyncPerformance": {
+            "allOf": [ref("Performance")],
+            "required": ["server_total_ms", "fsync_ms"],
+        },
+    }
+
+
+def schemas() -> dict[str, Schema]:
+    return {**_primitives(), **_performance()}

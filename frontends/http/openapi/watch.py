@@ -1,0 +1,353 @@
+"""Watch sessions and their SSE stream (§7): schemas and operations."""
+
+from __future__ import annotations
+
+from .errors import BODY, ERROR_CODES, GATE, STREAM_ERROR_CODES
+from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
+from .schema import (
+    LIMITS,
+    TOMBSTONE_REASONS,
+    Schema,
+    boolean,
+    integer,
+    obj,
+    ref,
+    string,
+    u64,
+    with_perf,
+)
+
+
+def schemas() -> dict[str, Schema]:
+    position = obj(
+        {
+            "from_seq": ref("Seq"),
+            "head_seq": ref("Seq"),
+            "earliest_seq": ref("Seq"),
+        },
+        ["from_seq", "head_seq", "earliest_seq"],
+    )
+    return {
+        "WatchTopicOptions": obj(
+            {
+                "from_seq": u64("Deliver records with $seq > from_seq; 0 = earliest.", default=0),
+                "tail": boolean("Start at the current head (ignore from_seq).", default=False),
+                "max_backlog": u64(
+                    "This topic's backlog limit (replaces the request's max_backlog; 0: none).",
+                ),
+                "cursor": ref("CursorName")
+                | {
+                    "description": "Start after this named cursor's committed seq (not with "
+                    "from_seq or tail; never committed: from 0)."
+                },
+                "commit": boolean(
+                    "With cursor: commit each delivered frame's position to it once the "
+                    "frame has left the server (at least once across a server crash).",
+                    default=False,
+                ),
+                "from_ts": u64(
+                    "Start at the first record with $ts >= from_ts (resolved once, at "
+                    "creation: the answer's from_seq); not with from_seq or tail."
+                ),
+                "to_ts": u64(
+                    "End after the last record with $ts <= to_ts: then event: end-reached, "
+                    "and the topic leaves the session."
+                ),
+                "to_seq": u64("End after this seq (with to_ts: the earlier end)."),
+            },
+            closed=True,
+        ),
+        "WatchPrefixOptions": obj(
+            {
+                "tail": boolean(
+                    "Existing topics under the prefix start at their head (topics created "
+                    "later always start at 0).",
+                    default=False,
+                ),
+                "max_backlog": u64(
+                    "Backlog limit of the topics under it (replaces the request's; 0: none)."
+                ),
+            },
+            closed=True,
+        ),
+        "WatchPrefixes": {
+            "description": "topic_prefix: every topic whose name starts with a prefix, now and "
+            "created later (those join with an event: topic-added at from_seq 0). A prefix "
+            "is narrowed to the key's allowlist; one that shares no name with it is 403. "
+            "An object prefix -> options, or an array of prefixes.",
+            "oneOf": [
+                {
+                    "type": "object",
+                    "minProperties": 1,
+                    "additionalProperties": {
+                        "oneOf": [ref("WatchPrefixOptions"), {"type": "null"}]
+                    },
+                },
+                {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+            ],
+        },
+        "WatchPrefixesResolved": {
+            "type": "object",
+            "description": "Each topic_prefix as it applies: the allowed prefixes it covers "
+            "after narrowing to the key's allowlist.",
+            "additionalProperties": obj(
+                {
+                    "covers": {"type": "array", "items": {"type": "string"}},
+                    "tail": {"type": "boolean"},
+                    "max_backlog": ref("Seq"),
+                },
+                ["covers", "tail", "max_backlog"],
+            ),
+        },
+        "WatchRequest": obj(
+            {
+                "node": ref("NodeFilter"),
+                "topics": {
+                    "type": "object",
+                    "description": f"topic -> options; 1..TOPICS_MAX_WATCH_TOPICS (default "
+                    f"{LIMITS.max_watch_topics}), counting what topic_prefix covers. The "
+                    "key's prefix allowlist applies to every name (403). May be empty or "
+                    "absent beside topic_prefix.",
+                    "propertyNames": ref("TopicName"),
+                    "additionalProperties": ref("WatchTopicOptions"),
+                },
+                "topic_prefix": ref("WatchPrefixes"),
+                "max_backlog": u64(
+                    "A topic more than this many seqs behind its head when a stream starts or "
+                    "resumes reading it gets an event: backlog-exceeded with the head instead "
+                    "of the replay (0: no limit).",
+                    default=0,
+                ),
+                "on_backlog": string(
+                    "jump: the backlog-exceeded event; error: 409 backlog_exceeded here.",
+                    enum=["jump", "error"],
+                    default="jump",
+                ),
+                "limit": u64("Max records per record frame.", default=256),
+                "max_batch_bytes": u64(
+                    "Soft byte budget per record frame; 0 = 1 MiB, clamped to 8 MiB.",
+                    default=262_144,
+                ),
+                "heartbeat_ms": u64(
+                    "Heartbeat interval, clamped to [1000, 60000].", default=15_000
+                ),
+                "include_meta": boolean("Include meta.", default=True),
+                "include_tags": boolean("Include $tag.", default=False),
+                "include_data": boolean("Include data.", default=True),
+                "consistency": string(
+                    "eventual pushes from the WAL buffer; strong only after commit/fsync.",
+                    enum=["eventual", "strong"],
+                    default="eventual",
+                ),
+                "where": ref("Where"),
+                "format": string(
+                    "records, or cloudevents (each record a CloudEvents 1.0 event).",
+                    enum=["records", "cloudevents"],
+                    default="records",
+                ),
+                "ce_type_field": string(
+                    "With cloudevents: the meta member giving each event's type.",
+                    minLength=1,
+                    default="type",
+                ),
+            },
+            closed=True,
+            description="A multiplexed watch subscription (§7.1): topics, topic_prefix or both.",
+        ),
+        "WatchSession": with_perf(
+            obj(
+                {
+                    "wid": string(
+                        "Unguessable session capability (>= 128 bits, base64url).",
+                        pattern=r"^wid_[A-Za-z0-9_-]+$",
+                    ),
+                    "stream_url": string("The SSE GET for this session (/v0/watch/{wid})."),
+                    "session_ttl_ms": integer("Idle session lifetime.", minimum=0),
+                    "topics": {
+                        "type": "object",
+                        "description": "Resolved per-topic positions (unknown topics dropped "
+                        "with ?lenient=true are absent).",
+                        "additionalProperties": position,
+                    },
+                    "topic_prefix": ref("WatchPrefixesResolved"),
+                },
+                ["wid", "stream_url", "session_ttl_ms", "topics"],
+            )
+        ),
+        # SSE event payloads (the data: line of each event name).
+        "SseRecordEvent": obj(
+            {
+                "topic": ref("TopicName"),
+                "records": {
+                    "type": "array",
+                    "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
+                },
+                "from_seq": ref("Seq"),
+                "to_seq": ref("Seq"),
+                "head_seq": ref("Seq"),
+            },
+            ["topic", "records", "from_seq", "to_seq", "head_seq"],
+            description="event: record; id: is the post-batch composite cursor.",
+        ),
+        "SseTombstoneEvent": obj(
+            {
+                "topic": ref("TopicName"),
+                "reason": string(
+                    "Why.",
+                    enum=TOMBSTONE_REASONS,
+                ),
+                "gap_from": ref("Seq"),
+                "gap_to": ref("Seq"),
+                "earliest_seq": ref("Seq"),
+                "head_seq": ref("Seq"),
+            },
+            ["topic", "reason", "gap_from", "gap_to", "earliest_seq", "head_seq"],
+            description="event: tombstone — explicit, never-silent loss.",
+        ),
+        "SseCaughtUpEvent": obj(
+            {"topic": ref("TopicName"), "head_seq": ref("Seq")},
+            ["topic", "head_seq"],
+            description="event: caught-up — the topic is drained to head.",
+        ),
+        "SseTopicDeletedEvent": obj(
+            {"topic": ref("TopicName"), "head_seq": ref("Seq"), "reason": {"type": "string"}},
+            ["topic", "head_seq", "reason"],
+            description="event: topic-deleted — terminal for that topic only.",
+        ),
+        "SseEndReachedEvent": obj(
+            {
+                "topic": ref("TopicName"),
+                "next_from_seq": ref("Seq"),
+                "head_seq": ref("Seq"),
+            },
+            ["topic", "next_from_seq", "head_seq"],
+            description="event: end-reached — the topic's to_ts/to_seq end was delivered up to "
+            "next_from_seq; terminal for that topic only (it leaves the session).",
+        ),
+        "SseTopicAddedEvent": obj(
+            {
+                "topic": ref("TopicName"),
+                "prefix": string("The topic_prefix it joined under."),
+                "from_seq": ref("Seq"),
+                "head_seq": ref("Seq"),
+            },
+            ["topic", "prefix", "from_seq", "head_seq"],
+            description="event: topic-added — a topic created under a watched prefix joined; "
+            "its records follow from from_seq (0). Sent again on a resume until a later frame "
+            "of it was sent.",
+        ),
+        "SseBacklogExceededEvent": obj(
+            {
+                "topic": ref("TopicName"),
+                "from_seq": ref("Seq"),
+                "head_seq": ref("Seq"),
+                "backlog": ref("Seq"),
+                "max_backlog": ref("Seq"),
+            },
+            ["topic", "from_seq", "head_seq", "backlog", "max_backlog"],
+            description="event: backlog-exceeded — (from_seq, head_seq] is not replayed; the "
+            "id: already points at head_seq. Re-snapshot, then take what follows.",
+        ),
+        "SseErrorEvent": obj(
+            {
+                "code": integer(
+                    "HTTP-aligned: 429 advisory pacing, 408 slow consumer and 410 session "
+                    "collected (terminal), 409 the topic ceased to be a queue (/work)."
+                ),
+                "error": string("Human-readable message."),
+                "error_code": string(
+                    "The wire code (§0.5 codes plus the stream-only session_gone and "
+                    "slow_consumer).",
+                    enum=sorted({*ERROR_CODES, *STREAM_ERROR_CODES}),
+                ),
+                "retry_after_ms": {"type": "integer", "minimum": 0},
+                "topics": {"type": "array", "items": ref("TopicName")},
+                "detail": {"type": "object"},
+                "request_id": {"type": "string"},
+            },
+            ["code", "error"],
+            description="event: error — a per-stream problem (no id: line).",
+        ),
+        "SseConnectionEstablishedEvent": obj(
+            {
+                "request_id": {"type": "string"},
+                "wid": {"type": "string"},
+                "topics": {
+                    "type": "object",
+                    "additionalProperties": position,
+                    "description": "Where this stream resumes, per topic, and the watermarks.",
+                },
+            },
+            ["request_id", "topics"],
+            description="event: connection-established — the first event after retry: "
+            "(CONTRACT-NOTES 6); no id: line.",
+        ),
+        "SseConnectionClosingEvent": obj(
+            {
+                "reason": string(
+                    "Why the server ends the stream.", examples=["server_shutdown", "superseded"]
+                ),
+                "request_id": {"type": "string"},
+                "retry_after_ms": {"type": "integer", "minimum": 0},
+            },
+            ["reason"],
+            description="event: connection-closing — the server ends the stream on purpose "
+            "(CONTRACT-NOTES 7); reconnect with Last-Event-ID.",
+        ),
+    }
+
+
+#: The operations of this area, joined to their routes by ``Route.op`` (operationId).
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        op_id="createWatch",
+        tag="watch",
+        summary="Create a multiplexed SSE watch session",
+        description="§7.1. Returns a wid and the stream URL; 400/404 come here, before any "
+        "stream is open. The key's prefix allowlist applies to every topic named (403); "
+        "a topic_prefix is narrowed to it (403 when nothing is left). With on_backlog: "
+        "error, a topic further behind than its max_backlog is 409 backlog_exceeded. "
+        "Over TOPICS_MAX_WATCH_SESSIONS is 429 throttled. Idle sessions are collected "
+        "after session_ttl_ms." + BODY_NOTE,
+        params=["lenient", "Content-Encoding"],
+        body=json_body("WatchRequest", required=True, description="The subscription."),
+        ok=ok_response("WatchSession", "The session and the resolved per-topic positions."),
+        errors=(*GATE, *BODY, "topic_not_found", "backlog_exceeded"),
+    ),
+    Operation(
+        op_id="openWatchStream",
+        tag="watch",
+        summary="Open the SSE stream of a watch session",
+        description="§7.2-§7.6. Capability-gated: no scope is checked here; with auth on, "
+        "the key that created the session must be presented (header or the dev-only "
+        "?token=) and any other key is 401. Resumes from the session cursors, rewound by "
+        "Last-Event-ID (a malformed one is ignored). Unknown/collected wid: 404 "
+        "not_found; malformed: 400. Counts against TOPICS_MAX_SSE_CONNECTIONS(_PER_KEY) "
+        "(429). The event payloads are in x-sse-events.",
+        params=["Last-Event-ID", "token"],
+        ok=sse_ok("The stream is open."),
+        errors=(
+            "unauthorized",
+            "throttled",
+            "not_ready",
+            "internal",
+            "invalid_request",
+            "not_found",
+            "not_acceptable",
+        ),
+        extra={
+            "x-sse-events": {
+                "connection-established": ref("SseConnectionEstablishedEvent"),
+                "connection-closing": ref("SseConnectionClosingEvent"),
+                "record": ref("SseRecordEvent"),
+                "tombstone": ref("SseTombstoneEvent"),
+                "caught-up": ref("SseCaughtUpEvent"),
+                "topic-deleted": ref("SseTopicDeletedEvent"),
+                "topic-added": ref("SseTopicAddedEvent"),
+                "backlog-exceeded": ref("SseBacklogExceededEvent"),
+                "end-reached": ref("SseEndReachedEvent"),
+                "error": ref("SseErrorEvent"),
+            }
+        },
+    ),
+)

@@ -1,0 +1,269 @@
+"""The WebSocket data plane (§7.x): its message schemas and its upgrade operation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .errors import ERROR_CODES, STREAM_ERROR_CODES, response_headers
+from .operation import Operation
+from .records import WRITE_CONDITIONS
+from .schema import Schema, obj, ref
+
+
+def schemas() -> dict[str, Schema]:
+    def op(name: str, props: Mapping[str, Schema], required: Sequence[str] = ()) -> Schema:
+        return obj({"op": {"const": name}, **props}, ["op", *required])
+
+    rid = {"request_id": {"type": "string"}}
+    topic_positions = {
+        "type": "object",
+        "additionalProperties": obj(
+            {"from_seq": ref("Seq"), "head_seq": ref("Seq"), "earliest_seq": ref("Seq")}
+        ),
+    }
+    return {
+        "WsClientCommand": {
+            "description": "A JSON text message from the client (§7.x).",
+            "oneOf": [
+                op(
+                    "subscribe",
+                    {
+                        **rid,
+                        "topic": ref("TopicName"),
+                        "topics": {
+                            "type": "object",
+                            "propertyNames": ref("TopicName"),
+                            "additionalProperties": ref("WatchTopicOptions"),
+                        },
+                        "from_seq": ref("Seq"),
+                        "tail": {"type": "boolean"},
+                        "node": ref("NodeFilter"),
+                        "limit": {"type": "integer", "minimum": 0},
+                        "max_batch_bytes": {"type": "integer", "minimum": 0},
+                        "include_data": {"type": "boolean"},
+                        "include_tags": {"type": "boolean"},
+                        "include_meta": {"type": "boolean"},
+                        "consistency": {"enum": ["eventual", "strong"]},
+                        "topic_prefix": ref("WatchPrefixes"),
+                        "max_backlog": {"type": "integer", "minimum": 0},
+                        "on_backlog": {"enum": ["jump", "error"]},
+                        "cursor": ref("CursorName"),
+                        "commit": {"type": "boolean"},
+                        "from_ts": ref("Seq"),
+                        "to_ts": ref("Seq"),
+                        "to_seq": ref("Seq"),
+                        "where": ref("Where"),
+                        "format": {"enum": ["records", "cloudevents"]},
+                        "ce_type_field": {"type": "string", "minLength": 1},
+                    },
+                ),
+                op(
+                    "unsubscribe",
+                    {
+                        **rid,
+                        "topic": ref("TopicName"),
+                        "topics": {"type": "array", "items": ref("TopicName")},
+                        "topic_prefix": {
+                            "oneOf": [
+                                {"type": "string"},
+                                {"type": "array", "items": {"type": "string"}},
+                            ],
+                            "description": "Stop joining under these prefixes and drop the "
+                            "topics they cover.",
+                        },
+                    },
+                ),
+                op(
+                    "publish",
+                    {
+                        **rid,
+                        "topic": ref("TopicName"),
+                        "records": {"type": "array", "items": ref("WriteRecord"), "minItems": 1},
+                        "node": ref("NodeId"),
+                        "idempotency_key": {"type": "string"},
+                        "create": {"type": "boolean"},
+                        "config": ref("TopicConfigInput"),
+                        "disable_backpressure": {"type": "boolean"},
+                        "return_seqs": {"type": "boolean"},
+                        **WRITE_CONDITIONS,
+                    },
+                    ["topic", "records"],
+                ),
+                op("ping", rid),
+                op(
+                    "commit",
+                    {
+                        **rid,
+                        "topic": ref("TopicName"),
+                        "cursor": ref("CursorName"),
+                        "seq": ref("Seq"),
+                        "expect_seq": ref("Seq"),
+                    },
+                    ["topic", "cursor", "seq"],
+                ),
+            ],
+        },
+        "WsServerFrame": {
+            "description": "A JSON text message from the server (§7.x). Clients must ignore "
+            "unknown ops.",
+            "oneOf": [
+                op(
+                    "subscribed",
+                    {
+                        **rid,
+                        "topics": topic_positions,
+                        "topic_prefix": ref("WatchPrefixesResolved"),
+                    },
+                    ["topics"],
+                ),
+                op(
+                    "unsubscribed",
+                    {**rid, "topics": {"type": "array", "items": ref("TopicName")}},
+                    ["topics"],
+                ),
+                op("pong", rid),
+                op(
+                    "committed",
+                    {
+                        **rid,
+                        "topic": ref("TopicName"),
+                        "cursor": ref("CursorName"),
+                        "seq": ref("Seq"),
+                        "head_seq": ref("Seq"),
+                        "earliest_seq": ref("Seq"),
+                        "lag": ref("Seq"),
+                        "updated_ts": ref("Seq"),
+                    },
+                    ["topic", "cursor", "seq", "lag"],
+                ),
+                op(
+                    "record",
+                    {
+                        "topic": ref("TopicName"),
+                        "from_seq": ref("Seq"),
+                        "to_seq": ref("Seq"),
+                        "head_seq": ref("Seq"),
+                        "records": {
+                            "type": "array",
+                            "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
+                        },
+                    },
+                    ["topic", "records"],
+                ),
+                op("caught_up", {"topic": ref("TopicName"), "head_seq": ref("Seq")}, ["topic"]),
+                op(
+                    "ack",
+                    {
+                        **rid,
+                        "topic": ref("TopicName"),
+                        "first_seq": ref("Seq"),
+                        "last_seq": ref("Seq"),
+                        "seqs": {"type": "array", "items": ref("Seq")},
+                        "head_seq": ref("Seq"),
+                        "deduped": {"type": "boolean"},
+                        "performance": ref("Performance"),
+                    },
+                    ["topic"],
+                ),
+                op(
+                    "tombstone",
+                    {
+                        "topic": ref("TopicName"),
+                        "reason": {"type": "string"},
+                        "gap_from": ref("Seq"),
+                        "gap_to": ref("Seq"),
+                        "earliest_seq": ref("Seq"),
+                        "head_seq": ref("Seq"),
+                    },
+                    ["topic"],
+                ),
+                op(
+                    "topic_deleted",
+                    {
+                        "topic": ref("TopicName"),
+                        "head_seq": ref("Seq"),
+                        "reason": {"type": "string"},
+                    },
+                    ["topic"],
+                ),
+                op(
+                    "topic_added",
+                    {
+                        "topic": ref("TopicName"),
+                        "prefix": {"type": "string"},
+                        "from_seq": ref("Seq"),
+                        "head_seq": ref("Seq"),
+                    },
+                    ["topic", "prefix", "from_seq"],
+                ),
+                op(
+                    "backlog_exceeded",
+                    {
+                        "topic": ref("TopicName"),
+                        "from_seq": ref("Seq"),
+                        "head_seq": ref("Seq"),
+                        "backlog": ref("Seq"),
+                        "max_backlog": ref("Seq"),
+                    },
+                    ["topic", "head_seq"],
+                ),
+                op(
+                    "end_reached",
+                    {
+                        "topic": ref("TopicName"),
+                        "next_from_seq": ref("Seq"),
+                        "head_seq": ref("Seq"),
+                    },
+                    ["topic", "next_from_seq"],
+                ),
+                op(
+                    "error",
+                    {
+                        **rid,
+                        "code": {"enum": sorted({*ERROR_CODES, *STREAM_ERROR_CODES})},
+                        "message": {"type": "string"},
+                        "detail": {"type": "object"},
+                    },
+                    ["code", "message"],
+                ),
+            ],
+        },
+    }
+
+
+#: The operations of this area, joined to their routes by ``Route.op`` (operationId).
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        op_id="openWebSocket",
+        tag="websocket",
+        summary="JSON-over-WebSocket subscribe/publish data plane",
+        description="§7.x. Upgrade with a valid bearer key when auth is on (no scope is "
+        "consumed at upgrade; each command is authorized by operation: subscribe needs "
+        "read, publish write, publish with config also admin, and every name is checked "
+        "against the prefix allowlist). Counts against the SSE connection caps. Messages "
+        "are JSON text frames: x-websocket-messages gives their schemas; command errors "
+        "arrive as {op: error} frames, not HTTP statuses. Refusals before the upgrade are "
+        "HTTP answers with the error envelope; a GET without Upgrade is 400.",
+        ok={
+            "101": {
+                "description": "Switching Protocols: the WebSocket is open.",
+                "headers": response_headers(101),
+            }
+        },
+        errors=(
+            "invalid_request",
+            "unauthorized",
+            "throttled",
+            "not_ready",
+            "shutting_down",
+            "internal",
+        ),
+        extra={
+            "security": [{"bearerAuth": []}],
+            "x-websocket-messages": {
+                "client": ref("WsClientCommand"),
+                "server": ref("WsServerFrame"),
+            },
+        },
+    ),
+)
