@@ -13,13 +13,16 @@ Rules:
 
 from __future__ import annotations
 
+from topics.wire.requests import CURSOR_COMMIT
+
 from .requests import decode_json_object
 from .routing import Route
 from .state import Reply, RequestContext
 
 __all__ = ["PUT_FIELDS", "ROUTES"]
 
-PUT_FIELDS = frozenset({"seq", "expect_seq"})
+#: The members a commit body accepts (declared in topics/wire/requests.py).
+PUT_FIELDS = CURSOR_COMMIT.names
 
 
 def _cursor_name(ctx: RequestContext) -> str:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from topics.wire.requests import ACK, CLAIM, EXTEND, NACK, REDRIVE
+
 from .queue_fast import HEARTBEAT_S, open_work
 from .requests import decode_json_object
 from .routing import Route
@@ -33,11 +35,12 @@ __all__ = ["HEARTBEAT_S", "ROUTES"]
 
 WORK_PATTERN = "/v0/topics/{topic}/work"
 
-CLAIM_FIELDS = frozenset({"node", "max", "lease_ms"})
-ACK_FIELDS = frozenset({"node", "seqs", "lease_ids"})
-NACK_FIELDS = frozenset({"node", "seqs", "delay_ms", "lease_ids"})
-EXTEND_FIELDS = frozenset({"node", "seqs", "lease_ms", "lease_ids"})
-REDRIVE_FIELDS = frozenset({"to", "max", "where"})
+# The members each body accepts: declared once, in topics/wire/requests.py.
+CLAIM_FIELDS = CLAIM.names
+ACK_FIELDS = ACK.names
+NACK_FIELDS = NACK.names
+EXTEND_FIELDS = EXTEND.names
+REDRIVE_FIELDS = REDRIVE.names
 
 
 async def claim(ctx: RequestContext) -> Reply:

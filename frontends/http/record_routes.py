@@ -39,6 +39,7 @@ from topics._limits import DIFF_BYTE_BUDGET, DIFF_BYTE_CEILING
 from topics.errors import InvalidRequestError, TopicsError
 from topics.types import DiffResult
 from topics.wire.envelope import json_bytes
+from topics.wire.requests import DELETE_RECORDS, DIFF, WRITE
 
 from .requests import ClientDisconnected, decode_json_object
 from .routing import Route
@@ -46,44 +47,10 @@ from .state import Reply, RequestContext
 
 __all__ = ["ROUTES"]
 
-WRITE_FIELDS = frozenset(
-    {
-        "records",
-        "node",
-        "idempotency_key",
-        "create",
-        "config",
-        "disable_backpressure",
-        "return_seqs",
-        "dedupe",
-        "dedupe_ms",
-        "replace",
-        "expected_head_seq",
-        "producer_id",
-        "epoch",
-    }
-)
-DIFF_FIELDS = frozenset(
-    {
-        "from_seq",
-        "limit",
-        "node",
-        "include_tags",
-        "include_meta",
-        "include_data",
-        "wait_ms",
-        "max_batch_bytes",
-        "cursor",
-        "commit",
-        "from_ts",
-        "to_ts",
-        "to_seq",
-        "where",
-        "format",
-        "ce_type_field",
-    }
-)
-DELETE_FIELDS = frozenset({"before_seq", "match"})
+# The members each body accepts: declared once, in topics/wire/requests.py.
+WRITE_FIELDS = WRITE.names
+DIFF_FIELDS = DIFF.names
+DELETE_FIELDS = DELETE_RECORDS.names
 
 _TRUE_FALSE = (b"false", b"true")
 

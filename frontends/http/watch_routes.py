@@ -72,6 +72,7 @@ from topics.watch_types import (
     WatchEvent,
 )
 from topics.wire import cursor, sse
+from topics.wire.requests import WATCH
 
 from .asgi import Receive, Send
 from .direct import Chunk, RawSocket, chunk, join_chunks, try_send_each
@@ -98,25 +99,8 @@ STREAM_HEADERS = [
     (b"connection", b"keep-alive"),
     (b"x-accel-buffering", b"no"),
 ]
-WATCH_FIELDS = frozenset(
-    {
-        "node",
-        "topics",
-        "limit",
-        "max_batch_bytes",
-        "heartbeat_ms",
-        "include_meta",
-        "include_tags",
-        "include_data",
-        "consistency",
-        "topic_prefix",
-        "max_backlog",
-        "on_backlog",
-        "where",
-        "format",
-        "ce_type_field",
-    }
-)
+#: The members a watch body accepts (declared in topics/wire/requests.py).
+WATCH_FIELDS = WATCH.names
 
 
 # -- POST /v0/watch -------------------------------------------------------------------------

@@ -40,6 +40,14 @@ from topics.watch_types import (
 )
 
 from .envelope import json_bytes
+from .requests import (
+    WATCH_TOPIC,
+    WS_COMMIT,
+    WS_PING,
+    WS_PUBLISH,
+    WS_SUBSCRIBE,
+    WS_UNSUBSCRIBE,
+)
 
 __all__ = [
     "CursorCommit",
@@ -69,51 +77,12 @@ __all__ = [
 
 MAX_REQUEST_ID_CHARS = 128
 
-_COMMON = frozenset({"op", "request_id"})
-_SUBSCRIBE = _COMMON | {
-    "topic",
-    "topics",
-    "from_seq",
-    "tail",
-    "node",
-    "limit",
-    "max_batch_bytes",
-    "include_data",
-    "include_tags",
-    "include_meta",
-    "consistency",
-    "topic_prefix",
-    "max_backlog",
-    "on_backlog",
-    "cursor",
-    "commit",
-    "from_ts",
-    "to_ts",
-    "to_seq",
-    "where",
-    "format",
-    "ce_type_field",
-}
-_UNSUBSCRIBE = _COMMON | {"topic", "topics", "topic_prefix"}
-_PUBLISH = _COMMON | {
-    "topic",
-    "records",
-    "node",
-    "idempotency_key",
-    "create",
-    "config",
-    "disable_backpressure",
-    "return_seqs",
-    "dedupe",
-    "dedupe_ms",
-    "replace",
-    "expected_head_seq",
-    "producer_id",
-    "epoch",
-}
-_START_FIELDS = frozenset(
-    {"from_seq", "tail", "max_backlog", "cursor", "commit", "from_ts", "to_ts", "to_seq"}
-)
+# The members each command accepts: declared once, in topics/wire/requests.py.
+_COMMON = WS_PING.names
+_SUBSCRIBE = WS_SUBSCRIBE.names
+_UNSUBSCRIBE = WS_UNSUBSCRIBE.names
+_PUBLISH = WS_PUBLISH.names
+_START_FIELDS = WATCH_TOPIC.names
 _BOUNDS = ("from_ts", "to_ts", "to_seq")
 
 
@@ -229,7 +198,7 @@ class CursorCommit:
 
 Op = Subscribe | Unsubscribe | Publish | Ping | CursorCommit
 
-_COMMIT = _COMMON | {"topic", "cursor", "seq", "expect_seq"}
+_COMMIT = WS_COMMIT.names
 
 
 @dataclass(slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from topics.wire.requests import CURSOR_COMMIT
+
 from .errors import BODY, GATE, NAMED, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response
 from .schema import Schema, boolean, obj, ref, u64, with_perf
@@ -35,17 +37,7 @@ def schemas() -> dict[str, Schema]:
                 ["topic", "cursors"],
             )
         ),
-        "CursorCommit": obj(
-            {
-                "seq": u64("The seq to commit (at most the topic's head_seq)."),
-                "expect_seq": u64(
-                    "Compare-and-set: commit only if the committed seq is this (a cursor "
-                    "never committed counts as 0), else 409 cursor_conflict."
-                ),
-            },
-            ["seq"],
-            closed=True,
-        ),
+        CURSOR_COMMIT.name: CURSOR_COMMIT.json_schema(),
         "CursorDeleteResult": with_perf(
             obj(
                 {
@@ -89,7 +81,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "before the answer, like topic config; dropped with its topic. Needs the read "
         "scope (a consumer commits its own progress)." + BODY_NOTE,
         params=["cursor_name", "Content-Encoding"],
-        body=json_body("CursorCommit", required=True, description="The seq to commit."),
+        body=json_body(CURSOR_COMMIT.name, required=True, description="The seq to commit."),
         ok=ok_response("CursorInfo", "The cursor as committed."),
         errors=(*GATE, *STORE, *BODY, "topic_not_found", "cursor_conflict"),
     ),

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
+from topics.wire.requests import ACK, CLAIM, EXTEND, NACK, REDRIVE
+
 from .errors import BODY, GATE, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
-from .schema import LIMITS, Schema, integer, nullable, obj, ref, string, u64, with_perf
+from .schema import Schema, integer, obj, ref, string, with_perf
 
 
 def schemas() -> dict[str, Schema]:
-    seqs = {
-        "type": "array",
-        "items": ref("Seq"),
-        "minItems": 1,
-        "description": f"1..TOPICS_MAX_CLAIM (default {LIMITS.max_claim}) job seqs; longer "
-        "is 400 batch_too_large.",
-    }
-    lease_ids = {
-        "type": "array",
-        "items": {"type": "string"},
-        "description": "Optional per-seq lease fence (same length and order as seqs): a stale "
-        "token's seq is skipped.",
-    }
-    lease_ms = integer("Lease duration, clamped to [100, 86400000].")
     skipped = {"type": "array", "items": ref("Seq"), "description": "Seqs not held by node."}
     counters = {
         "ready": integer("Claimable now.", minimum=0),
@@ -41,18 +29,7 @@ def schemas() -> dict[str, Schema]:
     job_required = ["$seq", "$ts", "data", "lease_id", "deadline", "deliveries"]
     return {
         "Job": obj(job_props, job_required, description="One leased job (§10.2)."),
-        "ClaimRequest": obj(
-            {
-                "node": ref("NodeId"),
-                "max": u64(
-                    f"Jobs wanted; clamped to TOPICS_MAX_CLAIM (default {LIMITS.max_claim}).",
-                    default=1,
-                ),
-                "lease_ms": lease_ms,
-            },
-            ["node"],
-            closed=True,
-        ),
+        CLAIM.name: CLAIM.json_schema(),
         "ClaimResult": with_perf(
             obj(
                 {
@@ -66,11 +43,7 @@ def schemas() -> dict[str, Schema]:
                 ["topic", "claimed", "count", "ready"],
             )
         ),
-        "AckRequest": obj(
-            {"node": ref("NodeId"), "seqs": seqs, "lease_ids": lease_ids},
-            ["node", "seqs"],
-            closed=True,
-        ),
+        ACK.name: ACK.json_schema(),
         "AckResult": with_perf(
             obj(
                 {
@@ -82,18 +55,7 @@ def schemas() -> dict[str, Schema]:
                 ["topic", "acked", "skipped", "ready", "in_flight"],
             )
         ),
-        "NackRequest": obj(
-            {
-                "node": ref("NodeId"),
-                "seqs": seqs,
-                "delay_ms": u64(
-                    "Invisible this long before reclaim; clamped to 86400000.", default=0
-                ),
-                "lease_ids": lease_ids,
-            },
-            ["node", "seqs"],
-            closed=True,
-        ),
+        NACK.name: NACK.json_schema(),
         "NackResult": with_perf(
             obj(
                 {
@@ -105,11 +67,7 @@ def schemas() -> dict[str, Schema]:
                 ["topic", "nacked", "skipped", "ready", "in_flight"],
             )
         ),
-        "ExtendRequest": obj(
-            {"node": ref("NodeId"), "seqs": seqs, "lease_ms": lease_ms, "lease_ids": lease_ids},
-            ["node", "seqs", "lease_ms"],
-            closed=True,
-        ),
+        EXTEND.name: EXTEND.json_schema(),
         "ExtendResult": with_perf(
             obj(
                 {
@@ -140,30 +98,7 @@ def schemas() -> dict[str, Schema]:
             },
             ["index", "dedupe_key", "seq", "outcome"],
         ),
-        "RedriveRequest": obj(
-            {
-                "to": nullable(ref("TopicName"))
-                | {
-                    "description": "Target queue for every job (must exist and be a queue); "
-                    "default: the queue each job's meta.$dead_letter_from names."
-                },
-                "max": integer("Jobs to move at most, 1..100000.", minimum=1, default=1000),
-                "where": {
-                    "type": ["object", "null"],
-                    "properties": {
-                        "origin": ref("TopicName")
-                        | {"description": "Only jobs dead-lettered from this queue."},
-                        "match": {
-                            "description": "Only jobs whose tag matches, as a delete's match: "
-                            '"tag" or ["tag", "Eq"|"Glob", value].'
-                        },
-                    },
-                    "additionalProperties": False,
-                },
-            },
-            [],
-            closed=True,
-        ),
+        REDRIVE.name: REDRIVE.json_schema(),
         "RedriveResult": with_perf(
             obj(
                 {
@@ -209,7 +144,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description="§10.2. count < max is the '(nearly) empty' signal, never an error. "
         "With claim_jitter_ms > 0 the claim waits for its cohort." + BODY_NOTE,
         params=["Content-Encoding"],
-        body=json_body("ClaimRequest", required=True, description="Who and how many."),
+        body=json_body(CLAIM.name, required=True, description="Who and how many."),
         ok=ok_response("ClaimResult", "The leased jobs, ascending by $seq."),
         errors=(*GATE, *STORE, *BODY, "topic_not_found", "not_a_queue"),
     ),
@@ -219,7 +154,7 @@ OPERATIONS: tuple[Operation, ...] = (
         summary="Complete jobs (ack == permanent delete)",
         description="§10.4. Seqs not leased to node are skipped (idempotent)." + BODY_NOTE,
         params=["Content-Encoding"],
-        body=json_body("AckRequest", required=True, description="The held seqs."),
+        body=json_body(ACK.name, required=True, description="The held seqs."),
         ok=ok_response("AckResult", "What was acked and the queue counters after."),
         errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
     ),
@@ -229,7 +164,7 @@ OPERATIONS: tuple[Operation, ...] = (
         summary="Release leased jobs for (delayed) reclaim",
         description="§10.5." + BODY_NOTE,
         params=["Content-Encoding"],
-        body=json_body("NackRequest", required=True, description="The held seqs."),
+        body=json_body(NACK.name, required=True, description="The held seqs."),
         ok=ok_response("NackResult", "What was released and the queue counters after."),
         errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
     ),
@@ -239,7 +174,7 @@ OPERATIONS: tuple[Operation, ...] = (
         summary="Extend lease deadlines (heartbeat)",
         description="§10.6. Sets the deadline to now + lease_ms (sets, not adds)." + BODY_NOTE,
         params=["Content-Encoding"],
-        body=json_body("ExtendRequest", required=True, description="The held seqs."),
+        body=json_body(EXTEND.name, required=True, description="The held seqs."),
         ok=ok_response("ExtendResult", "The new deadlines."),
         errors=(*GATE, *STORE, *BODY, "batch_too_large", "topic_not_found", "not_a_queue"),
     ),
@@ -254,7 +189,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "$redrive_at) and deleted here in one step. The key's prefix allowlist must cover "
         "every target (403 before anything moves)." + BODY_NOTE,
         params=["Content-Encoding"],
-        body=json_body("RedriveRequest", required=False, description="Target and filter."),
+        body=json_body(REDRIVE.name, required=False, description="Target and filter."),
         ok=ok_response("RedriveResult", "What moved, in which batches."),
         errors=(*GATE, *STORE, *BODY, "topic_not_found", "not_a_queue"),
     ),

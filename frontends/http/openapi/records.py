@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from topics.wire.requests import DELETE_RECORDS, DIFF, WRITE
+
 from .errors import BODY, GATE, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response, with_arrow
 from .schema import (
-    LIMITS,
     TOMBSTONE_REASONS,
     Schema,
     boolean,
@@ -14,33 +15,8 @@ from .schema import (
     obj,
     ref,
     string,
-    u64,
     with_perf,
 )
-
-#: The write conditions of issue 19, on POST /v0/topics/:topic and a WebSocket publish.
-WRITE_CONDITIONS: dict[str, Schema] = {
-    "expected_head_seq": {
-        "type": ["integer", "null"],
-        "minimum": 0,
-        "description": "Compare-and-append: append only if the topic's head_seq is exactly "
-        "this (0 for an absent topic this write creates; deletes and eviction never move the "
-        "head), else 409 head_mismatch and nothing is appended. Checked after deduplication.",
-    },
-    "producer_id": {
-        "type": ["string", "null"],
-        "minLength": 1,
-        "maxLength": 256,
-        "description": "Producer fencing, with epoch (both or neither): per topic, a write from "
-        "an epoch below the highest seen for this producer is 409 producer_fenced. The "
-        "producer's last batch's idempotency_key is deduplicated without a time window.",
-    },
-    "epoch": {
-        "type": ["integer", "null"],
-        "minimum": 0,
-        "description": "This producer instance's epoch (raise it on every restart).",
-    },
-}
 
 
 def schemas() -> dict[str, Schema]:
@@ -80,63 +56,7 @@ def schemas() -> dict[str, Schema]:
             "member is 400 invalid_request; deliver_at, delay_ms and dedupe_key only on a queue "
             "topic (elsewhere they are 400 too).",
         ),
-        "WriteRequest": obj(
-            {
-                "records": {
-                    "type": "array",
-                    "items": ref("WriteRecord"),
-                    "minItems": 1,
-                    "description": f"1..TOPICS_MAX_BATCH_RECORDS (default "
-                    f"{LIMITS.max_batch_records}) records, assigned contiguous seqs in order; "
-                    "more is 400 batch_too_large.",
-                },
-                "node": nullable(ref("NodeId")) | {"description": "Batch default $node."},
-                "idempotency_key": {
-                    "type": ["string", "null"],
-                    "minLength": 1,
-                    "maxLength": 256,
-                    "description": "Dedupe key (§0.8), scoped to the topic; wins over the "
-                    "Idempotency-Key header.",
-                },
-                "create": {
-                    "type": ["boolean", "null"],
-                    "description": "Override auto_create for this write (false: 404 if absent).",
-                },
-                "config": nullable(ref("TopicConfigInput"))
-                | {"description": "Applied only when this write creates the topic."},
-                "disable_backpressure": boolean(
-                    "Trusted-loader opt-out of the CPU-pressure 429.", default=False
-                ),
-                "return_seqs": {
-                    "type": ["boolean", "null"],
-                    "description": "false omits seqs from the answer (wins over ?return_seqs).",
-                },
-                "dedupe": {
-                    "type": ["string", "null"],
-                    "enum": ["until_ack", "window", None],
-                    "description": "Queue topics only: how the records' dedupe_key holds. "
-                    "until_ack (default): while the job is live (until acked, dead-lettered or "
-                    "deleted); window: for dedupe_ms after the write, acked or not.",
-                },
-                "dedupe_ms": {
-                    "type": ["integer", "null"],
-                    "minimum": 1,
-                    "maximum": 31_536_000_000,
-                    "description": "The window of dedupe: window (required with it, 400 "
-                    "otherwise).",
-                },
-                "replace": {
-                    "type": ["boolean", "null"],
-                    "description": "A held key whose job was never handed out is replaced: the "
-                    "old job is deleted and the new one appended (a new seq, at the tail). A "
-                    "claimed holder is never replaced.",
-                },
-                **WRITE_CONDITIONS,
-            },
-            ["records"],
-            closed=True,
-            description="An append (§2). Unknown members are 400 invalid_request.",
-        ),
+        WRITE.name: WRITE.json_schema(),
         "WriteResult": with_perf(
             obj(
                 {
@@ -201,65 +121,7 @@ def schemas() -> dict[str, Schema]:
             "rule 13a), or to a restart (reason restart: an ephemeral topic's records, which "
             "live only in memory); a 200 in-band signal, never an error.",
         ),
-        "DiffRequest": obj(
-            {
-                "from_seq": u64("Exclusive cursor: records with $seq > from_seq.", default=0),
-                "limit": u64(
-                    f"Max records; 0 = default 256; clamped to TOPICS_MAX_LIMIT (default "
-                    f"{LIMITS.max_limit}), never rejected.",
-                    default=256,
-                ),
-                "node": ref("NodeFilter"),
-                "include_tags": boolean("Include $tag.", default=False),
-                "include_meta": boolean("Include meta.", default=True),
-                "include_data": boolean(
-                    "Include data (false: metadata-only tailing).", default=True
-                ),
-                "wait_ms": u64("Long-poll when caught up; clamped to 30000.", default=0),
-                "max_batch_bytes": integer(
-                    "Soft byte budget of the answer (at least one record is always "
-                    "returned); default 1 MiB, clamped to 8 MiB.",
-                    minimum=1,
-                    default=1 << 20,
-                ),
-                "cursor": ref("CursorName")
-                | {
-                    "description": "Start after this named cursor's committed seq instead of "
-                    "from_seq (not both); a cursor never committed reads from 0."
-                },
-                "commit": boolean(
-                    "With cursor: commit the answer's next_from_seq to it before answering "
-                    "(at most once: an answer lost on the way is not read again; commit "
-                    "explicitly with PUT .../cursors/{cursor} for at least once).",
-                    default=False,
-                ),
-                "from_ts": u64(
-                    "Start at the first record with $ts >= from_ts (ms) instead of from_seq "
-                    "(not both); the answer echoes the resolved from_seq. Older than every "
-                    "live record: exactly a read from from_seq 0, tombstone included."
-                ),
-                "to_ts": u64(
-                    "Inclusive end by time: the last record with $ts <= to_ts; caught_up and "
-                    "lag count to the end, end_reached says the cursor is there."
-                ),
-                "to_seq": u64("Inclusive end by seq (with to_ts: the earlier end)."),
-                "where": ref("Where"),
-                "format": string(
-                    "records, or cloudevents: each record as a CloudEvents 1.0 event.",
-                    enum=["records", "cloudevents"],
-                    default="records",
-                ),
-                "ce_type_field": string(
-                    "With cloudevents: the meta member giving each event's type "
-                    "(else topics.record).",
-                    minLength=1,
-                    default="type",
-                ),
-            },
-            closed=True,
-            description="A diff (§3). An empty body means all defaults. Unknown members are "
-            "400 invalid_request.",
-        ),
+        DIFF.name: DIFF.json_schema(),
         "CloudEvent": obj(
             {
                 "specversion": {"const": "1.0"},
@@ -314,15 +176,7 @@ def schemas() -> dict[str, Schema]:
             ),
             "DiffPerformance",
         ),
-        "DeleteRecordsRequest": obj(
-            {
-                "before_seq": nullable(u64("Delete records with $seq < before_seq.")),
-                "match": nullable(ref("Match")),
-            },
-            closed=True,
-            description="A record delete (§5): before_seq and/or match (both = AND); neither "
-            "is 400 invalid_request. null = absent.",
-        ),
+        DELETE_RECORDS.name: DELETE_RECORDS.json_schema(),
         "DeleteRecordsResult": with_perf(
             obj(
                 {
@@ -354,7 +208,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "(409 head_mismatch); producer_id + epoch fence older instances of a producer "
         "(409 producer_fenced)." + BODY_NOTE,
         params=["return_seqs", "Idempotency-Key", "Content-Encoding"],
-        body=json_body("WriteRequest", required=True, description="The batch."),
+        body=json_body(WRITE.name, required=True, description="The batch."),
         ok=ok_response(
             "WriteResult", "The assigned seqs (or the deduped original ones).", (200, 201)
         ),
@@ -382,7 +236,7 @@ OPERATIONS: tuple[Operation, ...] = (
         + BODY_NOTE,
         params=["Content-Encoding"],
         body=json_body(
-            "DiffRequest",
+            DIFF.name,
             required=False,
             description="The cursor and options; empty = all defaults.",
         ),
@@ -397,9 +251,7 @@ OPERATIONS: tuple[Operation, ...] = (
         summary="Permanently delete records by before_seq and/or tag match",
         description="§5. Silent (no tombstone), point-in-time, effective immediately." + BODY_NOTE,
         params=["Content-Encoding"],
-        body=json_body(
-            "DeleteRecordsRequest", required=True, description="before_seq and/or match."
-        ),
+        body=json_body(DELETE_RECORDS.name, required=True, description="before_seq and/or match."),
         ok=ok_response("DeleteRecordsResult", "How many were deleted and the topic after."),
         errors=(*GATE, *STORE, *BODY, "topic_not_found"),
     ),

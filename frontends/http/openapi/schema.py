@@ -2,73 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from typing import get_args
 
 from topics.settings import Limits
 from topics.types import TombstoneReason
+from topics.wire.jsonschema import (
+    U64_MAX,
+    Schema,
+    boolean,
+    integer,
+    nullable,
+    obj,
+    ref,
+    string,
+    u64,
+)
 
-Schema = dict[str, Any]
+__all__ = [
+    "LIMITS",
+    "REQUEST_ID_PATTERN",
+    "ROUTER_NAME_PATTERN",
+    "TOMBSTONE_REASONS",
+    "TOPIC_NAME_PATTERN",
+    "U64_MAX",
+    "Schema",
+    "boolean",
+    "integer",
+    "nullable",
+    "obj",
+    "ref",
+    "schemas",
+    "string",
+    "u64",
+    "with_perf",
+]
 
 LIMITS = Limits()
-U64_MAX = (1 << 64) - 1
 
 #: Every tombstone reason, from the one Literal that declares them (topics.types).
 TOMBSTONE_REASONS: list[str] = list(get_args(TombstoneReason))
-
-# -- schema helpers ----------------------------------------------------------------------
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def obj(
-    properties: Mapping[str, Schema],
-    required: Sequence[str] = (),
-    *,
-    closed: bool = False,
-    description: str | None = None,
-) -> Schema:
-    """An object schema; ``closed`` forbids members not listed (request bodies, rule 3)."""
-    out: Schema = {"type": "object"}
-    if description:
-        out["description"] = description
-    out["properties"] = dict(properties)
-    if required:
-        out["required"] = list(required)
-    if closed:
-        out["additionalProperties"] = False
-    return out
-
-
-def u64(description: str, **extra: Any) -> Schema:
-    return {"type": "integer", "minimum": 0, "maximum": U64_MAX, "description": description} | extra
-
-
-def integer(description: str, **extra: Any) -> Schema:
-    return {"type": "integer", "description": description} | extra
-
-
-def boolean(description: str, **extra: Any) -> Schema:
-    return {"type": "boolean", "description": description} | extra
-
-
-def string(description: str, **extra: Any) -> Schema:
-    return {"type": "string", "description": description} | extra
-
-
-def nullable(schema: Schema) -> Schema:
-    """``schema`` or JSON null (3.1 style: a type list, or anyOf for a $ref)."""
-    if "$ref" in schema:
-        return {"anyOf": [schema, {"type": "null"}]}
-    out = dict(schema)
-    kind = out.get("type")
-    if isinstance(kind, str):
-        out["type"] = [kind, "null"]
-    if "enum" in out:
-        out["enum"] = [*out["enum"], None]
-    return out
 
 
 def with_perf(schema: Schema, perf: str = "Performance") -> Schema:

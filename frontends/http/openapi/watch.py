@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from topics.wire.requests import WATCH, WATCH_TOPIC
+
 from .errors import BODY, ERROR_CODES, GATE, STREAM_ERROR_CODES
 from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
 from .schema import (
-    LIMITS,
     TOMBSTONE_REASONS,
     Schema,
     boolean,
@@ -28,35 +29,7 @@ def schemas() -> dict[str, Schema]:
         ["from_seq", "head_seq", "earliest_seq"],
     )
     return {
-        "WatchTopicOptions": obj(
-            {
-                "from_seq": u64("Deliver records with $seq > from_seq; 0 = earliest.", default=0),
-                "tail": boolean("Start at the current head (ignore from_seq).", default=False),
-                "max_backlog": u64(
-                    "This topic's backlog limit (replaces the request's max_backlog; 0: none).",
-                ),
-                "cursor": ref("CursorName")
-                | {
-                    "description": "Start after this named cursor's committed seq (not with "
-                    "from_seq or tail; never committed: from 0)."
-                },
-                "commit": boolean(
-                    "With cursor: commit each delivered frame's position to it once the "
-                    "frame has left the server (at least once across a server crash).",
-                    default=False,
-                ),
-                "from_ts": u64(
-                    "Start at the first record with $ts >= from_ts (resolved once, at "
-                    "creation: the answer's from_seq); not with from_seq or tail."
-                ),
-                "to_ts": u64(
-                    "End after the last record with $ts <= to_ts: then event: end-reached, "
-                    "and the topic leaves the session."
-                ),
-                "to_seq": u64("End after this seq (with to_ts: the earlier end)."),
-            },
-            closed=True,
-        ),
+        WATCH_TOPIC.name: WATCH_TOPIC.json_schema(),
         "WatchPrefixOptions": obj(
             {
                 "tail": boolean(
@@ -99,61 +72,7 @@ def schemas() -> dict[str, Schema]:
                 ["covers", "tail", "max_backlog"],
             ),
         },
-        "WatchRequest": obj(
-            {
-                "node": ref("NodeFilter"),
-                "topics": {
-                    "type": "object",
-                    "description": f"topic -> options; 1..TOPICS_MAX_WATCH_TOPICS (default "
-                    f"{LIMITS.max_watch_topics}), counting what topic_prefix covers. The "
-                    "key's prefix allowlist applies to every name (403). May be empty or "
-                    "absent beside topic_prefix.",
-                    "propertyNames": ref("TopicName"),
-                    "additionalProperties": ref("WatchTopicOptions"),
-                },
-                "topic_prefix": ref("WatchPrefixes"),
-                "max_backlog": u64(
-                    "A topic more than this many seqs behind its head when a stream starts or "
-                    "resumes reading it gets an event: backlog-exceeded with the head instead "
-                    "of the replay (0: no limit).",
-                    default=0,
-                ),
-                "on_backlog": string(
-                    "jump: the backlog-exceeded event; error: 409 backlog_exceeded here.",
-                    enum=["jump", "error"],
-                    default="jump",
-                ),
-                "limit": u64("Max records per record frame.", default=256),
-                "max_batch_bytes": u64(
-                    "Soft byte budget per record frame; 0 = 1 MiB, clamped to 8 MiB.",
-                    default=262_144,
-                ),
-                "heartbeat_ms": u64(
-                    "Heartbeat interval, clamped to [1000, 60000].", default=15_000
-                ),
-                "include_meta": boolean("Include meta.", default=True),
-                "include_tags": boolean("Include $tag.", default=False),
-                "include_data": boolean("Include data.", default=True),
-                "consistency": string(
-                    "eventual pushes from the WAL buffer; strong only after commit/fsync.",
-                    enum=["eventual", "strong"],
-                    default="eventual",
-                ),
-                "where": ref("Where"),
-                "format": string(
-                    "records, or cloudevents (each record a CloudEvents 1.0 event).",
-                    enum=["records", "cloudevents"],
-                    default="records",
-                ),
-                "ce_type_field": string(
-                    "With cloudevents: the meta member giving each event's type.",
-                    minLength=1,
-                    default="type",
-                ),
-            },
-            closed=True,
-            description="A multiplexed watch subscription (§7.1): topics, topic_prefix or both.",
-        ),
+        WATCH.name: WATCH.json_schema(),
         "WatchSession": with_perf(
             obj(
                 {
@@ -310,7 +229,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Over TOPICS_MAX_WATCH_SESSIONS is 429 throttled. Idle sessions are collected "
         "after session_ttl_ms." + BODY_NOTE,
         params=["lenient", "Content-Encoding"],
-        body=json_body("WatchRequest", required=True, description="The subscription."),
+        body=json_body(WATCH.name, required=True, description="The subscription."),
         ok=ok_response("WatchSession", "The session and the resolved per-topic positions."),
         errors=(*GATE, *BODY, "topic_not_found", "backlog_exceeded"),
     ),

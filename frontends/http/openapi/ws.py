@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from topics.wire.requests import WS_COMMANDS
+
 from .errors import ERROR_CODES, STREAM_ERROR_CODES, response_headers
 from .operation import Operation
-from .records import WRITE_CONDITIONS
 from .schema import Schema, obj, ref
 
 
@@ -24,84 +25,7 @@ def schemas() -> dict[str, Schema]:
     return {
         "WsClientCommand": {
             "description": "A JSON text message from the client (§7.x).",
-            "oneOf": [
-                op(
-                    "subscribe",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "topics": {
-                            "type": "object",
-                            "propertyNames": ref("TopicName"),
-                            "additionalProperties": ref("WatchTopicOptions"),
-                        },
-                        "from_seq": ref("Seq"),
-                        "tail": {"type": "boolean"},
-                        "node": ref("NodeFilter"),
-                        "limit": {"type": "integer", "minimum": 0},
-                        "max_batch_bytes": {"type": "integer", "minimum": 0},
-                        "include_data": {"type": "boolean"},
-                        "include_tags": {"type": "boolean"},
-                        "include_meta": {"type": "boolean"},
-                        "consistency": {"enum": ["eventual", "strong"]},
-                        "topic_prefix": ref("WatchPrefixes"),
-                        "max_backlog": {"type": "integer", "minimum": 0},
-                        "on_backlog": {"enum": ["jump", "error"]},
-                        "cursor": ref("CursorName"),
-                        "commit": {"type": "boolean"},
-                        "from_ts": ref("Seq"),
-                        "to_ts": ref("Seq"),
-                        "to_seq": ref("Seq"),
-                        "where": ref("Where"),
-                        "format": {"enum": ["records", "cloudevents"]},
-                        "ce_type_field": {"type": "string", "minLength": 1},
-                    },
-                ),
-                op(
-                    "unsubscribe",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "topics": {"type": "array", "items": ref("TopicName")},
-                        "topic_prefix": {
-                            "oneOf": [
-                                {"type": "string"},
-                                {"type": "array", "items": {"type": "string"}},
-                            ],
-                            "description": "Stop joining under these prefixes and drop the "
-                            "topics they cover.",
-                        },
-                    },
-                ),
-                op(
-                    "publish",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "records": {"type": "array", "items": ref("WriteRecord"), "minItems": 1},
-                        "node": ref("NodeId"),
-                        "idempotency_key": {"type": "string"},
-                        "create": {"type": "boolean"},
-                        "config": ref("TopicConfigInput"),
-                        "disable_backpressure": {"type": "boolean"},
-                        "return_seqs": {"type": "boolean"},
-                        **WRITE_CONDITIONS,
-                    },
-                    ["topic", "records"],
-                ),
-                op("ping", rid),
-                op(
-                    "commit",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "cursor": ref("CursorName"),
-                        "seq": ref("Seq"),
-                        "expect_seq": ref("Seq"),
-                    },
-                    ["topic", "cursor", "seq"],
-                ),
-            ],
+            "oneOf": [command.json_schema() for command in WS_COMMANDS],
         },
         "WsServerFrame": {
             "description": "A JSON text message from the server (§7.x). Clients must ignore "
