@@ -33,12 +33,19 @@ def schemas() -> dict[str, Schema]:
         "allow_cycle",
         "guarantee",
     ]
-    state_props = {"router": ref("RouterName"), **config, "guarantee": guarantee}
+    create_dest = boolean("Auto-create dest if absent (false: 404).", default=True)
+    state_props = {
+        "router": ref("RouterName"),
+        **config,
+        "guarantee": guarantee,
+        "create_dest": create_dest,
+    }
+    echoed.append("create_dest")
     return {
         "RouterPutRequest": obj(
             {
                 **config,
-                "create_dest": boolean("Auto-create dest if absent (false: 404).", default=True),
+                "create_dest": create_dest,
             },
             ["source", "dest"],
             closed=True,
@@ -53,8 +60,23 @@ def schemas() -> dict[str, Schema]:
         ),
         "RouterState": with_perf(
             obj(
-                {**state_props, "forwarded_total": integer("Records forwarded.", minimum=0)},
-                [*echoed, "forwarded_total"],
+                {
+                    **state_props,
+                    "forwarded_total": integer("Records forwarded.", minimum=0),
+                    "dropped_total": integer(
+                        "Source records deliberately not forwarded: loop prevention, a copy "
+                        "whose stamped meta would exceed the record limits, or a record that "
+                        "can never fit a discard: reject dest's caps (docs/ROUTERS.md).",
+                        minimum=0,
+                    ),
+                    "cursor": ref("Seq")
+                    | {
+                        "description": "The last source seq the router has dealt with "
+                        "(forwarded, filtered out, dropped, or reported lost)."
+                    },
+                    "lag": integer("Source seqs still ahead of the cursor.", minimum=0),
+                },
+                [*echoed, "forwarded_total", "dropped_total", "cursor", "lag"],
             )
         ),
         "RouterSummary": obj(
