@@ -30,7 +30,9 @@ Quart keeps what only it does here: the ``/v0/ws`` WebSocket endpoint, and the A
 lifespan.
 
 Extension: a routes module exposes ``ROUTES`` and may define ``register(quart_app,
-state)`` (metrics gauges, a WebSocket view); list it in :data:`ROUTE_MODULES`.
+state)`` (metrics gauges, a WebSocket view); list it in :data:`ROUTE_MODULES`. Each API
+route names its OpenAPI operation (``Route.op``; docs/ARCHITECTURE.md, "Where a route and
+its documentation go").
 """
 
 from __future__ import annotations

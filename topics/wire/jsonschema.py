@@ -27,6 +27,7 @@ U64_MAX = (1 << 64) - 1
 
 
 def ref(name: str) -> Schema:
+    """A reference to ``components.schemas[name]`` of the OpenAPI document."""
     return {"$ref": f"#/components/schemas/{name}"}
 
 
@@ -50,18 +51,22 @@ def obj(
 
 
 def u64(description: str, **extra: Any) -> Schema:
+    """A u64 integer (0..2^64-1) with ``description`` and any ``extra`` keywords."""
     return {"type": "integer", "minimum": 0, "maximum": U64_MAX, "description": description} | extra
 
 
 def integer(description: str, **extra: Any) -> Schema:
+    """An integer with ``description`` and any ``extra`` keywords."""
     return {"type": "integer", "description": description} | extra
 
 
 def boolean(description: str, **extra: Any) -> Schema:
+    """A boolean with ``description`` and any ``extra`` keywords."""
     return {"type": "boolean", "description": description} | extra
 
 
 def string(description: str, **extra: Any) -> Schema:
+    """A string with ``description`` and any ``extra`` keywords."""
     return {"type": "string", "description": description} | extra
 
 

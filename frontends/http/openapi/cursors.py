@@ -10,6 +10,7 @@ from .schema import Schema, boolean, obj, ref, u64, with_perf
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     info = {
         "topic": ref("TopicName"),
         "cursor": ref("CursorName"),

@@ -156,6 +156,7 @@ _DETAILS: dict[str, Schema] = {
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     schemas: dict[str, Schema] = {
         "ErrorObject": obj(
             {
@@ -241,6 +242,7 @@ def error_responses(codes: Iterable[str]) -> dict[str, Any]:
 
 
 def response_headers(status: int) -> dict[str, Any]:
+    """The headers a response of ``status`` carries (X-Request-ID, and Retry-After etc.)."""
     headers: dict[str, Any] = {"X-Request-ID": {"$ref": "#/components/headers/X-Request-ID"}}
     headers.update(_HEADERS_FOR_STATUS.get(status, {}))
     return headers

@@ -48,6 +48,7 @@ class Operation:
 
 
 def json_body(schema_name: str, *, required: bool, description: str) -> dict[str, Any]:
+    """A JSON request body whose schema is ``components.schemas[schema_name]``."""
     return {
         "required": required,
         "description": description,
@@ -58,6 +59,7 @@ def json_body(schema_name: str, *, required: bool, description: str) -> dict[str
 def ok_response(
     schema_name: str, description: str, statuses: Sequence[int] = (200,)
 ) -> dict[str, Any]:
+    """The success responses, one per status, each a JSON body of ``schema_name``."""
     return {
         str(status): {
             "description": description,
@@ -92,6 +94,7 @@ def with_arrow(ok: dict[str, Any]) -> dict[str, Any]:
 
 
 def sse_ok(description: str) -> dict[str, Any]:
+    """The 200 of an SSE stream GET (event payloads: the operation's ``x-sse-events``)."""
     return {
         "200": {
             "description": description,
@@ -114,4 +117,5 @@ def sse_ok(description: str) -> dict[str, Any]:
 
 
 def param_refs(*names: str) -> list[dict[str, str]]:
+    """References to ``components.parameters``: ``X-Request-ID`` first, then ``names``."""
     return [{"$ref": f"#/components/parameters/{name}"} for name in ("X-Request-ID", *names)]

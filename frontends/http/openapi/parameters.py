@@ -8,6 +8,8 @@ from .schema import REQUEST_ID_PATTERN, Schema, ref
 
 
 def parameters() -> dict[str, Any]:
+    """``components.parameters``: the query, header and path parameters operations name."""
+
     def query(name: str, schema: Schema, description: str) -> dict[str, Any]:
         return {
             "name": name,
@@ -126,6 +128,7 @@ def parameters() -> dict[str, Any]:
 
 
 def headers() -> dict[str, Any]:
+    """``components.headers``: the response headers the error statuses carry."""
     return {
         "X-Request-ID": {
             "description": "On every response: the client's well-formed id, or a fresh UUID4.",
@@ -151,6 +154,7 @@ def headers() -> dict[str, Any]:
 
 
 def security_schemes() -> dict[str, Any]:
+    """``components.securitySchemes``: the bearer key and the dev-only query token."""
     return {
         "bearerAuth": {
             "type": "http",

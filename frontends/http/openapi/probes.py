@@ -8,6 +8,7 @@ from .schema import Schema, integer, obj, ref, string, with_perf
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     return {
         "Health": with_perf(
             obj(

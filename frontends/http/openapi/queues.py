@@ -10,6 +10,7 @@ from .schema import Schema, integer, obj, ref, string, with_perf
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     skipped = {"type": "array", "items": ref("Seq"), "description": "Seqs not held by node."}
     counters = {
         "ready": integer("Claimable now.", minimum=0),

@@ -20,6 +20,7 @@ from .schema import (
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     return {
         "WriteRecord": obj(
             {

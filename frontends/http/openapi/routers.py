@@ -8,6 +8,7 @@ from .schema import Schema, boolean, integer, nullable, obj, ref, string, with_p
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     guarantee = string(
         "Delivery mode: at_least_once (default) or exactly_once (a stable idempotency key in "
         "meta._topics_router suppresses duplicate dest appends).",

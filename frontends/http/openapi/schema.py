@@ -200,4 +200,5 @@ def _performance() -> dict[str, Schema]:
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     return {**_primitives(), **_performance()}

@@ -8,6 +8,8 @@ from .schema import Schema, boolean, integer, nullable, obj, ref, string, u64, w
 
 
 def config_fields(for_input: bool) -> dict[str, Schema]:
+    """The topic config members (§0.10); ``for_input``: as a PUT or write may give them."""
+
     def defaulted(description: str, default: int) -> Schema:
         return u64(description, default=default)
 
@@ -73,6 +75,7 @@ def config_fields(for_input: bool) -> dict[str, Schema]:
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
     config_out = config_fields(False)
     return {
         "TopicConfigInput": obj(

@@ -12,6 +12,8 @@ from .schema import Schema, obj, ref
 
 
 def schemas() -> dict[str, Schema]:
+    """This module's entries of ``components.schemas``, in document order."""
+
     def op(name: str, props: Mapping[str, Schema], required: Sequence[str] = ()) -> Schema:
         return obj({"op": {"const": name}, **props}, ["op", *required])
 
