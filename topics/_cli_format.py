@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -174,3 +175,77 @@ class Style:
             data = data[: limit - 1] + "…"
         parts.append(data)
         return "  ".join(parts)
+
+
+# -- tables, pairs and progress (the people's output of cli.py rule 1) --------------------
+
+
+def dumps(value: Any) -> str:
+    return ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str], out: IO[str]) -> None:
+    """An aligned text table; numbers are right-aligned."""
+    cells = [[str(c) if c is not None else "-" for c in row] for row in rows]
+    widths = [len(h) for h in header]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    numeric = [bool(rows) and all(isinstance(r[i], int) for r in rows) for i in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out.write(line(header) + "\n")
+    for row in cells:
+        out.write(line(row) + "\n")
+
+
+def pairs(items: Sequence[tuple[str, object]], out: IO[str]) -> None:
+    width = max((len(k) for k, _ in items), default=0)
+    for key, value in items:
+        shown = dumps(value) if isinstance(value, dict | list) else value
+        out.write(f"{key.ljust(width)}  {'-' if shown is None else shown}\n")
+
+
+def short(value: Any, limit: int = 60) -> str:
+    text = dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Progress:
+    """A one-line progress bar on a terminal (no dependency): percent when the input size
+    is known, records, bytes and rate, redrawn at most 10 times a second."""
+
+    def __init__(self, out: IO[str], total_bytes: int | None, enabled: bool) -> None:
+        self.out, self.total, self.enabled = out, total_bytes, enabled
+        self.records = self.bytes = 0
+        self.started = self._drawn = time.monotonic()
+
+    def update(self, records: int, nbytes: int) -> None:
+        self.records += records
+        self.bytes += nbytes
+        now = time.monotonic()
+        if self.enabled and now - self._drawn >= 0.1:
+            self._drawn = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        rate = self.records / max(now - self.started, 1e-6)
+        text = f"{self.records:,} records  {self.bytes / 1e6:,.1f} MB  {rate:,.0f} rec/s"
+        if self.total:
+            frac = min(1.0, self.bytes / self.total)
+            filled = int(frac * 30)
+            text = f"[{'#' * filled}{'.' * (30 - filled)}] {frac:4.0%}  " + text
+        self.out.write("\r" + text)
+        self.out.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self._draw(time.monotonic())
+            self.out.write("\n")
+            self.out.flush()
+            self.enabled = False  # once

@@ -1,0 +1,180 @@
+"""The ``topics`` commands for routers, queues, scheduled jobs and dead letters."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from topics._cli_format import pairs, short, table
+from topics._cli_session import Session, UsageError, duration_ms
+from topics.cli_filters import FilterSyntaxError, parse_time
+
+
+def router_put(cli: Session) -> None:
+    a = cli.args
+    body: dict[str, Any] = {"source": a.source, "dest": a.dest}
+    if a.filter is not None:
+        body["filter"] = ["tag", "Glob" if a.filter.endswith("*") else "Eq", a.filter]
+    for name in ("preserve_node", "preserve_tag", "create_dest", "allow_cycle"):
+        if getattr(a, name) is not None:
+            body[name] = getattr(a, name)
+    if a.guarantee is not None:
+        body["guarantee"] = a.guarantee
+    res = cli.client.put_router(a.router or f"{a.source}->{a.dest}", body)
+    if cli.json:
+        cli.emit(res.to_dict())
+    else:
+        verb = "created" if res.created else "updated"
+        cli.out.write(f"{verb} router {res.router}: {a.source} -> {a.dest}\n")
+
+
+def router_get(cli: Session) -> None:
+    info = cli.client.get_router(cli.args.router)
+    if cli.json:
+        cli.emit(info.to_dict())
+    else:
+        pairs(list(info.to_dict().items()), cli.out)
+
+
+def router_ls(cli: Session) -> None:
+    a = cli.args
+    page = cli.client.list_routers(prefix=a.prefix, source=a.source, dest=a.dest, page_size=1000)
+    routers = list(page.routers)
+    while page.next_cursor is not None:
+        page = cli.client.list_routers(
+            prefix=a.prefix,
+            source=a.source,
+            dest=a.dest,
+            page_size=1000,
+            cursor=page.next_cursor,
+        )
+        routers += page.routers
+    if cli.json:
+        cli.emit({"routers": [r.to_dict() for r in routers]})
+        return
+    rows = [(r.router, r.source, r.dest, r.guarantee, r.forwarded_total) for r in routers]
+    table(rows, ("ROUTER", "SOURCE", "DEST", "GUARANTEE", "FORWARDED"), cli.out)
+
+
+def router_rm(cli: Session) -> None:
+    res = cli.client.delete_router(cli.args.router)
+    if cli.json:
+        cli.emit(res.to_dict())
+    else:
+        what = "deleted" if res.deleted else "no such router (nothing deleted):"
+        cli.out.write(f"{what} {res.router}\n")
+
+
+def _leases(cli: Session) -> tuple[list[int], list[str] | None]:
+    seqs: list[int] = []
+    ids: list[str] = []
+    for token in cli.args.seqs:
+        seq, colon, lease = token.partition(":")
+        if not seq.isdigit():
+            raise UsageError(f"expected SEQ or SEQ:LEASE_ID, got {token!r}")
+        seqs.append(int(seq))
+        if colon:
+            ids.append(lease)
+    if ids and len(ids) != len(seqs):
+        raise UsageError("give a lease id for every seq, or for none")
+    return seqs, ids or None
+
+
+def queue_claim(cli: Session) -> None:
+    a = cli.args
+    res = cli.client.claim(a.queue, node=a.node, max=a.max, lease_ms=a.lease_ms)
+    if cli.json:
+        cli.emit(res.to_dict())
+        return
+    rows = [(j.seq, j.lease_id, j.deliveries, j.deadline, short(j.data)) for j in res.claimed]
+    table(rows, ("SEQ", "LEASE_ID", "DELIVERIES", "DEADLINE", "DATA"), cli.out)
+    cli.err.write(f"claimed {res.count}; {res.ready} ready\n")
+
+
+def queue_ack(cli: Session) -> None:
+    seqs, ids = _leases(cli)
+    res = cli.client.ack(cli.args.queue, node=cli.args.node, seqs=seqs, lease_ids=ids)
+    _lease_result(cli, res.to_dict(), f"acked {res.acked}", res.skipped)
+
+
+def queue_nack(cli: Session) -> None:
+    seqs, ids = _leases(cli)
+    res = cli.client.nack(
+        cli.args.queue, node=cli.args.node, seqs=seqs, delay_ms=cli.args.delay_ms,
+        lease_ids=ids,
+    )  # fmt: skip
+    _lease_result(cli, res.to_dict(), f"nacked {res.nacked}", res.skipped)
+
+
+def queue_extend(cli: Session) -> None:
+    seqs, ids = _leases(cli)
+    res = cli.client.extend(
+        cli.args.queue, node=cli.args.node, seqs=seqs, lease_ms=cli.args.lease_ms,
+        lease_ids=ids,
+    )  # fmt: skip
+    _lease_result(cli, res.to_dict(), f"extended {res.extended}", res.skipped)
+
+
+def jobs_schedule(cli: Session) -> None:
+    a = cli.args
+    if a.at is not None and a.delay is not None:
+        raise UsageError("give --at or --in, not both")
+    deliver_at = delay_ms = None
+    try:
+        if a.at is not None:
+            if re.fullmatch(r"\d+(ms|s|m|h|d)", a.at.strip()):
+                raise UsageError(f"--at takes a time (RFC 3339 or epoch ms); use --in {a.at}")
+            deliver_at = parse_time(a.at, 0)
+        if a.delay is not None:
+            delay_ms = duration_ms(a.delay)
+    except FilterSyntaxError as exc:
+        raise UsageError(str(exc)) from None
+    data = a.data.encode()  # JSON text, sent verbatim (as write does)
+    meta = a.meta.encode() if a.meta is not None else None
+    res = cli.client.schedule(
+        a.queue, data, deliver_at=deliver_at, delay_ms=delay_ms, dedupe_key=a.dedupe_key,
+        dedupe=a.dedupe, dedupe_ms=a.dedupe_ms, replace=True if a.replace else None,
+        tag=a.tag, meta=meta,
+    )  # fmt: skip
+    if cli.json:
+        cli.emit(res.to_dict())
+        return
+    outcome = res.dedupe[0] if res.dedupe else None
+    if outcome is not None and outcome["outcome"] == "duplicate":
+        cli.out.write(
+            f"not added: job {outcome['seq']} holds dedupe key {outcome['dedupe_key']!r}\n"
+        )
+        return
+    when = "at once" if deliver_at is None and not delay_ms else (
+        f"in {delay_ms} ms" if delay_ms else f"at {deliver_at}"
+    )  # fmt: skip
+    note = f" (replaced job {outcome['replaced_seq']})" if outcome is not None else ""
+    cli.out.write(f"job {res.first_seq} in {a.queue}, claimable {when}{note}\n")
+
+
+def dlq_redrive(cli: Session) -> None:
+    a = cli.args
+    where: dict[str, Any] = {}
+    if a.origin is not None:
+        where["origin"] = a.origin
+    if a.match is not None:
+        where["match"] = ["tag", "Glob" if a.match.endswith("*") else "Eq", a.match]
+    res = cli.client.redrive(a.dlq, to=a.to, max=a.max, where=where or None)
+    if cli.json:
+        cli.emit(res.to_dict())
+        return
+    for batch in res.batches:
+        cli.out.write(
+            f"moved {batch['count']} to {batch['to']} "
+            f"(seqs {batch['first_seq']}..{batch['last_seq']})\n"
+        )
+    skipped = f"; {res.skipped} without a queue to go to" if res.skipped else ""
+    cli.out.write(f"moved {res.moved}{skipped}; {res.remaining} left in {a.dlq}\n")
+
+
+def _lease_result(cli: Session, obj: dict[str, Any], summary: str, skipped: list[int]) -> None:
+    if cli.json:
+        cli.emit(obj)
+        return
+    note = f"; skipped (not held by this node): {' '.join(map(str, skipped))}" if skipped else ""
+    cli.out.write(summary + note + "\n")
