@@ -27,6 +27,10 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``topics`` parser.
+
+    Kept whole: a declarative table of subcommands, in the order ``topics --help`` lists them.
+    """
     parser = argparse.ArgumentParser(
         prog="topics",
         description="Talk to a topics server (the /v0 HTTP API).",

@@ -227,6 +227,45 @@ def _group_commit(cli: Session, events: Any, printed: dict[str, int]) -> Iterato
 
 
 def tail(cli: Session) -> None:
+    topics, guard, open_ends = _tail_starts(cli)
+    events = cli.client.watch(
+        topics,
+        tail=isinstance(topics, list),
+        node=cli.args.node,
+        include_tags=True,
+        group=cli.args.group,
+        **guard,
+    )
+    shown = 0
+    printed: dict[str, int] = {}  # topic -> the last seq printed
+    with events, _group_commit(cli, events, printed):
+        for ev in events:
+            if isinstance(ev, WatchRecord):
+                rec = raw_from_record(ev.record)
+                if ev.data_json is not None:  # the data verbatim (topics/_cli_format.py)
+                    rec = dataclasses.replace(rec, data_json=ev.data_json)
+                _show_record(cli, ev.topic, rec)
+                printed[ev.topic] = ev.seq
+                shown += 1
+            elif isinstance(ev, EndReachedEvent):
+                if cli.args.verbose:
+                    cli.err.write(f"topics: {ev.topic} reached its end at {ev.cursor}\n")
+                if open_ends is not None:
+                    open_ends.discard(ev.topic)
+                    if not open_ends:  # every topic reached --until/--to: done
+                        return
+            else:
+                _show_event(cli, ev)
+            cli.out.flush()
+            if cli.args.count is not None and shown >= cli.args.count:
+                return
+
+
+def _tail_starts(
+    cli: Session,
+) -> tuple[dict[str, Any] | list[str], dict[str, Any], set[str] | None]:
+    """``tail``'s topics with their starts, the watch's guard options (prefix, backlog,
+    where), and the topics that have an end (--until/--to), if any."""
     topics: dict[str, Any] | list[str] = cli.args.topics
     if not topics and not cli.args.prefix:
         raise UsageError("name a topic or give --prefix")
@@ -238,7 +277,6 @@ def tail(cli: Session) -> None:
         topics = last_n_starts(cli.client, cli.args.topics, cli.args.last)
     elif cli.args.wait:
         topics = dict.fromkeys(cli.args.topics, 0)  # it was created after we started
-    shown = 0
     guard: dict[str, Any] = {}
     if cli.args.prefix:  # topics under it now (from --from's side) and created later
         guard["topic_prefix"] = cli.args.prefix
@@ -252,47 +290,25 @@ def tail(cli: Session) -> None:
     if bounds:
         topics = bounded_starts(topics, bounds)
     open_ends = set(topics) if "to_ts" in bounds or "to_seq" in bounds else None
-    events = cli.client.watch(
-        topics,
-        tail=isinstance(topics, list),
-        node=cli.args.node,
-        include_tags=True,
-        group=cli.args.group,
-        **guard,
-    )
-    printed: dict[str, int] = {}  # topic -> the last seq printed
-    with events, _group_commit(cli, events, printed):
-        for ev in events:
-            if isinstance(ev, WatchRecord):
-                rec = raw_from_record(ev.record)
-                if ev.data_json is not None:  # the data verbatim (topics/_cli_format.py)
-                    rec = dataclasses.replace(rec, data_json=ev.data_json)
-                _show_record(cli, ev.topic, rec)
-                printed[ev.topic] = ev.seq
-                shown += 1
-            elif isinstance(ev, TombstoneEvent):
-                cli.warn_tombstone(ev.topic, ev.tombstone)
-            elif isinstance(ev, TopicDeletedEvent):
-                cli.err.write(f"topics: {ev.topic} was deleted\n")
-            elif isinstance(ev, EndReachedEvent):
-                if cli.args.verbose:
-                    cli.err.write(f"topics: {ev.topic} reached its end at {ev.cursor}\n")
-                if open_ends is not None:
-                    open_ends.discard(ev.topic)
-                    if not open_ends:  # every topic reached --until/--to: done
-                        return
-            elif isinstance(ev, BacklogExceededEvent):
-                cli.err.write(
-                    f"topics: {ev.topic} was {ev.backlog} records behind (more than "
-                    f"--max-backlog {ev.max_backlog}): skipped to seq {ev.head_seq}\n"
-                )
-            elif isinstance(ev, TopicAddedEvent) and cli.args.verbose:
-                cli.err.write(f"topics: {ev.topic} joined (--prefix {ev.prefix})\n")
-            elif isinstance(ev, CaughtUpEvent) and cli.args.verbose:
-                cli.err.write(f"topics: {ev.topic} caught up at {ev.head_seq}\n")
-            cli.out.flush()
-            if cli.args.count is not None and shown >= cli.args.count:
-                return
+    return topics, guard, open_ends
+
+
+def _show_event(cli: Session, ev: object) -> None:
+    """A watch event other than a record or an end, on stderr (loss always; the rest with
+    --verbose, except a skipped backlog, which is loss the user asked for)."""
+    if isinstance(ev, TombstoneEvent):
+        cli.warn_tombstone(ev.topic, ev.tombstone)
+    elif isinstance(ev, TopicDeletedEvent):
+        cli.err.write(f"topics: {ev.topic} was deleted\n")
+    elif isinstance(ev, BacklogExceededEvent):
+        cli.err.write(
+            f"topics: {ev.topic} was {ev.backlog} records behind (more than "
+            f"--max-backlog {ev.max_backlog}): skipped to seq {ev.head_seq}\n"
+        )
+    elif isinstance(ev, TopicAddedEvent) and cli.args.verbose:
+        cli.err.write(f"topics: {ev.topic} joined (--prefix {ev.prefix})\n")
+    elif isinstance(ev, CaughtUpEvent) and cli.args.verbose:
+        cli.err.write(f"topics: {ev.topic} caught up at {ev.head_seq}\n")
 
 
 def last_n_starts(client: Client, topics: Sequence[str], n: int) -> dict[str, int]:

@@ -150,6 +150,9 @@ def read_diff(
     ``bounds`` (from :func:`read_bounds`) may move the start (``from_ts``, echoed as the
     answer's ``from_seq``), end the read (``to_ts``/``to_seq``: ``caught_up`` and
     ``lag`` count to the end, and ``end_reached`` says the cursor is there) and filter.
+
+    Kept whole: every diff, watch pass and Spark page runs it; the window arithmetic reads
+    best in one place.
     """
     keep = None
     user_end: int | None = None

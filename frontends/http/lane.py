@@ -126,7 +126,10 @@ def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
     Content-Lengths, or one beside Transfer-Encoding), -2 an obs-folded header line: the
     lane reads no body and passes the head to the app, whose dispatcher refuses it (400,
     connection closed), rather than handing it to h11, which picks one reading (or
-    unfolds the line) and may lose the answer (rule 1)."""
+    unfolds the line) and may lose the answer (rule 1).
+
+    Kept whole: the lane's per-request parser, one pass over the head's lines.
+    """
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     method = _METHODS.get(parts[0])

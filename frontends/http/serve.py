@@ -83,6 +83,42 @@ def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], bool]:
     return accepts
 
 
+def _lane(
+    app: AsgiApp,
+    accepts: Callable[[str, str], bool],
+    config: Config,
+    head_timeout: float,
+    max_body: int,
+    lifespan_state: dict[str, Any],
+) -> Lane:
+    """The fast lane, with hypercorn's timeouts and limits from ``config``."""
+    return Lane(
+        app,
+        accepts,
+        keep_alive_timeout=config.keep_alive_timeout,
+        head_timeout=head_timeout,
+        read_timeout=config.read_timeout,
+        max_requests=config.keep_alive_max_requests,
+        max_body=max_body,
+        root_path=config.root_path,
+        lifespan_state=lifespan_state,
+    )
+
+
+def _listen(config: Config) -> tuple[list[trio.SocketListener], list[str]]:
+    """The configured plain-TCP sockets, listening, and their ``http://`` addresses."""
+    sockets = config.create_sockets()
+    if sockets.secure_sockets or sockets.quic_sockets:
+        raise ValueError("topics-server serves plain TCP only; TLS is not configured here")
+    listeners = []
+    binds = []
+    for sock in sockets.insecure_sockets:
+        sock.listen(config.backlog)
+        listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
+        binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
+    return listeners, binds
+
+
 async def serve(
     app: AsgiApp,
     config: Config,
@@ -100,6 +136,9 @@ async def serve(
     :class:`TopicsHttpApp` they default to its fast routes and its body limit.
     ``head_timeout`` bounds how long a lane connection may take to send a whole request
     head once its first byte has arrived.
+
+    Kept whole: the nesting of its three nurseries (lifespan, connections, accepting) is
+    the shutdown order, and follows ``hypercorn.trio.serve`` so the two can be compared.
     """
     if isinstance(app, TopicsHttpApp):
         accepts = accepts or lane_routes(app)
@@ -113,17 +152,7 @@ async def serve(
     lifespan_state: dict[str, Any] = {}
     lifespan = Lifespan(wrapped, config, lifespan_state)
     context = WorkerContext(None)
-    fast = Lane(
-        app,
-        accepts,
-        keep_alive_timeout=config.keep_alive_timeout,
-        head_timeout=head_timeout,
-        read_timeout=config.read_timeout,
-        max_requests=config.keep_alive_max_requests,
-        max_body=max_body,
-        root_path=config.root_path,
-        lifespan_state=lifespan_state,
-    )
+    fast = _lane(app, accepts, config, head_timeout, max_body, lifespan_state)
 
     def in_lane(stream: trio.SocketStream, info: ConnectionInfo) -> Awaitable[bytes | None]:
         return LaneConnection(fast, stream, info).run()
@@ -145,15 +174,7 @@ async def serve(
         await lifespan_nursery.start(lifespan.handle_lifespan)
         await lifespan.wait_for_startup()
         async with trio.open_nursery() as server_nursery:
-            sockets = config.create_sockets()
-            if sockets.secure_sockets or sockets.quic_sockets:
-                raise ValueError("topics-server serves plain TCP only; TLS is not configured here")
-            listeners = []
-            binds = []
-            for sock in sockets.insecure_sockets:
-                sock.listen(config.backlog)
-                listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
-                binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
+            listeners, binds = _listen(config)
             task_status.started(binds)
             try:
                 async with trio.open_nursery() as accepting:

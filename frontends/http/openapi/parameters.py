@@ -8,7 +8,10 @@ from .schema import REQUEST_ID_PATTERN, Schema, ref
 
 
 def parameters() -> dict[str, Any]:
-    """``components.parameters``: the query, header and path parameters operations name."""
+    """``components.parameters``: the query, header and path parameters operations name.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
 
     def query(name: str, schema: Schema, description: str) -> dict[str, Any]:
         return {

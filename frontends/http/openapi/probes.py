@@ -8,7 +8,10 @@ from .schema import Schema, integer, obj, ref, string, with_perf
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order."""
+    """This module's entries of ``components.schemas``, in document order.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
     return {
         "Health": with_perf(
             obj(

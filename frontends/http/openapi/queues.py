@@ -10,7 +10,10 @@ from .schema import Schema, integer, obj, ref, string, with_perf
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order."""
+    """This module's entries of ``components.schemas``, in document order.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
     skipped = {"type": "array", "items": ref("Seq"), "description": "Seqs not held by node."}
     counters = {
         "ready": integer("Claimable now.", minimum=0),

@@ -8,7 +8,10 @@ from .schema import Schema, boolean, integer, nullable, obj, ref, string, with_p
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order."""
+    """This module's entries of ``components.schemas``, in document order.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
     guarantee = string(
         "Delivery mode: at_least_once (default) or exactly_once (a stable idempotency key in "
         "meta._topics_router suppresses duplicate dest appends).",

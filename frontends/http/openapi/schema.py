@@ -59,6 +59,10 @@ REQUEST_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
 
 def _primitives() -> dict[str, Schema]:
+    """The shared scalar schemas (names, seqs, times, codes).
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
     return {
         "TopicName": string(
             "A topic name: 1-255 chars of A-Z a-z 0-9 . _ : -, starting alphanumeric; "

@@ -8,7 +8,10 @@ from .schema import Schema, boolean, integer, nullable, obj, ref, string, u64, w
 
 
 def config_fields(for_input: bool) -> dict[str, Schema]:
-    """The topic config members (§0.10); ``for_input``: as a PUT or write may give them."""
+    """The topic config members (§0.10); ``for_input``: as a PUT or write may give them.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
 
     def defaulted(description: str, default: int) -> Schema:
         return u64(description, default=default)
@@ -75,7 +78,10 @@ def config_fields(for_input: bool) -> dict[str, Schema]:
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order."""
+    """This module's entries of ``components.schemas``, in document order.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
     config_out = config_fields(False)
     return {
         "TopicConfigInput": obj(

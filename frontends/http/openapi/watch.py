@@ -20,7 +20,10 @@ from .schema import (
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order."""
+    """This module's entries of ``components.schemas``, in document order.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
     position = obj(
         {
             "from_seq": ref("Seq"),

@@ -12,7 +12,10 @@ from .schema import Schema, obj, ref
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order."""
+    """This module's entries of ``components.schemas``, in document order.
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
 
     def op(name: str, props: Mapping[str, Schema], required: Sequence[str] = ()) -> Schema:
         return obj({"op": {"const": name}, **props}, ["op", *required])
