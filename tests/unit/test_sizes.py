@@ -47,7 +47,6 @@ KNOWN_LONG_FUNCTIONS: frozenset[tuple[str, str]] = frozenset(
         ("topics/_watch_ops.py", "WatchOps.create_watch"),
         ("topics/_job_ops.py", "JobOps._plan_jobs"),
         ("topics/_job_ops.py", "JobOps.redrive"),
-        ("topics/wire/ws.py", "_subscribe"),
     }
 )
 

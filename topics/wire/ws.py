@@ -294,34 +294,7 @@ def _subscribe(reader: _Reader) -> Subscribe:
         if "from_seq" in f or "tail" in f:
             raise reader.fail("from_seq", "with topic_prefix, give tail per prefix")
     else:
-        if "from_seq" in f or "tail" in f:
-            raise reader.fail("from_seq", "with topics, give from_seq/tail per topic")
-        for key in _BOUNDS:
-            if key in f:
-                raise reader.fail(key, f"with topics, give {key} per topic")
-        for key in ("cursor", "commit"):
-            if key in f:
-                raise reader.fail(key, f"with topics, give {key} per topic")
-        if not isinstance(topics, dict) or (not topics and "topic_prefix" not in f):
-            raise reader.fail("topics", "must be a non-empty object of topic -> options")
-        for name, opts in topics.items():
-            if opts is None:
-                opts = {}
-            if not isinstance(opts, dict):
-                raise reader.fail(f"topics.{name}", "must be an object {from_seq, tail}")
-            for key in opts:
-                if key not in _START_FIELDS:
-                    raise reader.fail(f"topics.{name}.{key}", "is not a per-topic option")
-            starts[name] = TopicStart(
-                opts.get("from_seq", 0),
-                opts.get("tail", False),
-                opts.get("max_backlog"),
-                opts.get("cursor"),
-                opts.get("commit", False),
-                opts.get("from_ts"),
-                opts.get("to_ts"),
-                opts.get("to_seq"),
-            )
+        starts = _topic_starts(reader, topics)
     return Subscribe(
         reader.request_id,
         starts,
@@ -339,6 +312,39 @@ def _subscribe(reader: _Reader) -> Subscribe:
         format=f.get("format", "records"),
         ce_type_field=f.get("ce_type_field"),
     )
+
+
+def _topic_starts(reader: _Reader, topics: object) -> dict[str, TopicStart]:
+    """``subscribe``'s ``topics`` object: each topic's own start (and end) options; the
+    single-topic start members are refused beside it."""
+    f = reader.fields
+    if "from_seq" in f or "tail" in f:
+        raise reader.fail("from_seq", "with topics, give from_seq/tail per topic")
+    for key in (*_BOUNDS, "cursor", "commit"):
+        if key in f:
+            raise reader.fail(key, f"with topics, give {key} per topic")
+    if not isinstance(topics, dict) or (not topics and "topic_prefix" not in f):
+        raise reader.fail("topics", "must be a non-empty object of topic -> options")
+    starts: dict[str, TopicStart] = {}
+    for name, opts in topics.items():
+        if opts is None:
+            opts = {}
+        if not isinstance(opts, dict):
+            raise reader.fail(f"topics.{name}", "must be an object {from_seq, tail}")
+        for key in opts:
+            if key not in _START_FIELDS:
+                raise reader.fail(f"topics.{name}.{key}", "is not a per-topic option")
+        starts[name] = TopicStart(
+            opts.get("from_seq", 0),
+            opts.get("tail", False),
+            opts.get("max_backlog"),
+            opts.get("cursor"),
+            opts.get("commit", False),
+            opts.get("from_ts"),
+            opts.get("to_ts"),
+            opts.get("to_seq"),
+        )
+    return starts
 
 
 def _unsubscribe(reader: _Reader) -> Unsubscribe:
