@@ -45,8 +45,8 @@ from .watch_types import TopicWatermarks
 if TYPE_CHECKING:
     from ._clock import Clock
     from ._log import TopicLog
+    from ._persistence.store import Store, StoreExtension
     from ._registry import TopicRegistry
-    from ._storage.store import Store, StoreExtension
     from ._storage.wal import WalTicket
 
 __all__ = ["CursorOps"]

@@ -1,6 +1,6 @@
 """Persistence glue of the Engine facade: logging changes, reserving seqs, recovery.
 
-The Engine inherits this mixin. It owns how a change reaches the WAL (``_storage.store``)
+The Engine inherits this mixin. It owns how a change reaches the WAL (``_persistence.store``)
 and what a caller waits for:
 
 Rule 1: a change is applied in memory first and logged right after, with no await in
@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._persistence.recovery import recover
+from ._persistence.store import Store, StoreExtension, StorePaths
 from ._storage.fs import DirLock, Fs, RealFs
 from ._storage.heads import HeadTable, read_heads
-from ._storage.recovery import recover
 from ._storage.space import DiskSpace
-from ._storage.store import Store, StoreExtension, StorePaths
 from ._storage.wal import Wal, WalError, WalFullError, WalStatistics, WalTicket
 from .errors import InsufficientStorageError, InternalError
 
 if TYPE_CHECKING:
     from ._log import TopicLog
-    from ._producers import ProducerClaim
+    from ._producer_state import ProducerClaim
     from ._registry import TopicRegistry
     from .settings import Limits
 

@@ -49,9 +49,9 @@ from .queue_types import RedriveResult
 
 if TYPE_CHECKING:
     from ._log import TopicLog
+    from ._persistence.store import Store
     from ._queue import Queues, QueueState
     from ._registry import TopicRegistry
-    from ._storage.store import Store
     from ._storage.wal import WalTicket
     from .settings import Limits
 

@@ -54,7 +54,7 @@ from .types import TombstoneReason
 
 if TYPE_CHECKING:
     from ._core._ext import _Keep as Keep
-    from ._producers import ProducerState
+    from ._producer_state import ProducerState
     from ._storage.wal import WalTicket
 
 __all__ = ["DedupeEntry", "GapMarker", "ReadWindow", "TopicLog"]

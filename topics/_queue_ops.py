@@ -76,8 +76,8 @@ if TYPE_CHECKING:
 
     from ._clock import Clock
     from ._log import TopicLog
+    from ._persistence.store import Store, StoreExtension
     from ._registry import TopicRegistry
-    from ._storage.store import Store, StoreExtension
     from ._storage.wal import WalTicket
     from .settings import Limits
     from .types import WriteResult

@@ -18,7 +18,7 @@ from ._routers import Routers
 
 if TYPE_CHECKING:
     from ._log import TopicLog
-    from ._storage.store import StoreExtension
+    from ._persistence.store import StoreExtension
     from .engine import Engine
     from .router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
 

@@ -155,7 +155,7 @@ class Router:
 
 
 class Routers:
-    """The router set of one engine; also its :class:`~topics._storage.store.StoreExtension`."""
+    """The router set of one engine; also its :class:`~topics._persistence.store.StoreExtension`."""
 
     key = SECTION_KEY
     entry_types = frozenset({ROUTER_PUT, ROUTER_DELETE})

@@ -39,8 +39,8 @@ from .watch_types import TopicWatermarks, WatchCreated, WatchStatistics
 if TYPE_CHECKING:
     from ._clock import Clock
     from ._log import TopicLog
+    from ._persistence.store import Store
     from ._registry import TopicRegistry
-    from ._storage.store import Store
     from ._storage.wal import Wal
     from .auth import Principal
     from .settings import Limits

@@ -34,20 +34,15 @@ from ._job_ops import JobOps
 from ._limits import DIFF_BYTE_BUDGET
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
-from ._producers import (
-    ProducerClaim,
-    ProducerState,
-    check_expected_head,
-    check_producer,
-    producer_arg,
-)
+from ._persistence.store import Store
+from ._producer_state import ProducerClaim, ProducerState
+from ._producers import check_expected_head, check_producer, producer_arg
 from ._queue_ops import QueueOps
 from ._quotas import NamespaceQuotas
 from ._reads import read_bounds, read_diff
 from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
 from ._router_ops import RouterOps
 from ._storage.fs import Fs, RealFs
-from ._storage.store import Store
 from ._storage.wal import WalTicket
 from ._watch_ops import WatchOps
 from .config import TopicConfig, parse_config
