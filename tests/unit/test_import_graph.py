@@ -67,6 +67,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # What joins storage to topic logs: logging and recovering them, and reading them offline.
     ("persistence", (r"topics\._persistence(\..*)?", r"topics\.reader")),
+    # What every subsystem needs from the engine: registry, byte totals, append, waits.
+    ("appender", (r"topics\._appender",)),
     (
         "subsystems",
         (
