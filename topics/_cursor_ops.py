@@ -52,7 +52,8 @@ __all__ = ["CursorOps"]
 
 
 class CursorOps:
-    """The named-cursor methods of :class:`topics.Engine` (see the module docstring)."""
+    """The named-cursor methods of :class:`topics.Engine`, which documents the public ones
+    (see the module docstring)."""
 
     def __init__(self, appender: Appender) -> None:
         self._app = appender

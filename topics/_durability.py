@@ -11,7 +11,7 @@ watermark is logged and synced (``_reserve``): after a crash no seq is ever reus
 Rule 2a: a topic whose head has not moved for a whole ``RELEASE_AFTER_S`` releases what it
 reserved above its head (a HEAD entry, unsynced: entries.py rule 5), so a crash keeps a
 quiet topic's head exactly. A watermark entry logged before that release no longer counts
-when its sync completes (``_raise_watermark``); the next write reserves again.
+when its sync completes (``Appender.raise_watermark``); the next write reserves again.
 Rule 3: only ``fsync``-class changes are awaited before the caller is answered; a WAL
 failure then surfaces as the contract's ``internal`` error, never as a storage exception.
 Rule 4 (a disk that fills): a change is refused with ``insufficient_storage`` *before*

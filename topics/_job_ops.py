@@ -110,7 +110,8 @@ class JobPlan:
 
 
 class JobOps:
-    """Scheduled jobs, dedupe keys and redrive for :class:`topics.Engine` (see module)."""
+    """Scheduled jobs, dedupe keys and redrive for :class:`topics.Engine`, which documents
+    ``redrive`` (see the module docstring)."""
 
     def __init__(self, appender: Appender, durability: Durability, queues: QueueOps) -> None:
         self._app = appender

@@ -92,7 +92,8 @@ DELAY_MS_MAX = 86_400_000
 
 
 class QueueOps:
-    """The §10 methods of :class:`topics.Engine` (see the module docstring)."""
+    """The §10 methods of :class:`topics.Engine`, which documents the public ones (see the
+    module docstring)."""
 
     def __init__(self, appender: Appender, write: WriteFn) -> None:
         self._app = appender

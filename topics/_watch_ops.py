@@ -55,7 +55,8 @@ _START_FIELDS = frozenset({"from_seq", "tail"})
 
 
 class WatchOps:
-    """The live-delivery methods of :class:`topics.Engine` (see the module docstring)."""
+    """The live-delivery methods of :class:`topics.Engine`, which documents the public ones
+    (see the module docstring)."""
 
     def __init__(self, appender: Appender, cursors: CursorOps) -> None:
         self._app = appender
