@@ -631,7 +631,7 @@ class Engine:
         space returns) or ``"wal_failed"`` (refused until restart); for probes and metrics."""
         return self._app.storage_state()
 
-    # -- routers (§6) -------------------------------------------------------------------
+    # -- routers (§6) -----------------------------------------------------------------
 
     async def put_router(
         self, router: str, body: Mapping[str, Any] | None = None
@@ -695,7 +695,7 @@ class Engine:
         """Routers configured (the ``topics_routers`` gauge, §8.3)."""
         return len(self._router_set)
 
-    # -- queues (§10) ----------------------------------------------------------
+    # -- queues (§10) -----------------------------------------------------------------
 
     async def claim(
         self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
@@ -801,7 +801,7 @@ class Engine:
         """
         return await self._queue_ops.wait_claimable(topic, timeout_s=timeout_s)
 
-    # -- jobs (§10.9) ----------------------------------------------------------
+    # -- jobs (§10.9) -----------------------------------------------------------------
 
     async def redrive(
         self,
@@ -832,7 +832,7 @@ class Engine:
         """
         return await self._job_ops.redrive(topic, to=to, max=max, where=where, may_touch=may_touch)
 
-    # -- named cursors ---------------------------------------------------------
+    # -- named cursors ----------------------------------------------------------------
 
     async def put_cursor(
         self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
@@ -865,7 +865,7 @@ class Engine:
         """Every cursor of every topic ``include`` accepts (for /v0/metrics)."""
         return self._cursor_ops.cursor_lags(include)
 
-    # -- live delivery (§7, §11) -----------------------------------------------
+    # -- live delivery (§7, §11) ------------------------------------------------------
 
     @property
     def watch_hub(self) -> WatchHub:
@@ -1030,7 +1030,7 @@ class Engine:
         """Sessions held and long-lived connections open (for /v0/metrics)."""
         return self._watch_ops.watch_statistics()
 
-    # -- storage ---------------------------------------------------------------
+    # -- storage ----------------------------------------------------------------------
 
     def storage_gauges(self) -> dict[str, int]:
         """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
@@ -1040,7 +1040,9 @@ class Engine:
         """WAL counters for /v0/metrics, or None for a memory-only engine."""
         return self._durability.wal_statistics()
 
-    # -- the parts, for the engine's own background work and for tests ------------------
+    # -- the parts, for the engine's own background work and for tests ----------------
+    # The subsystems use the appender; these names keep the engine's state readable (and a
+    # crash simulable: ``_store = None``) for the tests and benchmarks that look inside.
 
     _wait_claimable = wait_claimable
 
