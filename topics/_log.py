@@ -125,7 +125,7 @@ class TopicLog:
         self.last_read_ts: int | None = None
         self.trie = TagTrie()
         self.dedupe: OrderedDict[str, DedupeEntry] = OrderedDict()
-        # Producer id -> its highest epoch and last batch (_producers.py); logged.
+        # Producer id -> its highest epoch and last batch (_producer_state.py); logged.
         self.producers: dict[str, ProducerState] = {}
         # False once a key was remembered with an earlier written_at than the newest one (the
         # wall clock stepped back): the prune can no longer stop at the first live key.
