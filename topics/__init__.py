@@ -13,7 +13,6 @@ from ._clock import Clock as Clock
 from ._clock import ManualClock as ManualClock
 from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
-from ._storage.reader import Reader as Reader
 from .config import TopicConfig as TopicConfig
 from .consumer import consume as consume
 from .cursor_types import ConsumeStats as ConsumeStats
@@ -31,6 +30,7 @@ from .queue_types import ExtendResult as ExtendResult
 from .queue_types import Job as Job
 from .queue_types import NackResult as NackResult
 from .queue_types import RedriveResult as RedriveResult
+from .reader import Reader as Reader
 from .router_types import DeleteRouterResult as DeleteRouterResult
 from .router_types import PutRouterResult as PutRouterResult
 from .router_types import RouterConfig as RouterConfig

@@ -1,6 +1,7 @@
-"""Named-cursor methods of the Engine facade (server-side consumer positions).
+"""Named-cursor methods behind the Engine facade (server-side consumer positions).
 
-The Engine inherits this mixin; the state and its persistence are ``_cursors.py``.
+The Engine owns one :class:`CursorOps`, built on its appender, and delegates to it; the
+state and its persistence (``cursors``, a store extension) are ``_cursors.py``.
 
 Rules:
 1. A cursor holds a committed seq: "everything up to and including ``seq`` is processed".
@@ -43,110 +44,89 @@ from .errors import (
 from .watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
-    from ._clock import Clock
+    from ._appender import Appender
     from ._log import TopicLog
-    from ._registry import TopicRegistry
-    from ._storage.store import Store, StoreExtension
     from ._storage.wal import WalTicket
 
 __all__ = ["CursorOps"]
 
 
 class CursorOps:
-    if TYPE_CHECKING:
-        clock: Clock
-        _store: Store | None
-        _registry: TopicRegistry
+    """The named-cursor methods of :class:`topics.Engine`, which documents the public ones
+    (see the module docstring)."""
 
-        def _check_ready(self) -> None: ...
-        def _check_serving(self) -> None: ...
-        def _live_topic(self, name: str) -> TopicLog: ...
-        async def _wait(self, ticket: WalTicket) -> tuple[float, float]: ...
-        async def _yield_point(self) -> None: ...
-
-    _cursors: Cursors
+    def __init__(self, appender: Appender) -> None:
+        self._app = appender
+        self.clock = appender.clock
+        self.cursors = Cursors()
 
     async def put_cursor(
         self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
     ) -> CursorInfo:
-        """Commit ``seq`` to the named cursor of ``topic`` (rules 1-3), creating it.
-
-        Raises: invalid_request (bad name, seq above the head), topic_not_found,
-        cursor_conflict (``expect_seq`` differs from the committed seq), throttled
-        (``MAX_CURSORS_PER_TOPIC``).
-
-        Example::
-
-            await engine.put_cursor("orders", "billing", 41, expect_seq=40)
-        """
         name = check_topic_name(topic)
         cname = check_cursor_name(cursor)
         seq = _args.u64("seq", seq)
         expect = _args.u64("expect_seq", expect_seq) if expect_seq is not None else None
-        self._check_serving()
-        log = self._live_topic(name)
+        self._app.check_serving()
+        log = self._app.live_topic(name)
         if seq > log.head:
             raise InvalidRequestError(
                 f"seq: {seq} is beyond the head of {name!r} ({log.head})",
                 detail={"field": "seq", "head_seq": log.head},
             )
-        held = self._cursors.get(log.topic_id, cname)
+        held = self.cursors.get(log.topic_id, cname)
         current = held.seq if held is not None else 0
         if expect is not None and expect != current:
             raise CursorConflictError(
                 f'cursor "{cname}" of {name!r} is at {current}, not the expected {expect}',
                 detail={"topic": name, "cursor": cname, "seq": current, "expect_seq": expect},
             )
-        if held is None and len(self._cursors.of(log.topic_id)) >= MAX_CURSORS_PER_TOPIC:
+        if held is None and len(self.cursors.of(log.topic_id)) >= MAX_CURSORS_PER_TOPIC:
             raise ThrottledError.for_limit("max_cursors_per_topic", MAX_CURSORS_PER_TOPIC)
         ticket = self._commit_cursor(log, cname, seq)
         if ticket is not None:
-            await self._wait(ticket)
+            await self._app.wait(ticket)
         else:
-            await self._yield_point()
+            await self._app.yield_point()
         return self._cursor_info(log, cname)
 
     async def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
-        """The named cursor with its lag. Raises: topic_not_found, cursor_not_found."""
         name = check_topic_name(topic)
         cname = check_cursor_name(cursor)
-        self._check_ready()
-        log = self._live_topic(name)
-        if self._cursors.get(log.topic_id, cname) is None:
+        self._app.check_ready()
+        log = self._app.live_topic(name)
+        if self.cursors.get(log.topic_id, cname) is None:
             raise CursorNotFoundError.for_cursor(name, cname)
-        await self._yield_point()
+        await self._app.yield_point()
         return self._cursor_info(log, cname)
 
     async def list_cursors(self, topic: str) -> list[CursorInfo]:
-        """Every cursor of ``topic`` in name order, with its lag. Raises: topic_not_found."""
         name = check_topic_name(topic)
-        self._check_ready()
-        log = self._live_topic(name)
-        await self._yield_point()
-        return [self._cursor_info(log, c) for c in sorted(self._cursors.of(log.topic_id))]
+        self._app.check_ready()
+        log = self._app.live_topic(name)
+        await self._app.yield_point()
+        return [self._cursor_info(log, c) for c in sorted(self.cursors.of(log.topic_id))]
 
     async def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
-        """Forget the named cursor (absent: ``deleted=False``). Raises: topic_not_found."""
         name = check_topic_name(topic)
         cname = check_cursor_name(cursor)
-        self._check_serving()
-        log = self._live_topic(name)
-        deleted = self._cursors.delete(log.topic_id, cname)
-        if deleted and self._store is not None:
+        self._app.check_serving()
+        log = self._app.live_topic(name)
+        deleted = self.cursors.delete(log.topic_id, cname)
+        if deleted and self._app.store is not None:
             payload = encode_delete(log.topic_id, cname)
-            await self._wait(self._store.log_extension(CURSOR_DELETE, payload, sync=True))
+            await self._app.wait(self._app.store.log_extension(CURSOR_DELETE, payload, sync=True))
         else:
-            await self._yield_point()
+            await self._app.yield_point()
         return DeleteCursorResult(name, cname, deleted)
 
     def cursor_lags(self, include: Callable[[str], bool] | None = None) -> list[CursorInfo]:
-        """Every cursor of every topic ``include`` accepts (for /v0/metrics)."""
         out: list[CursorInfo] = []
-        by_topic = self._cursors.by_topic
+        by_topic = self.cursors.by_topic
         if not by_topic:
             return out
-        for name in self._registry.names:
-            log = self._registry.topics[name]
+        for name in self._app.registry.names:
+            log = self._app.registry.topics[name]
             held = by_topic.get(log.topic_id)
             if held and (include is None or include(name)):
                 out.extend(self._cursor_info(log, c) for c in sorted(held))
@@ -154,48 +134,42 @@ class CursorOps:
 
     # -- engine hooks ----------------------------------------------------------------------
 
-    def _init_cursors(self) -> None:
-        self._cursors = Cursors()
-
-    def _cursor_extension(self) -> StoreExtension:
-        return self._cursors
-
-    def _start_cursors(self) -> None:
+    def start(self) -> None:
         """After recovery: drop the cursors of topics that are gone (_cursors rule 3)."""
-        self._cursors.prune({log.topic_id for log in self._registry.topics.values()})
+        self.cursors.prune({log.topic_id for log in self._app.registry.topics.values()})
 
-    def _cursors_on_topic_deleted(self, log: TopicLog) -> None:
-        self._cursors.drop_topic(log.topic_id)
+    def on_topic_deleted(self, log: TopicLog) -> None:
+        self.cursors.drop_topic(log.topic_id)
 
-    def _cursor_start(self, log: TopicLog, cursor: str) -> int:
+    def cursor_start(self, log: TopicLog, cursor: str) -> int:
         """Where a read from ``cursor`` starts: its committed seq, or 0 (rule 1)."""
-        held = self._cursors.get(log.topic_id, cursor)
+        held = self.cursors.get(log.topic_id, cursor)
         return held.seq if held is not None else 0
 
     def _commit_cursor(self, log: TopicLog, cursor: str, seq: int) -> WalTicket | None:
         """Apply and log one commit (synchronous: atomic between awaits). The caller has
         checked ``seq <= log.head``; None for a memory-only engine."""
         now = self.clock.now_ms()
-        self._cursors.commit(log.topic_id, cursor, seq, now)
-        if self._store is None:
+        self.cursors.commit(log.topic_id, cursor, seq, now)
+        if self._app.store is None:
             return None
         payload = encode_put(log.topic_id, cursor, seq, now)
-        return self._store.log_extension(CURSOR_PUT, payload, sync=True)
+        return self._app.store.log_extension(CURSOR_PUT, payload, sync=True)
 
-    def _commit_delivered(self, log: TopicLog, cursor: str, seq: int) -> None:
+    def commit_delivered(self, log: TopicLog, cursor: str, seq: int) -> None:
         """A stream delivered up to ``seq`` of a ``commit: true`` subscription (rule 3)."""
-        if log.deleted or self._registry.get(log.name) is not log:
+        if log.deleted or self._app.registry.get(log.name) is not log:
             return
-        held = self._cursors.get(log.topic_id, cursor)
+        held = self.cursors.get(log.topic_id, cursor)
         if held is not None and held.seq == seq:
             return
-        store = self._store
+        store = self._app.store
         if store is not None and (store.wal.read_only or store.wal.full):
             return  # the WAL cannot take it; the next delivery commits again
         self._commit_cursor(log, cursor, min(seq, log.head))
 
     @staticmethod
-    def _cursor_read_args(from_seq: int, cursor: object, commit: object) -> str | None:
+    def cursor_read_args(from_seq: int, cursor: object, commit: object) -> str | None:
         """Check a read's ``cursor``/``commit`` pair; the cursor name or None."""
         commit = _args.bool_arg("commit", commit)
         if cursor is None:
@@ -207,16 +181,16 @@ class CursorOps:
             raise InvalidRequestError.for_field("from_seq", "give from_seq or cursor, not both")
         return cname
 
-    async def _commit_read(self, log: TopicLog, cursor: str, seq: int) -> None:
+    async def commit_read(self, log: TopicLog, cursor: str, seq: int) -> None:
         """Commit what a read returned (``commit: true``), awaited like an explicit commit."""
-        if self._cursor_start(log, cursor) == seq or log.deleted:
+        if self.cursor_start(log, cursor) == seq or log.deleted:
             return
         ticket = self._commit_cursor(log, cursor, seq)
         if ticket is not None:
-            await self._wait(ticket)
+            await self._app.wait(ticket)
 
     @staticmethod
-    def _named_starts(topics: Any) -> tuple[Any, dict[str, tuple[str, bool]]]:
+    def named_starts(topics: Any) -> tuple[Any, dict[str, tuple[str, bool]]]:
         """Take ``cursor``/``commit`` out of a watch's per-topic options: the options left
         and topic -> (cursor name, commit). A cursor replaces ``from_seq``/``tail``."""
         if not isinstance(topics, Mapping):
@@ -245,7 +219,7 @@ class CursorOps:
             out[name] = spec
         return out, named
 
-    def _start_at_cursors(
+    def start_at_cursors(
         self,
         resolved: dict[str, tuple[TopicLog, int, TopicWatermarks]],
         named: Mapping[str, tuple[str, bool]],
@@ -255,17 +229,17 @@ class CursorOps:
             got = resolved.get(name)
             if got is not None:
                 log = got[0]
-                seq = self._cursor_start(log, cname)
+                seq = self.cursor_start(log, cname)
                 resolved[name] = (log, seq, TopicWatermarks(seq, log.head, log.earliest))
 
     @staticmethod
-    def _commit_to(named: Mapping[str, tuple[str, bool]], topic: str) -> str | None:
+    def commit_to(named: Mapping[str, tuple[str, bool]], topic: str) -> str | None:
         """The cursor a delivery of ``topic`` commits to (``commit: true``), or None."""
         got = named.get(topic)
         return got[0] if got is not None and got[1] else None
 
     def _cursor_info(self, log: TopicLog, cursor: str) -> CursorInfo:
-        held = self._cursors.get(log.topic_id, cursor)
+        held = self.cursors.get(log.topic_id, cursor)
         seq, updated = (held.seq, held.updated_ms) if held is not None else (0, 0)
         return CursorInfo(
             topic=log.name,

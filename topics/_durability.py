@@ -1,7 +1,8 @@
-"""Persistence glue of the Engine facade: logging changes, reserving seqs, recovery.
+"""Persistence glue of the engine: logging changes, reserving seqs, recovery.
 
-The Engine inherits this mixin. It owns how a change reaches the WAL (``_storage.store``)
-and what a caller waits for:
+The Engine owns one :class:`Durability` (built on its :class:`~topics._appender.Appender`)
+and hands it to the subsystems that write. It owns how a change reaches the WAL
+(``_persistence.store``) and what a caller waits for:
 
 Rule 1: a change is applied in memory first and logged right after, with no await in
 between, so WAL order is apply order (recovery replays it exactly).
@@ -10,7 +11,7 @@ watermark is logged and synced (``_reserve``): after a crash no seq is ever reus
 Rule 2a: a topic whose head has not moved for a whole ``RELEASE_AFTER_S`` releases what it
 reserved above its head (a HEAD entry, unsynced: entries.py rule 5), so a crash keeps a
 quiet topic's head exactly. A watermark entry logged before that release no longer counts
-when its sync completes (``_raise_watermark``); the next write reserves again.
+when its sync completes (``Appender.raise_watermark``); the next write reserves again.
 Rule 3: only ``fsync``-class changes are awaited before the caller is answered; a WAL
 failure then surfaces as the contract's ``internal`` error, never as a storage exception.
 Rule 4 (a disk that fills): a change is refused with ``insufficient_storage`` *before*
@@ -23,31 +24,24 @@ space returns. Both clear by themselves when space returns; no restart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._appender import WATERMARK_RESERVE, Appender
+from ._persistence.recovery import recover
+from ._persistence.store import Store, StoreExtension, StorePaths
 from ._storage.fs import DirLock, Fs, RealFs
 from ._storage.heads import HeadTable, read_heads
-from ._storage.recovery import recover
 from ._storage.space import DiskSpace
-from ._storage.store import Store, StoreExtension, StorePaths
-from ._storage.wal import Wal, WalError, WalFullError, WalStatistics, WalTicket
-from .errors import InsufficientStorageError, InternalError
+from ._storage.wal import Wal, WalStatistics, WalTicket
 
 if TYPE_CHECKING:
     from ._log import TopicLog
-    from ._producers import ProducerClaim
-    from ._registry import TopicRegistry
-    from .settings import Limits
+    from ._producer_state import ProducerClaim
 
-__all__ = ["WATERMARK_RESERVE", "DurabilityOps", "open_data_dir"]
-
-#: Seqs reserved ahead per WATERMARK entry: a crash can leave at most this many (plus the
-#: batch) seqs skipped. A topic logs one synced WATERMARK entry per half this many seqs
-#: (the next is started when half of the current one is used).
-WATERMARK_RESERVE = 4096
+__all__ = ["WATERMARK_RESERVE", "Durability", "open_data_dir"]
 #: A topic whose head stayed put for this long (between one and two of these) releases its
 #: reservation (Rule 2a). Shorter means more topics keep their head exactly through a power
 #: loss (a killed process keeps every head exactly anyway: storage/heads.py); the cost is
@@ -57,26 +51,13 @@ WATERMARK_RESERVE = 4096
 RELEASE_AFTER_S = 1.0
 
 
-class DurabilityOps:
-    if TYPE_CHECKING:
-        _store: Store | None
-        limits: Limits
-        _registry: TopicRegistry
-        _total_bytes: int
-        _recovery_progress: float
+class Durability:
+    """Logging, seq reservations and recovery for one engine (see the module doc)."""
 
-        def _topic_for_write(
-            self, name: str, create: object, config: Mapping[str, Any] | None
-        ) -> tuple[TopicLog, bool]: ...
-        def _router_extension(self) -> StoreExtension | None: ...
-        def _queue_extension(self) -> StoreExtension | None: ...
-        def _cursor_extension(self) -> StoreExtension: ...
-        def _start_cursors(self) -> None: ...
-        def _start_routers(self, nursery: trio.Nursery) -> None: ...
-        def _start_queues(self, nursery: trio.Nursery) -> None: ...
-        async def _yield_point(self) -> None: ...
+    def __init__(self, appender: Appender) -> None:
+        self._app = appender
 
-    async def _log_append(
+    async def log_append(
         self,
         log: TopicLog,
         salt: int,
@@ -93,10 +74,11 @@ class DurabilityOps:
         the fsync class wait until it is synced (§2). With ``producer`` the entry carries
         that producer's new state; ``fence`` (a raised epoch) waits for the sync in every
         class (_producers rule 3)."""
-        store = self._store
+        app = self._app
+        store = app.store
         if store is None:
             log.wake()
-            await self._yield_point()
+            await app.yield_point()
             return (0.0, 0.0)
         # A created topic's TOPIC_PUT and its first APPEND are queued with no await in
         # between, so another writer's APPEND of this topic can never precede them.
@@ -108,123 +90,43 @@ class DurabilityOps:
         ticket = store.log_append(log, salt, frames, producer, key, fence=fence)
         log.wake()  # the WAL entry is queued: the readers may see the batch now
         if put is not None and target is not None:
-            await self._wait(put)
-            self._raise_watermark(log, target, put)
+            await app.wait(put)
+            app.raise_watermark(log, target, put)
         if ticket is None or (log.config.durability != "fsync" and not fence):
-            await self._yield_point()
+            await app.yield_point()
             return (0.0, 0.0)
-        return await self._wait(ticket)
-
-    async def _wait(self, ticket: WalTicket) -> tuple[float, float]:
-        """Await a WAL ticket; a storage failure becomes the contract's ``internal`` error,
-        a full disk ``insufficient_storage`` with an unknown outcome (Rule 4)."""
-        try:
-            return await ticket.wait()
-        except WalFullError as exc:
-            raise InsufficientStorageError(
-                "the disk filled up while this change was being logged; it is applied and "
-                "queued, and becomes durable if space returns before the server restarts. "
-                "Free disk space, then retry with the same idempotency key to learn the outcome",
-                detail={"storage": "disk_full", "outcome": "unknown"},
-            ) from exc
-        except WalError as exc:
-            raise InternalError(
-                f"the change could not be made durable ({exc}); its outcome is unknown "
-                "and writes are refused until restart",
-                detail={"storage": "wal_failed"},
-            ) from exc
-
-    def _init_durability(self) -> None:
-        """A topic's reservation in flight lives on its TopicLog; the free-space reading
-        (set up with the data directory) and the topics that may release live here."""
-        self._space: DiskSpace | None = None
-        # Topics holding seqs reserved above their head -> their head at the last release
-        # pass (None: not looked at yet), Rule 2a.
-        self._unreleased: dict[TopicLog, int | None] = {}
-
-    def _check_storage(self) -> None:
-        """Refuse a change before it is applied when storage cannot take it (Rule 4)."""
-        store = self._store
-        if store is None:
-            return
-        wal = store.wal
-        if wal.read_only:
-            raise InternalError(
-                "storage failed (a WAL write or fsync error); writes are refused until restart",
-                detail={"storage": "read_only"},
-            )
-        space = self._space
-        if space is not None:
-            space.maybe_refresh(wal.bytes_written_total)
-        if wal.full or (space is not None and space.low):
-            raise self._storage_refusal()
-
-    def _storage_refusal(self) -> InsufficientStorageError:
-        space = self._space
-        detail: dict[str, Any] = {
-            "storage": "disk_full"
-            if self._store is not None and self._store.wal.full
-            else ("below_reserve"),
-            "outcome": "not_stored",
-        }
-        if space is not None and space.free_bytes is not None:
-            detail["free_bytes"] = space.free_bytes
-            detail["min_free_bytes"] = space.min_free_bytes
-        what = (
-            "the disk is full"
-            if detail["storage"] == "disk_full"
-            else ("free disk space is below the reserve (TOPICS_MIN_FREE_BYTES)")
-        )
-        return InsufficientStorageError(
-            f"{what}; nothing was stored. Free disk space: writes resume by themselves",
-            detail=detail,
-        )
-
-    def storage_state(self) -> str:
-        """``"ok"``, ``"below_reserve"``, ``"disk_full"`` (both clear by themselves when
-        space returns) or ``"wal_failed"`` (refused until restart); for probes and metrics."""
-        store = self._store
-        if store is None:
-            return "ok"
-        if store.wal.read_only:
-            return "wal_failed"
-        if store.wal.full:
-            return "disk_full"
-        if self._space is not None and self._space.low:
-            return "below_reserve"
-        return "ok"
+        return await app.wait(ticket)
 
     def storage_gauges(self) -> dict[str, int]:
-        """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
-        space = self._space
+        space = self._app.space
         return {
-            "topics_storage_degraded": int(self.storage_state() != "ok"),
+            "topics_storage_degraded": int(self._app.storage_state() != "ok"),
             "topics_storage_free_bytes": (space.free_bytes or 0) if space is not None else 0,
             "topics_storage_min_free_bytes": space.min_free_bytes if space is not None else 0,
         }
 
-    def _reserved(self, log: TopicLog, records: object) -> bool:
-        """The synchronous part of :meth:`_reserve`: True when the durable watermark
+    def reserved(self, log: TopicLog, records: object) -> bool:
+        """The synchronous part of :meth:`reserve`: True when the durable watermark
         already covers this batch (no await needed), after applying a reservation that
         was synced meanwhile and starting the next one once half of the current is used.
         """
         n = len(records) if isinstance(records, list | tuple) else 0
         pending = log.reservation
         if pending is not None and pending[1].done and not pending[1].failed:
-            # (A failed one is left alone: the WAL is read-only, so _check_serving refuses
+            # (A failed one is left alone: the WAL is read-only, so check_serving refuses
             # every write before this point.)
             self._settle(log, pending)
         if log.head + n > log.watermark:
             return False
         if log.watermark - (log.head + n) < WATERMARK_RESERVE // 2 and log.reservation is None:
-            store = self._store
+            store = self._app.store
             assert store is not None
             target = log.head + n + WATERMARK_RESERVE
             log.reservation = (target, store.log_watermark(log, target))
             log.reserved_to = max(log.reserved_to, target)
         return True
 
-    async def _reserve(
+    async def reserve(
         self,
         name: str,
         log: TopicLog,
@@ -240,10 +142,11 @@ class DurabilityOps:
         steady load no writer waits for it: by the time it is needed it is synced.
         """
         n = len(records) if isinstance(records, list | tuple) else 0
-        store = self._store
+        app = self._app
+        store = app.store
         assert store is not None
         created = False
-        while not created and not self._reserved(log, records):
+        while not created and not self.reserved(log, records):
             # Looked up again on every turn: while this writer waited, others may have
             # used up what it waited for and started the next reservation already.
             pending = log.reservation
@@ -252,73 +155,76 @@ class DurabilityOps:
                 pending = (target, store.log_watermark(log, target))
                 log.reservation = pending
                 log.reserved_to = max(log.reserved_to, target)
-            await self._wait(pending[1])
+            await app.wait(pending[1])
             self._settle(log, pending)
-            log, created = self._topic_for_write(name, create, config)  # may be gone meanwhile
+            log, created = app.topic_for_write(name, create, config)  # may be gone meanwhile
         return log, created
 
     def _settle(self, log: TopicLog, reservation: tuple[int, WalTicket]) -> None:
         """Apply a reservation whose ticket was committed (synced)."""
-        self._raise_watermark(log, reservation[0], reservation[1])
+        self._app.raise_watermark(log, reservation[0], reservation[1])
         if log.reservation is reservation:
             log.reservation = None
 
-    def _raise_watermark(self, log: TopicLog, target: int, ticket: WalTicket) -> None:
-        """Apply a synced watermark entry, unless a HEAD entry logged after it released
-        the topic's reservation meanwhile (Rule 2a): replay would end below it too."""
-        if ticket.lsn < log.released_lsn:
-            return
-        log.watermark = max(log.watermark, target)
-        if log.watermark > log.head and log not in self._unreleased:
-            self._unreleased[log] = None
-
-    async def _log_topic(self, log: TopicLog, reserve: int = 0) -> None:
+    async def log_topic(self, log: TopicLog, reserve: int = 0) -> None:
         """Log a topic's creation or config; with ``reserve``, also reserve that many seqs."""
-        if self._store is None:
+        app = self._app
+        if app.store is None:
             return
         target = log.head + (max(WATERMARK_RESERVE, reserve) if reserve else 0)
         target = max(target, log.watermark)
-        ticket = self._store.log_topic(log, target)
+        ticket = app.store.log_topic(log, target)
         log.reserved_to = max(log.reserved_to, target)
-        await self._wait(ticket)
-        self._raise_watermark(log, target, ticket)
+        await app.wait(ticket)
+        app.raise_watermark(log, target, ticket)
 
     async def _release_quiet_topics(self) -> None:
         """Rule 2a, forever (a background task of the engine nursery)."""
         while True:
             await trio.sleep(RELEASE_AFTER_S)
-            self._release_pass()
+            self.release_pass()
 
-    def _release_pass(self) -> None:
+    def release_pass(self) -> None:
         """Release the reservation of every topic whose head stayed put since the last
         pass. Skipped while the WAL cannot take entries (they would only queue)."""
-        store = self._store
+        store = self._app.store
         if store is None or store.wal.read_only or store.wal.full:
             return
-        for log, seen in list(self._unreleased.items()):
+        unreleased = self._app.unreleased
+        for log, seen in list(unreleased.items()):
             pending = log.reservation
             if pending is not None and pending[1].done and not pending[1].failed:
                 # The reservation a write started when half of the last one was used, and
                 # no write came to settle it: settled here, or the topic never releases.
                 self._settle(log, pending)
             if log.deleted or log.watermark <= log.head:
-                del self._unreleased[log]
+                del unreleased[log]
             elif seen != log.head or log.reservation is not None or log.reserved_to > log.watermark:
-                self._unreleased[log] = log.head  # moved, or a reservation is in flight
+                unreleased[log] = log.head  # moved, or a reservation is in flight
             else:
                 log.released_lsn = store.log_head(log).lsn
                 log.watermark = log.reserved_to = log.head
-                del self._unreleased[log]
+                del unreleased[log]
 
     def wal_statistics(self) -> WalStatistics | None:
-        """WAL counters for /v0/metrics, or None for a memory-only engine."""
-        return self._store.wal.statistics() if self._store is not None else None
+        store = self._app.store
+        return store.wal.statistics() if store is not None else None
 
-    async def _recover(self, nursery: trio.Nursery, fs: Fs, paths: StorePaths) -> None:
-        """Rebuild state from disk in a worker thread, then start the WAL and checkpoints."""
+    async def recover(
+        self,
+        nursery: trio.Nursery,
+        fs: Fs,
+        paths: StorePaths,
+        extensions: Iterable[StoreExtension],
+        start_services: Callable[[trio.Nursery], None],
+    ) -> None:
+        """Rebuild state from disk in a worker thread, then start the WAL and checkpoints;
+        ``extensions`` (routers, queues, cursors) get their sections and entries back, and
+        ``start_services`` starts the subsystems once the state is final."""
+        app = self._app
 
         def progress(value: float) -> None:
-            self._recovery_progress = min(value, 0.999)
+            app.recovery_progress = min(value, 0.999)
 
         # Only a real file system has a page cache that outlives the process (heads.py).
         real = isinstance(fs, RealFs)
@@ -327,44 +233,32 @@ class DurabilityOps:
             lambda: recover(fs, paths, repair=True, progress=progress, handed_out=handed_out)
         )
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
-        store = Store(fs, paths, wal, rec.generation, max_open_files=self.limits.max_open_files)
+        store = Store(fs, paths, wal, rec.generation, max_open_files=app.limits.max_open_files)
         store.after_recovery(rec.covered_lsn, rec.files)
-        for ext in self._store_extensions():
+        for ext in extensions:
             logged = [(k, p) for k, p in rec.extension_entries if k in ext.entry_types]
             ext.restore(rec.extension_sections.get(ext.key), logged)
             store.extensions.append(ext)
         for key, idxs in rec.deleted.items():
             store.pending_deleted(key).update(idxs)
-        self._registry = rec.registry
-        self._total_bytes = sum(log.bytes for log in rec.registry.topics.values())
-        self._store = store
+        app.registry = rec.registry
+        app.total_bytes = sum(log.bytes for log in rec.registry.topics.values())
+        app.store = store
         # The gap markers recovery made for head jumps exist only in memory: log them
         # (synced) before serving, so a second crash replays them at the same seqs.
         tickets = [store.log_gap(log, marker) for log, marker in rec.new_gaps]
         tickets += [store.log_head(log, sync=True) for log in rec.new_heads]
         await nursery.start(wal.run)
-        self._space = DiskSpace(fs, paths.root, self.limits.min_free_bytes)
-        await nursery.start(self._space.run)
+        app.space = DiskSpace(fs, paths.root, app.limits.min_free_bytes)
+        await nursery.start(app.space.run)
         for ticket in tickets:
-            await self._wait(ticket)
+            await app.wait(ticket)
         if real:
             store.heads = HeadTable.create(paths.root, rec.registry.topics.values())
         await nursery.start(store.run, rec.registry)
         nursery.start_soon(self._release_quiet_topics)
-        self._start_services(nursery)
-        self._recovery_progress = 1.0
-
-    def _store_extensions(self) -> list[StoreExtension]:
-        """Subsystems that persist their own state through the store (routers, queues,
-        cursors)."""
-        exts = (self._router_extension(), self._queue_extension(), self._cursor_extension())
-        return [ext for ext in exts if ext is not None]
-
-    def _start_services(self, nursery: trio.Nursery) -> None:
-        """Start the subsystems' background work once state is final (after recovery)."""
-        self._start_routers(nursery)
-        self._start_queues(nursery)
-        self._start_cursors()
+        start_services(nursery)
+        app.recovery_progress = 1.0
 
 
 def open_data_dir(fs: Fs, data_dir: str) -> tuple[Fs, StorePaths, DirLock]:

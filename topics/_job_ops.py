@@ -1,4 +1,4 @@
-"""Job options of queue writes and the dead-letter redrive: an Engine mixin (§10.9).
+"""Job options of queue writes and the dead-letter redrive, behind the Engine facade (§10.9).
 
 Scheduled jobs (``deliver_at`` / ``delay_ms`` per record), dedupe keys (``dedupe_key``
 per record; ``dedupe``, ``dedupe_ms`` and ``replace`` per write) and
@@ -10,7 +10,7 @@ Rules:
    fields. A write without them costs one ``isdisjoint`` per record of a queue write and
    nothing on a log topic.
 2. Every append to a queue hands its records' stamps to the projection in the same
-   synchronous step (``_queue_appended``, called by ``Engine._append_batch``), so no
+   synchronous step (``queue_appended``, called by ``Appender.append_batch``), so no
    claim can see a scheduled job before it is scheduled. Router and dead-letter copies
    that carry stamps are treated alike, as they are after a restart.
 3. Dedupe: a record whose key is held is not appended; the answer names the holder's
@@ -48,12 +48,12 @@ from .errors import (
 from .queue_types import RedriveResult
 
 if TYPE_CHECKING:
+    from ._appender import Appender
+    from ._durability import Durability
     from ._log import TopicLog
-    from ._queue import Queues, QueueState
+    from ._queue_ops import QueueOps
     from ._registry import TopicRegistry
-    from ._storage.store import Store
     from ._storage.wal import WalTicket
-    from .settings import Limits
 
 __all__ = ["JOB_RECORD_FIELDS", "JOB_WRITE_FIELDS", "JobOps", "JobPlan"]
 
@@ -110,45 +110,21 @@ class JobPlan:
 
 
 class JobOps:
-    """Scheduled jobs, dedupe keys and redrive for :class:`topics.Engine` (see module)."""
+    """Scheduled jobs, dedupe keys and redrive for :class:`topics.Engine`, which documents
+    ``redrive`` (see the module docstring)."""
 
-    if TYPE_CHECKING:
-        _queues: Queues
-        _registry: TopicRegistry
-        _store: Store | None
-        limits: Limits
-
-        @property
-        def clock(self) -> Any: ...
-        def _check_serving(self) -> None: ...
-        def _live_topic(self, name: str) -> TopicLog: ...
-        def _queue_state(self, log: TopicLog) -> QueueState: ...
-        def _queue_log(self, name: str) -> TopicLog: ...
-        def _delete_seqs(self, log: TopicLog, seqs: list[int]) -> tuple[int, WalTicket | None]: ...
-        def _append_batch(
-            self,
-            log: TopicLog,
-            records: Sequence[Mapping[str, Any]],
-            node: str | None,
-            created: bool,
-            now: int,
-        ) -> tuple[Any, int, bytes]: ...
-        def _reserved(self, log: TopicLog, records: object) -> bool: ...
-        async def _reserve(
-            self,
-            name: str,
-            log: TopicLog,
-            records: object,
-            create: object,
-            config: Mapping[str, Any] | None,
-        ) -> tuple[TopicLog, bool]: ...
-        async def _wait(self, ticket: WalTicket) -> tuple[float, float]: ...
-        async def _yield_point(self) -> None: ...
+    def __init__(self, appender: Appender, durability: Durability, queues: QueueOps) -> None:
+        self._app = appender
+        self.clock = appender.clock
+        self.limits = appender.limits
+        self._durability = durability
+        self._queue_ops = queues
+        appender.queue_appended = self.queue_appended
 
     # -- writes -----------------------------------------------------------------------------
 
     @staticmethod
-    def _job_write_args(dedupe: object, dedupe_ms: object, replace: object) -> JobWrite | None:
+    def job_write_args(dedupe: object, dedupe_ms: object, replace: object) -> JobWrite | None:
         """A write's dedupe options, checked (None when none was given)."""
         if dedupe is None and dedupe_ms is None and replace is None:
             return None
@@ -173,7 +149,7 @@ class JobOps:
             window, _args.bool_arg("replace", replace) if replace is not None else False
         )
 
-    def _plan_jobs(
+    def plan_jobs(
         self,
         log: TopicLog,
         records: Sequence[Mapping[str, Any]],
@@ -207,7 +183,7 @@ class JobOps:
         if not marked:
             return records, None
         opts = options if options is not None else JobWrite(None, False)
-        q = self._queue_state(log)
+        q = self._queue_ops.queue_state(log)
         plan = JobPlan()
         out: list[Mapping[str, Any]] = list(records)
         dropped: set[int] = set()
@@ -243,26 +219,26 @@ class JobOps:
             plan.replaced = [(i, key, position[i], old) for i, key, old in replacing]
         return kept, plan
 
-    def _settle_jobs(self, log: TopicLog, plan: JobPlan) -> WalTicket | None:
+    def settle_jobs(self, log: TopicLog, plan: JobPlan) -> WalTicket | None:
         """After the append: delete the jobs a ``replace`` superseded (rule 3)."""
         if not plan.replaced:
             return None
-        q = self._queues.states.get(log.topic_id)
+        q = self._queue_ops.queues.states.get(log.topic_id)
         old = [seq for _, _, _, seq in plan.replaced]
         if q is not None:
             for seq in old:
                 q.schedule.discard(seq)
-        _, ticket = self._delete_seqs(log, old)
+        _, ticket = self._app.delete_seqs(log, old)
         if q is not None:
             q.mark()
         return ticket
 
-    def _queue_appended(
+    def queue_appended(
         self, log: TopicLog, records: Sequence[Mapping[str, Any]], first_seq: int, now: int
     ) -> None:
         """Hand the stamps of an append to the queue's projection (rule 2). A queue with
         no projection yet builds it from the log when it is first used."""
-        q = self._queues.states.get(log.topic_id)
+        q = self._queue_ops.queues.states.get(log.topic_id)
         if q is None:
             return
         for n, record in enumerate(records):
@@ -284,36 +260,18 @@ class JobOps:
         where: Mapping[str, Any] | None = None,
         may_touch: Callable[[str], bool] | None = None,
     ) -> RedriveResult:
-        """Move dead-lettered jobs from ``topic`` back to their queue (or ``to``).
-
-        Each job goes to ``to`` if given, else to the queue its ``$dead_letter_from``
-        stamp names. The copy keeps ``data``, ``$tag`` and ``meta`` and gets provenance
-        stamps (``$redrive_from``, ``$redrive_src_seq``, ``$redrive_origin``,
-        ``$redrive_origin_seq``, ``$redrive_at``); it is a fresh job (deliveries start
-        again). Jobs move in seq order, one atomic batch per target (module rule 4).
-
-        Args:
-            max: jobs to move at most (default 1000, at most 100000).
-            where: ``{"origin": queue}`` only jobs dead-lettered from that queue;
-                ``{"match": <tag match as in a delete>}`` only jobs whose tag matches.
-            may_touch: the caller's name allowlist; a target outside it is ``forbidden``
-                before anything moves.
-
-        Raises: invalid_request, topic_not_found (``topic``, or ``to``), not_a_queue
-        (``to`` is a log topic), forbidden.
-        """
         name = check_topic_name(topic)
         target_name = check_topic_name(to) if to is not None else None
         limit = REDRIVE_DEFAULT if max is None else _args.u64("max", max)
         if not 1 <= limit <= REDRIVE_MAX:
             raise InvalidRequestError.for_field("max", f"must be between 1 and {REDRIVE_MAX}")
         origin, spec = _where_args(where)
-        self._check_serving()
+        self._app.check_serving()
         await trio.lowlevel.checkpoint()
-        dlq = self._live_topic(name)
+        dlq = self._app.live_topic(name)
         if target_name is not None:
-            self._queue_log(target_name)
-        picked, skipped = _select(dlq, limit, origin, spec, target_name, self._registry)
+            self._queue_ops.queue_log(target_name)
+        picked, skipped = _select(dlq, limit, origin, spec, target_name, self._app.registry)
         if may_touch is not None:
             for target in {t for _, t in picked}:
                 if not may_touch(target):
@@ -344,30 +302,30 @@ class JobOps:
         self, dlq: TopicLog, target: str, seqs: list[int]
     ) -> tuple[int, int, int, float] | None:
         """Move one batch (module rule 4); None when nothing of it is left to move."""
-        dest = self._queue_log(target)
-        if self._store is not None and not self._reserved(dest, seqs):
-            dest, _ = await self._reserve(target, dest, seqs, False, None)
-        if self._registry.get(dlq.name) is not dlq:
+        dest = self._queue_ops.queue_log(target)
+        if self._app.store is not None and not self._durability.reserved(dest, seqs):
+            dest, _ = await self._durability.reserve(target, dest, seqs, False, None)
+        if self._app.registry.get(dlq.name) is not dlq:
             raise TopicNotFoundError.for_topic(dlq.name)
-        dest = self._queue_log(target)  # (deleted or retyped while reserving?)
+        dest = self._queue_ops.queue_log(target)  # (deleted or retyped while reserving?)
         now = self.clock.now_ms()
         live = [seq for seq in seqs if _is_live(dlq, seq)]  # another redrive may have won
         if not live:
             return None
         records = [_redrive_copy(dlq, seq, now) for seq in live]
         try:
-            entry, salt, frames = self._append_batch(dest, records, None, False, now)
+            entry, salt, frames = self._app.append_batch(dest, records, None, False, now)
         except (InvalidRequestError, RecordTooLargeError):
             # The stamps pushed a meta over a limit: the copies carry the stamps alone.
             records = [_redrive_copy(dlq, seq, now, keep_meta=False) for seq in live]
-            entry, salt, frames = self._append_batch(dest, records, None, False, now)
+            entry, salt, frames = self._app.append_batch(dest, records, None, False, now)
         tickets: list[WalTicket] = []
-        store = self._store
+        store = self._app.store
         if store is not None:
             ticket = store.log_append(dest, salt, frames)
             if ticket is not None:
                 tickets.append(ticket)
-        _, deleted = self._delete_seqs(dlq, live)
+        _, deleted = self._app.delete_seqs(dlq, live)
         if deleted is not None:
             tickets.append(deleted)
         dest.wake()
@@ -375,9 +333,9 @@ class JobOps:
         waited = 0.0
         if any(log.config.durability == "fsync" for log in (dest, dlq)):
             for ticket in tickets:
-                waited += (await self._wait(ticket))[1]
+                waited += (await self._app.wait(ticket))[1]
         else:
-            await self._yield_point()
+            await self._app.yield_point()
         return len(live), entry.first_seq, entry.last_seq, waited
 
 

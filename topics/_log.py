@@ -54,7 +54,7 @@ from .types import TombstoneReason
 
 if TYPE_CHECKING:
     from ._core._ext import _Keep as Keep
-    from ._producers import ProducerState
+    from ._producer_state import ProducerState
     from ._storage.wal import WalTicket
 
 __all__ = ["DedupeEntry", "GapMarker", "ReadWindow", "TopicLog"]
@@ -125,7 +125,7 @@ class TopicLog:
         self.last_read_ts: int | None = None
         self.trie = TagTrie()
         self.dedupe: OrderedDict[str, DedupeEntry] = OrderedDict()
-        # Producer id -> its highest epoch and last batch (_producers.py); logged.
+        # Producer id -> its highest epoch and last batch (_producer_state.py); logged.
         self.producers: dict[str, ProducerState] = {}
         # False once a key was remembered with an earlier written_at than the newest one (the
         # wall clock stepped back): the prune can no longer stop at the first live key.

@@ -38,13 +38,10 @@ Rules:
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import ujson
+from typing import TYPE_CHECKING
 
 from . import _args
+from ._producer_state import ProducerClaim, ProducerState
 from .errors import HeadMismatchError, InvalidRequestError, ProducerFencedError, ThrottledError
 
 if TYPE_CHECKING:
@@ -53,42 +50,13 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_PRODUCERS_PER_TOPIC",
     "PRODUCER_ID_MAX_CHARS",
-    "ProducerClaim",
-    "ProducerState",
     "check_expected_head",
     "check_producer",
-    "decode_append_producer",
-    "decode_producer",
-    "encode_append_producer",
-    "encode_producer",
-    "load_producers",
     "producer_arg",
-    "snapshot_producers",
 ]
 
 PRODUCER_ID_MAX_CHARS = 256
 MAX_PRODUCERS_PER_TOPIC = 10_000
-
-# topic_id, salt, epoch, producer_id bytes, key bytes (0: none; a key is never empty)
-_APPEND_PRODUCER_HEAD = struct.Struct("<QIQHH")
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerClaim:
-    """A write's ``producer_id`` and ``epoch``, validated."""
-
-    producer_id: str
-    epoch: int
-
-
-@dataclass(slots=True)
-class ProducerState:
-    """What a topic knows of one producer (rules 1-2)."""
-
-    epoch: int
-    key: str | None = None  # the idempotency key of its last appended batch
-    first_seq: int = 0
-    last_seq: int = 0
 
 
 def producer_arg(producer_id: object, epoch: object) -> ProducerClaim | None:
@@ -144,51 +112,3 @@ def check_expected_head(log: TopicLog, expected: int) -> None:
             "nothing was appended",
             detail={"topic": log.name, "expected_head_seq": expected, "head_seq": log.head},
         )
-
-
-# -- persistence (rule 3) -----------------------------------------------------------------
-
-
-def encode_append_producer(
-    topic_id: int, salt: int, claim: ProducerClaim, key: str | None, frames: bytes
-) -> bytes:
-    pid = claim.producer_id.encode()
-    kb = key.encode() if key is not None else b""
-    head = _APPEND_PRODUCER_HEAD.pack(topic_id, salt, claim.epoch, len(pid), len(kb))
-    return b"".join((head, pid, kb, frames))
-
-
-def decode_append_producer(
-    payload: bytes,
-) -> tuple[int, int, ProducerClaim, str | None, memoryview]:
-    """``(topic_id, salt, claim, key, frames)`` of an ``APPEND_PRODUCER`` entry."""
-    topic_id, salt, epoch, npid, nkey = _APPEND_PRODUCER_HEAD.unpack_from(payload)
-    view = memoryview(payload)
-    at = _APPEND_PRODUCER_HEAD.size
-    pid = bytes(view[at : at + npid]).decode()
-    at += npid
-    key = bytes(view[at : at + nkey]).decode() if nkey else None
-    return topic_id, salt, ProducerClaim(pid, epoch), key, view[at + nkey :]
-
-
-def encode_producer(topic_id: int, producer_id: str, state: ProducerState) -> bytes:
-    body = [topic_id, producer_id, state.epoch, state.key, state.first_seq, state.last_seq]
-    return ujson.dumps(body, ensure_ascii=False).encode()
-
-
-def decode_producer(payload: bytes) -> tuple[int, str, ProducerState]:
-    tid, pid, epoch, key, first, last = ujson.loads(payload)
-    return int(tid), str(pid), ProducerState(int(epoch), key, int(first), int(last))
-
-
-def snapshot_producers(log: TopicLog) -> dict[str, list[Any]]:
-    """The manifest form: ``{producer_id: [epoch, key, first_seq, last_seq]}``."""
-    return {pid: [s.epoch, s.key, s.first_seq, s.last_seq] for pid, s in log.producers.items()}
-
-
-def load_producers(section: object) -> dict[str, ProducerState]:
-    if not isinstance(section, dict):
-        return {}
-    return {
-        str(pid): ProducerState(int(v[0]), v[1], int(v[2]), int(v[3])) for pid, v in section.items()
-    }

@@ -3,7 +3,7 @@
 Role: for one queue topic instance (a ``TopicLog`` of type "queue"), say which jobs are
 claimable, who holds which lease until when, how often each job was delivered, and hand
 jobs out. Everything here is synchronous and runs on the engine's trio thread between
-awaits, so every method is atomic; the Engine mixin (``_queue_ops.py``) does the
+awaits, so every method is atomic; the queue endpoints (``_queue_ops.py``) do the
 validation, the waiting, the dead-letter writes and the WAL logging around it.
 
 Rules:

@@ -1,8 +1,9 @@
-"""Queue endpoints of the Engine facade (contract §10) and their engine hooks.
+"""Queue endpoints behind the Engine facade (contract §10) and their engine hooks.
 
-The Engine inherits this mixin; the lease projection itself lives in ``_queue.py``.
-Hooks the Engine calls: ``_init_queues``, ``_start_queues``, ``_queues_on_topic_deleted``,
-``_queue_extension`` (persistence of durable leases) and ``_queue_counters`` (§10.7).
+The Engine owns one :class:`QueueOps`, built on its appender, and delegates its §10
+methods to it; the lease projection itself lives in ``_queue.py``. Hooks the Engine calls:
+``start`` (after recovery), ``on_topic_deleted``, ``queues`` (the store extension that
+persists durable leases) and ``queue_counters`` (§10.7).
 
 Rules:
 1. Arguments are checked before the topic is resolved; then an absent topic is
@@ -14,7 +15,7 @@ Rules:
    claimer's ``max`` (largest remainder) and dealing them round-robin.
 3. Lease events are logged in the same synchronous step as the change they describe
    (so log order is change order) and only for ``leases_durable`` queues; the caller awaits
-   the WAL ticket only for the fsync class. Acks delete through ``Engine._delete_seqs``
+   the WAL ticket only for the fsync class. Acks delete through ``Appender.delete_seqs``
    (the permanent delete of §5), so an ack is as durable as the topic.
 4. A claim whose caller is cancelled after its jobs were leased (the client went away)
    releases them at once instead of leaving them to expire; likewise a /work session
@@ -72,15 +73,15 @@ from .errors import (
 from .queue_types import AckResult, ClaimResult, ExtendResult, NackResult
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable
 
-    from ._clock import Clock
+    from ._appender import Appender
     from ._log import TopicLog
-    from ._registry import TopicRegistry
-    from ._storage.store import Store, StoreExtension
     from ._storage.wal import WalTicket
-    from .settings import Limits
     from .types import WriteResult
+
+    #: ``Engine.write`` as the queues call it (dead letters).
+    WriteFn = Callable[..., Awaitable[WriteResult]]
 
 __all__ = ["DELAY_MS_MAX", "QueueOps", "WorkSession"]
 
@@ -91,56 +92,34 @@ DELAY_MS_MAX = 86_400_000
 
 
 class QueueOps:
-    """The §10 methods of :class:`topics.Engine` (a mixin; see the module docstring)."""
+    """The §10 methods of :class:`topics.Engine`, which documents the public ones (see the
+    module docstring)."""
 
-    if TYPE_CHECKING:
-        clock: Clock
-        limits: Limits
-        _store: Store | None
-        _nursery: trio.Nursery | None
-        _registry: TopicRegistry
-
-        def _check_serving(self) -> None: ...
-        def _check_ready(self) -> None: ...
-        async def _wait(self, ticket: WalTicket) -> tuple[float, float]: ...
-        def _live_topic(self, name: str) -> TopicLog: ...
-        def _delete_seqs(self, log: TopicLog, seqs: list[int]) -> tuple[int, WalTicket | None]: ...
-        async def write(
-            self,
-            topic: str,
-            records: Sequence[Mapping[str, Any]],
-            *,
-            node: str | None = None,
-            idempotency_key: str | None = None,
-            create: bool | None = None,
-            config: Mapping[str, Any] | None = None,
-            return_seqs: bool = True,
-        ) -> WriteResult: ...
+    def __init__(self, appender: Appender, write: WriteFn) -> None:
+        self._app = appender
+        self.clock = appender.clock
+        self.limits = appender.limits
+        # Engine.write, for dead letters (created, reserved and logged like any write).
+        self._write = write
+        self.queues = Queues()
 
     # -- hooks -------------------------------------------------------------------------
 
-    def _init_queues(self) -> None:
-        """Set up lease state (and the store extension that persists durable leases)."""
-        self._queues = Queues()
-
-    def _start_queues(self, nursery: trio.Nursery) -> None:
+    def start(self) -> None:
         """Adopt what recovery restored (the registry is final now)."""
-        self._queues.bind(self._registry)
+        self.queues.bind(self._app.registry)
 
-    def _queues_on_topic_deleted(self, log: TopicLog) -> None:
+    def on_topic_deleted(self, log: TopicLog) -> None:
         """Forget the leases of a deleted queue topic and wake its waiters."""
-        q = self._queues.states.pop(log.topic_id, None)
+        q = self.queues.states.pop(log.topic_id, None)
         if q is not None:
             q.wake()
 
-    def _queue_extension(self) -> StoreExtension | None:
-        return self._queues
-
-    def _queue_counters(self, log: TopicLog) -> dict[str, int] | None:
+    def queue_counters(self, log: TopicLog) -> dict[str, int] | None:
         """§10.7 counters of a queue topic (None for a log topic)."""
         if log.config.type != "queue":
             return None
-        q = self._queue_state(log)
+        q = self.queue_state(log)
         return {
             "ready": q.ready,
             "in_flight": q.in_flight,
@@ -153,33 +132,14 @@ class QueueOps:
     async def claim(
         self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
     ) -> ClaimResult:
-        """Lease up to ``max`` claimable jobs to ``node`` (§10.2).
-
-        Args:
-            node: the worker's identity (required; at most ``max_node_bytes``).
-            max: jobs wanted, clamped to ``limits.max_claim`` (fewer, even none, is normal).
-            lease_ms: lease duration (default the topic's ``lease_ms``), clamped
-                [100, 86400000].
-
-        Returns: the jobs ascending by seq, each with its ``lease_id``, absolute
-        ``deadline`` and ``deliveries``; and ``ready``, what is claimable afterwards.
-
-        Raises: invalid_request, topic_not_found, not_a_queue.
-
-        Example::
-
-            res = await engine.claim("jobs", node="w1", max=16)
-            for job in res.claimed: ...
-            await engine.ack("jobs", node="w1", seqs=res.seqs, lease_ids=res.lease_ids)
-        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         want = self._claim_max(max)
         lease = _lease_arg(lease_ms) if lease_ms is not None else None
-        self._check_serving()
+        self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
-        log = self._queue_log(name)
-        q = self._queue_state(log)
+        log = self.queue_log(name)
+        q = self.queue_state(log)
         return await self._claim_jobs(log, q, who, want, lease)
 
     async def _claim_jobs(
@@ -203,7 +163,7 @@ class QueueOps:
                 await self._dead_letter(log, q, dead)
             fsync_ms = 0.0
             if claim.ticket is not None and log.config.durability == "fsync":
-                fsync_ms = (await self._wait(claim.ticket))[1]
+                fsync_ms = (await self._app.wait(claim.ticket))[1]
             q.refresh(self.clock.now_ms())
             result = ClaimResult(
                 log.name,
@@ -239,7 +199,7 @@ class QueueOps:
                     self._release(log, q, claim.node, claim.seqs, claim.lease_ids)
                 else:
                     cohort.members.remove(claim)
-        if self._registry.get(log.name) is not log:  # deleted (maybe recreated) meanwhile
+        if self._app.registry.get(log.name) is not log:  # deleted (maybe recreated) meanwhile
             raise TopicNotFoundError.for_topic(log.name)
         if cohort.served:
             return []
@@ -256,7 +216,7 @@ class QueueOps:
         dl_after = cfg.max_deliveries if cfg.dead_letter is not None else 0
         taken, dead = q.pick(sum(c.want for c in claims), dl_after)
         shares = [taken] if len(claims) == 1 else deal(taken, [c.want for c in claims])
-        logged = self._store is not None and leases_durable(log)
+        logged = self._app.store is not None and leases_durable(log)
         for claim, jobs in zip(claims, shares, strict=True):
             if not jobs:
                 continue
@@ -287,33 +247,25 @@ class QueueOps:
         seqs: Sequence[int],
         lease_ids: Sequence[str] | None = None,
     ) -> AckResult:
-        """Complete jobs held by ``node``: each is permanently deleted (§10.4).
-
-        Seqs not currently leased to ``node`` (or whose lease id does not match, when
-        ``lease_ids`` is given: one per seq) are skipped and reported; acking is idempotent.
-        On an fsync-class queue the delete is synced before this returns.
-
-        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
-        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         refs = self._lease_refs(seqs, lease_ids)
-        self._check_serving()
+        self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
-        log = self._queue_log(name)
-        q = self._queue_state(log)
+        log = self.queue_log(name)
+        q = self.queue_state(log)
         acked, skipped = split_held(q, who, refs)
         ticket: WalTicket | None = None
         if acked:
             q.forget_leased(acked)
-            _, ticket = self._delete_seqs(log, acked)
+            _, ticket = self._app.delete_seqs(log, acked)
             lease_ticket = self._log_lease(log, ACKED, acked)
             if lease_ticket is not None:  # the later entry: syncing it syncs the delete too
                 ticket = lease_ticket
             q.mark()
         if ticket is not None and log.config.durability == "fsync":
             q.wake_node(who)  # a /work session at its in-flight bound may take more now
-            fsync_ms = (await self._wait(ticket))[1]
+            fsync_ms = (await self._app.wait(ticket))[1]
             return AckResult(name, len(acked), skipped, q.ready, q.in_flight, fsync_ms)
         result = AckResult(name, len(acked), skipped, q.ready, q.in_flight, 0.0)
         if acked:
@@ -332,19 +284,14 @@ class QueueOps:
         delay_ms: int = 0,
         lease_ids: Sequence[str] | None = None,
     ) -> NackResult:
-        """Release leases held by ``node``; each job is claimable again after ``delay_ms``
-        (clamped [0, 86400000]; until then it counts as neither ready nor in flight) (§10.5).
-
-        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
-        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         delay = min(_args.u64("delay_ms", delay_ms), DELAY_MS_MAX)
         refs = self._lease_refs(seqs, lease_ids)
-        self._check_serving()
+        self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
-        log = self._queue_log(name)
-        q = self._queue_state(log)
+        log = self.queue_log(name)
+        q = self.queue_state(log)
         held, skipped = split_held(q, who, refs)
         now = self.clock.now_ms()
         for seq in held:
@@ -352,7 +299,7 @@ class QueueOps:
         ticket = self._log_lease(log, RELEASED, now + delay, held) if held else None
         if ticket is not None and log.config.durability == "fsync":
             q.wake_node(who)
-            fsync_ms = (await self._wait(ticket))[1]
+            fsync_ms = (await self._app.wait(ticket))[1]
             return NackResult(name, len(held), skipped, q.ready, q.in_flight, fsync_ms)
         result = NackResult(name, len(held), skipped, q.ready, q.in_flight, 0.0)
         if held:
@@ -368,23 +315,16 @@ class QueueOps:
         lease_ms: int,
         lease_ids: Sequence[str] | None = None,
     ) -> ExtendResult:
-        """Set the deadline of leases held by ``node`` to now + ``lease_ms`` (§10.6).
-
-        Expired (reclaimed) or foreign leases are skipped; deliveries do not change.
-
-        Raises: invalid_request (also for a missing lease_ms), batch_too_large,
-        topic_not_found, not_a_queue.
-        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         if lease_ms is None:
             raise InvalidRequestError.for_field("lease_ms", "is required (the new lease length)")
         lease = _lease_arg(lease_ms)
         refs = self._lease_refs(seqs, lease_ids)
-        self._check_serving()
+        self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
-        log = self._queue_log(name)
-        q = self._queue_state(log)
+        log = self.queue_log(name)
+        q = self.queue_state(log)
         held, skipped = split_held(q, who, refs)
         deadline = self.clock.now_ms() + lease
         deadlines: dict[int, int] = {}
@@ -396,7 +336,7 @@ class QueueOps:
         ticket = self._log_lease(log, EXTENDED, events) if held else None
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
-            fsync_ms = (await self._wait(ticket))[1]
+            fsync_ms = (await self._app.wait(ticket))[1]
         return ExtendResult(name, len(held), skipped, deadlines, fsync_ms)
 
     # -- /work sessions (§10.8) ---------------------------------------------------------------
@@ -405,45 +345,29 @@ class QueueOps:
     async def open_work_session(
         self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
     ) -> AsyncIterator[WorkSession]:
-        """A PUSH-mode delivery session: keeps up to ``max`` jobs leased to this session.
-
-        ``await session.next_jobs()`` waits until it can lease at least one more job
-        without exceeding ``max`` in flight on this session, and returns them (a claim that
-        joins the coalescing window like any other). Jobs are acked, nacked and extended
-        through the ordinary methods. When the block exits (the connection closed, however),
-        every lease delivered on this session and still held is released at once.
-
-        Raises (at open): invalid_request, topic_not_found, not_a_queue. ``next_jobs``
-        raises topic_not_found / not_a_queue if the topic is deleted or stops being a queue.
-        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         want = self._claim_max(max)
         lease = _lease_arg(lease_ms) if lease_ms is not None else None
-        self._check_serving()
+        self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
-        log = self._queue_log(name)
+        log = self.queue_log(name)
         session = WorkSession(self, log, who, want, lease)
         try:
             yield session
         finally:
             session._close()
 
-    async def _wait_claimable(self, topic: str, *, timeout_s: float = math.inf) -> bool:
-        """Wait until the queue may have claimable jobs (or timeout); True if it has now.
-
-        Wakes on appends, nacks, releases and acks, and when a lease or nack delay is due.
-        Used by the worker helper for its idle wait.
-        """
-        self._check_ready()
-        log = self._queue_log(check_topic_name(topic))
-        q = self._queue_state(log)
+    async def wait_claimable(self, topic: str, *, timeout_s: float = math.inf) -> bool:
+        self._app.check_ready()
+        log = self.queue_log(check_topic_name(topic))
+        q = self.queue_state(log)
         if q.ready > 0:
             return True
         await self._park_queue(log, q, timeout_s)
-        if self._registry.get(log.name) is not log:
+        if self._app.registry.get(log.name) is not log:
             return False
-        return self._queue_state(log).ready > 0
+        return self.queue_state(log).ready > 0
 
     async def _park_queue(
         self, log: TopicLog, q: QueueState, timeout_s: float, full_node: str | None = None
@@ -468,9 +392,9 @@ class QueueOps:
                 if not lot and q.full.get(full_node) is lot:
                     del q.full[full_node]
             return
-        if not q.relay_running and self._nursery is not None:
+        if not q.relay_running and self._app.nursery is not None:
             q.relay_running = True
-            self._nursery.start_soon(_relay_appends, log, q)
+            self._app.nursery.start_soon(_relay_appends, log, q)
         q.waiting += 1
         try:
             with trio.move_on_after(timeout_s):
@@ -480,8 +404,8 @@ class QueueOps:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _queue_log(self, name: str) -> TopicLog:
-        log = self._live_topic(name)
+    def queue_log(self, name: str) -> TopicLog:
+        log = self._app.live_topic(name)
         if log.config.type != "queue":
             raise NotAQueueError(
                 f'topic "{name}" is a {log.config.type}, not a queue; '
@@ -490,9 +414,9 @@ class QueueOps:
             )
         return log
 
-    def _queue_state(self, log: TopicLog) -> QueueState:
+    def queue_state(self, log: TopicLog) -> QueueState:
         """The topic's projection, refreshed to now (expiry applied, waiters woken)."""
-        q = self._queues.state(log)
+        q = self.queues.state(log)
         if q.refresh(self.clock.now_ms()):
             q.wake()
         return q
@@ -540,7 +464,7 @@ class QueueOps:
 
     def _log_lease(self, log: TopicLog, kind: int, *body: object) -> WalTicket | None:
         """Log one lease event if the queue's leases are durable (rule 3)."""
-        store = self._store
+        store = self._app.store
         cfg = log.config
         if store is None or not cfg.leases_durable or cfg.durability == "ephemeral":
             return None
@@ -551,7 +475,7 @@ class QueueOps:
         self, log: TopicLog, q: QueueState, node: str, seqs: Iterable[int], lease_ids: Iterable[str]
     ) -> None:
         """Release, at once, the given leases that are still current (rule 4)."""
-        if self._queues.states.get(log.topic_id) is not q:
+        if self.queues.states.get(log.topic_id) is not q:
             return  # the topic is gone
         now = self.clock.now_ms()
         held = [
@@ -587,17 +511,17 @@ class QueueOps:
                     target,
                     exc.code,
                 )
-                if self._queues.states.get(log.topic_id) is q:
+                if self.queues.states.get(log.topic_id) is q:
                     q.give_back(seqs)
                     q.wake()
                 return
-        if self._queues.states.get(log.topic_id) is not q:
+        if self.queues.states.get(log.topic_id) is not q:
             return  # the queue was deleted meanwhile: nothing left to delete
         moved = [seq for seq in seqs if seq in q.dead_lettering]
         for seq in moved:
             q.untrack(seq)
         q.dead_lettered += len(moved)
-        self._delete_seqs(log, moved)
+        self._app.delete_seqs(log, moved)
         self._log_lease(log, DEAD_LETTERED, moved)
         q.mark()
 
@@ -605,12 +529,12 @@ class QueueOps:
         self, target: str, records: list[dict[str, Any]], source: str, seqs: list[int]
     ) -> None:
         try:
-            await self.write(target, records, return_seqs=False)
+            await self._write(target, records, return_seqs=False)
         except (InvalidRequestError, RecordTooLargeError):
             # The stamps pushed a record's meta over a limit: keep only the stamps.
             for record, seq in zip(records, seqs, strict=True):
                 record["meta"] = stamp_dead_letter_meta(None, source, 0, seq)
-            await self.write(target, records, return_seqs=False)
+            await self._write(target, records, return_seqs=False)
 
 
 class WorkSession:
@@ -623,9 +547,9 @@ class WorkSession:
     """
 
     def __init__(
-        self, engine: QueueOps, log: TopicLog, node: str, max_in_flight: int, lease_ms: int | None
+        self, ops: QueueOps, log: TopicLog, node: str, max_in_flight: int, lease_ms: int | None
     ) -> None:
-        self._engine = engine
+        self._ops = ops
         self._log = log
         self.topic = log.name
         self.node = node
@@ -641,31 +565,31 @@ class WorkSession:
 
         Raises: topic_not_found / not_a_queue when the topic went away or changed type.
         """
-        engine = self._engine
+        ops = self._ops
         retried = False
         while True:
             if self._closed:
                 raise RuntimeError("this work session is closed")
-            log = engine._queue_log(self.topic)
+            log = ops.queue_log(self.topic)
             if log is not self._log:  # deleted and recreated as a queue: a new instance
                 self._log = log
                 self.held.clear()
-            q = engine._queue_state(log)
+            q = ops.queue_state(log)
             self._prune(q)
             want = self.max - len(self.held)
             if want > 0 and q.ready > 0:
-                result = await engine._claim_jobs(log, q, self.node, want, self.lease_ms, self)
+                result = await ops._claim_jobs(log, q, self.node, want, self.lease_ms, self)
                 if result.count:
                     return result
                 # Nothing was leased (all picked jobs were dead-lettered, or the cohort
                 # took them). Jobs may have arrived while the claim awaited: look once
                 # more before parking, but never loop on a dead letter that keeps failing.
-                q = engine._queue_state(log)
+                q = ops.queue_state(log)
                 if not retried and q.ready > 0:
                     retried = True
                     continue
             retried = False
-            await engine._park_queue(log, q, math.inf, self.node if want <= 0 else None)
+            await ops._park_queue(log, q, math.inf, self.node if want <= 0 else None)
 
     def poll(self, hook: Callable[[], object]) -> ClaimResult | None:
         """:meth:`next_jobs` for a caller without a task of its own: lease what can be
@@ -678,17 +602,17 @@ class WorkSession:
         the caller then goes back to :meth:`next_jobs`, which raises or waits. Expiry is
         clock-driven: the caller also polls again at :meth:`next_change_ms`.
         """
-        engine = self._engine
+        ops = self._ops
         self.unhook()
         if self._closed:
             return None
-        log = engine._registry.get(self.topic)
+        log = ops._app.registry.get(self.topic)
         if log is not self._log:
             return None
         cfg = log.config
         if cfg.type != "queue":
             return None
-        q = engine._queue_state(log)
+        q = ops.queue_state(log)
         if (
             cfg.claim_jitter_ms
             or (cfg.dead_letter is not None and q.free)  # a freed job may be due to go
@@ -700,8 +624,8 @@ class WorkSession:
         if want > 0 and q.ready > 0:
             lease_ms = self.lease_ms if self.lease_ms is not None else cfg.lease_ms
             claim = Claim(self.node, want, lease_ms)
-            engine._serve(log, q, [claim])  # never dead-letters: checked above
-            q.refresh(engine.clock.now_ms())
+            ops._serve(log, q, [claim])  # never dead-letters: checked above
+            q.refresh(ops.clock.now_ms())
             seqs = tuple(claim.seqs)
             result = ClaimResult(
                 log.name, tuple(claim.fragments), seqs, tuple(claim.lease_ids), q.ready
@@ -710,12 +634,12 @@ class WorkSession:
             want -= len(seqs)
         else:
             result = ClaimResult(log.name, (), (), (), q.ready)
-        if engine._queues.states.get(log.topic_id) is q:
+        if ops.queues.states.get(log.topic_id) is q:
             q.hooked[self] = (self.node, want <= 0, hook)
             self._hooked = q
-            if not q.relay_running and engine._nursery is not None:
+            if not q.relay_running and ops._app.nursery is not None:
                 q.relay_running = True
-                engine._nursery.start_soon(_relay_appends, log, q)
+                ops._app.nursery.start_soon(_relay_appends, log, q)
         return result
 
     def unhook(self) -> None:
@@ -727,13 +651,13 @@ class WorkSession:
 
     def next_change_ms(self) -> int | None:
         """The clock time (ms) of the queue's next lease expiry or nack delay, if any."""
-        q = self._engine._queues.states.get(self._log.topic_id)
+        q = self._ops.queues.states.get(self._log.topic_id)
         return q.next_change_ms() if q is not None else None
 
     @property
     def in_flight(self) -> int:
         """Jobs delivered on this session and still leased."""
-        q = self._engine._queues.states.get(self._log.topic_id)
+        q = self._ops.queues.states.get(self._log.topic_id)
         if q is not None:
             self._prune(q)
         return len(self.held)
@@ -753,10 +677,10 @@ class WorkSession:
         """Release every lease still held from this session (release-on-disconnect)."""
         self._closed = True
         self.unhook()
-        engine = self._engine
-        q = engine._queues.states.get(self._log.topic_id)
+        ops = self._ops
+        q = ops.queues.states.get(self._log.topic_id)
         if q is not None and self.held:
-            engine._release(self._log, q, self.node, list(self.held), list(self.held.values()))
+            ops._release(self._log, q, self.node, list(self.held), list(self.held.values()))
         self.held.clear()
 
 

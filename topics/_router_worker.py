@@ -8,7 +8,7 @@ Rules:
    the source's ParkingLot with nothing awaited in between, so no publish is missed and
    nothing polls.
 2. A pass is synchronous: it reads frames after the cursor straight from the source's
-   segments, appends the copies to dest with the engine's ``_append_batch`` and advances
+   segments, appends the copies to dest with the appender's ``append_batch`` and advances
    the cursor in the same step, so the cursor and dest never disagree (the checkpoint
    snapshots both at once). Copies are not WAL-logged (derived, see ``_routers`` rule 1).
 3. Before a copy takes a dest seq above dest's durable watermark, the worker reserves like
@@ -44,14 +44,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 import ujson
 
+from ._appender import WATERMARK_RESERVE
 from ._core import FRAME_HEADER_SIZE, json_check
 from ._storage.wal import WalError, WalFullError
 from .errors import RecordTooLargeError, ThrottledError, TopicFullError
 
 if TYPE_CHECKING:
+    from ._appender import Appender
     from ._log import TopicLog
     from ._routers import Router, Routers
-    from .engine import Engine
 
 __all__ = ["BATCH_MAX", "HOP_CAP", "join_stamp", "run_router", "split_stamp"]
 
@@ -89,16 +90,16 @@ class _Batch:
 
 async def run_router(routers: Routers, router: Router) -> None:
     """Forward until the router is removed or the engine stops (rules 1-5)."""
-    engine = routers.engine
-    _adopt_evidence(engine, router)
+    app = routers.appender
+    _adopt_evidence(app, router)
     backoff = 0.0
     while not router.removed:
-        registry = engine._registry
+        registry = app.registry
         source = registry.get(router.config.source)
         dest = registry.get(router.config.dest)
-        if source is None or dest is None or _stopped(engine):
+        if source is None or dest is None or _stopped(app):
             return  # the cascade removes the router in the same step as the topic
-        engine._apply_retention(source)
+        app.apply_retention(source)
         if router.cursor >= source.head:
             await source.waiters.park()  # rule 1: nothing awaited since the check
             continue
@@ -107,7 +108,7 @@ async def run_router(routers: Routers, router: Router) -> None:
             return
         if step > 0:
             try:
-                await _reserve(engine, dest, step)
+                await _reserve(app, dest, step)
             except WalFullError:
                 # The disk is full: the reservation stays queued in the WAL, and forwarding
                 # goes on once it is written (space returned), without a restart.
@@ -124,32 +125,30 @@ async def run_router(routers: Routers, router: Router) -> None:
         await trio.lowlevel.checkpoint()  # a long backlog must not starve other tasks
 
 
-def _stopped(engine: Engine) -> bool:
+def _stopped(app: Appender) -> bool:
     """The engine is closing, or its storage failed (writes are refused until restart)."""
-    store = engine._store
-    return engine._closed or (store is not None and store.wal.read_only)
+    store = app.store
+    return app.closed or (store is not None and store.wal.read_only)
 
 
-async def _reserve(engine: Engine, dest: TopicLog, n: int) -> None:
-    """Rule 3 (``Engine._reserve`` for a router's batch)."""
-    from ._durability import WATERMARK_RESERVE
-
-    store = engine._store
+async def _reserve(app: Appender, dest: TopicLog, n: int) -> None:
+    """Rule 3 (``Durability.reserve`` for a router's batch)."""
+    store = app.store
     assert store is not None
     target = dest.head + n + max(WATERMARK_RESERVE, n)
     ticket = store.log_watermark(dest, target)
     dest.reserved_to = max(dest.reserved_to, target)
     await ticket.wait()
-    engine._raise_watermark(dest, target, ticket)
+    app.raise_watermark(dest, target, ticket)
 
 
 def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: TopicLog) -> int:
     """One synchronous pass (rule 2). Returns _PROGRESS, _FULL, _STOP, or a positive number
     of dest seqs to reserve before the pass can run."""
-    engine = routers.engine
-    if _stopped(engine):
+    app = routers.appender
+    if _stopped(app):
         return _STOP
-    store = engine._store
+    store = app.store
     floor = source.evict_floor
     if router.cursor + 1 < floor:  # rule 5
         if store is not None and dest.head + 1 > dest.watermark:
@@ -157,15 +156,15 @@ def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: Topi
         dest.add_gap("source_trim", floor - 1 - router.cursor, router.cursor + 1, floor - 1)
         router.cursor = floor - 1
         dest.wake()  # readers wake after this pass, which goes on with the copies
-    limit = min(router.batch_limit, engine.limits.max_batch_records)
+    limit = min(router.batch_limit, app.limits.max_batch_records)
     batch = _collect(routers, router, source, limit)
     n = len(batch.records)
     if n and store is not None and dest.head + n > dest.watermark:
         return n
     if n:
-        engine._apply_retention(dest)
+        app.apply_retention(dest)
         try:
-            engine._append_batch(dest, batch.records, None, False, engine.clock.now_ms())
+            app.append_batch(dest, batch.records, None, False, app.clock.now_ms())
             dest.wake()  # copies are not WAL-logged (rule 2): applied is published
         except (TopicFullError, ThrottledError, RecordTooLargeError) as exc:  # rule 4
             if n > 1:
@@ -256,7 +255,7 @@ def _stamped_meta(
         f'"hops":{hops},"origin":"{origin}"}}'
     ).encode()
     stamped = join_stamp(stamp, rest)
-    limits = routers.engine.limits
+    limits = routers.appender.limits
     if (
         len(stamped) <= limits.max_meta_bytes
         and len(stamped) + data_len <= limits.max_record_bytes
@@ -322,12 +321,12 @@ def _dumps(obj: Any) -> bytes:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _adopt_evidence(engine: Engine, router: Router) -> None:
+def _adopt_evidence(app: Appender, router: Router) -> None:
     """Rule 7."""
     if router.config.guarantee != "exactly_once":
         return
-    source = engine._registry.get(router.config.source)
-    dest = engine._registry.get(router.config.dest)
+    source = app.registry.get(router.config.source)
+    dest = app.registry.get(router.config.dest)
     if source is None or dest is None:
         return
     needle = f'"router":"{router.name}","inc":{router.inc},'.encode()

@@ -66,8 +66,8 @@ from .router_types import (
 )
 
 if TYPE_CHECKING:
+    from ._appender import Appender
     from ._storage.wal import WalTicket
-    from .engine import Engine
 
 __all__ = [
     "ROUTER_DELETE",
@@ -155,13 +155,14 @@ class Router:
 
 
 class Routers:
-    """The router set of one engine; also its :class:`~topics._storage.store.StoreExtension`."""
+    """The router set of one engine; also its :class:`~topics._persistence.store.StoreExtension`."""
 
     key = SECTION_KEY
     entry_types = frozenset({ROUTER_PUT, ROUTER_DELETE})
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, appender: Appender) -> None:
+        self.appender = appender
+        appender.router_names = lambda: self.names
         self.routers: dict[str, Router] = {}
         self.names: list[str] = []
         self._by_source: dict[str, set[str]] = {}
@@ -173,13 +174,13 @@ class Routers:
     def __len__(self) -> int:
         return len(self.routers)
 
-    # -- the endpoints (called by the Engine mixin) -------------------------------------
+    # -- the endpoints (called by the Engine facade) -------------------------------------
 
     async def put(self, name: str, body: object) -> PutRouterResult:
         name = check_router_name(name)
         config = parse_router_config(body)
-        engine = self.engine
-        engine._check_serving()
+        app = self.appender
+        app.check_serving()
         old = self.routers.get(name)
         if old is not None and old.config == config:
             await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
@@ -188,9 +189,9 @@ class Routers:
         created = [t for t, log in ((config.source, source), (config.dest, dest)) if log is None]
         # Auto-create (rule 4): only now that nothing can refuse the router any more.
         if source is None:
-            source = engine._registry.create(config.source, TopicConfig())
+            source = app.registry.create(config.source, TopicConfig())
         if dest is None:
-            dest = engine._registry.create(config.dest, TopicConfig())
+            dest = app.registry.create(config.dest, TopicConfig())
         # Rule 6: everything below up to the awaits is one synchronous step.
         restart = old is None or old.config.source != config.source
         router = Router(name, config, _new_inc())
@@ -207,18 +208,18 @@ class Routers:
         tickets = self._log_put(router, made, restart)
         self._spawn(router)
         for ticket in tickets:
-            await engine._wait(ticket)
+            await app.wait(ticket)
         if not tickets:
             await trio.lowlevel.checkpoint()
         return PutRouterResult(name, old is None, config)
 
     async def get(self, name: str) -> RouterInfo:
         name = check_router_name(name)
-        self.engine._check_ready()
+        self.appender.check_ready()
         router = self.routers.get(name)
         if router is None:
             raise RouterNotFoundError.for_router(name)
-        source = self.engine._registry.get(router.config.source)
+        source = self.appender.registry.get(router.config.source)
         lag = max(0, source.head - router.cursor) if source is not None else 0
         await trio.lowlevel.checkpoint()
         return RouterInfo(
@@ -246,7 +247,7 @@ class Routers:
             raise InvalidRequestError.for_field("page_size", "must be at least 1")
         size = min(size, MAX_PAGE_SIZE)
         after = decode_list_cursor(cursor) if cursor is not None else None
-        self.engine._check_ready()
+        self.appender.check_ready()
         out: list[RouterSummary] = []
         last: str | None = None
         for router in self._iter_from(prefix or "", after):
@@ -268,13 +269,13 @@ class Routers:
 
     async def delete(self, name: str) -> DeleteRouterResult:
         name = check_router_name(name)
-        self.engine._check_serving()
+        self.appender.check_serving()
         router = self.routers.get(name)
         if router is not None:
             self._unlink(router)
         ticket = self._log_delete(name) if router is not None else None
         if ticket is not None:
-            await self.engine._wait(ticket)
+            await self.appender.wait(ticket)
         else:
             await trio.lowlevel.checkpoint()
         return DeleteRouterResult(name, router is not None)
@@ -293,22 +294,22 @@ class Routers:
         self, name: str, config: RouterConfig, old: Router | None
     ) -> tuple[TopicLog | None, TopicLog | None]:
         """Rule 4's checks after the body's; returns the source and dest that exist."""
-        engine = self.engine
-        source = engine._registry.get(config.source)
-        dest = engine._registry.get(config.dest)
+        app = self.appender
+        source = app.registry.get(config.source)
+        dest = app.registry.get(config.dest)
         if dest is None and not config.create_dest:
             raise _topic_missing(config.dest, "dest")
         self._check_fan_in(name, config)
         if not config.allow_cycle:
             self._check_cycle(name, config)
-        cap = engine.limits.max_routers
+        cap = app.limits.max_routers
         if old is None and cap and len(self.routers) >= cap:
             raise ThrottledError.for_limit("max_routers", cap)
         if old is None:
-            engine._check_router_quota(name)
+            app.check_router_quota(name)
         missing = [t for t, log in ((config.source, source), (config.dest, dest)) if log is None]
         for i, topic in enumerate(missing):
-            engine._check_topic_cap(topic, missing[:i])
+            app.check_topic_cap(topic, missing[:i])
         return source, dest
 
     def _check_fan_in(self, name: str, config: RouterConfig) -> None:
@@ -470,7 +471,7 @@ class Routers:
     # -- persistence (rule 1) ------------------------------------------------------------
 
     def _log_put(self, router: Router, created: list[TopicLog], restart: bool) -> list[WalTicket]:
-        store = self.engine._store
+        store = self.appender.store
         if store is None:
             return []
         # The auto-created topics come first: replay must know them before the router.
@@ -483,7 +484,7 @@ class Routers:
         return tickets
 
     def _log_delete(self, name: str) -> WalTicket | None:
-        store = self.engine._store
+        store = self.appender.store
         if store is None:
             return None
         payload = ujson.dumps({"name": name}, ensure_ascii=False).encode()
@@ -499,7 +500,7 @@ class Routers:
         self._restored = (section, logged)
 
     def _apply_restored(self, section: Any, logged: list[tuple[int, bytes]]) -> None:
-        registry = self.engine._registry
+        registry = self.appender.registry
         records: dict[str, dict[str, Any]] = {}
         if isinstance(section, dict):
             for rec in section.get("routers", ()):

@@ -1,7 +1,8 @@
-"""Live-delivery methods of the Engine facade (contract §7 watch, §7.x WebSocket, §11 caps).
+"""Live-delivery methods behind the Engine facade (contract §7 watch, §7.x WebSocket, §11 caps).
 
-The Engine inherits this mixin; the hub itself lives in ``_watch.py`` and is created on
-first use (``watch_hub``), so the Engine needs no hook for it. Frontends call:
+The Engine owns one :class:`WatchOps`, built on its appender and its named cursors, and
+delegates to it; the hub itself lives in ``_watch.py`` and is created on first use
+(``watch_hub``), so the Engine needs no hook for it. Frontends call:
 
 - ``create_watch`` (POST /v0/watch) and ``open_watch`` (GET /v0/watch/:wid),
 - ``open_watch_feed`` + ``watch_subscribe`` (a WebSocket's subscriptions),
@@ -37,13 +38,12 @@ from .errors import InvalidRequestError, TopicNotFoundError
 from .watch_types import TopicWatermarks, WatchCreated, WatchStatistics
 
 if TYPE_CHECKING:
-    from ._clock import Clock
+    from ._appender import Appender
+    from ._cursor_ops import CursorOps
     from ._log import TopicLog
     from ._registry import TopicRegistry
-    from ._storage.store import Store
     from ._storage.wal import Wal
     from .auth import Principal
-    from .settings import Limits
 
 __all__ = ["WatchOps"]
 
@@ -55,38 +55,28 @@ _START_FIELDS = frozenset({"from_seq", "tail"})
 
 
 class WatchOps:
-    """The live-delivery methods of :class:`topics.Engine` (see the module docstring)."""
+    """The live-delivery methods of :class:`topics.Engine`, which documents the public ones
+    (see the module docstring)."""
 
-    if TYPE_CHECKING:
-        clock: Clock
-        limits: Limits
-        _store: Store | None
-        _nursery: trio.Nursery | None
-        _registry: TopicRegistry
+    def __init__(self, appender: Appender, cursors: CursorOps) -> None:
+        self._app = appender
+        self.clock = appender.clock
+        self.limits = appender.limits
+        self._cursor_ops = cursors
+        self._watch_hub: WatchHub | None = None
+        self.apply_retention = appender.apply_retention
 
-        def _check_ready(self) -> None: ...
-        def _commit_delivered(self, log: TopicLog, cursor: str, seq: int) -> None: ...
-        @staticmethod
-        def _named_starts(topics: Any) -> tuple[Any, dict[str, tuple[str, bool]]]: ...
-        def _start_at_cursors(
-            self,
-            resolved: dict[str, tuple[TopicLog, int, TopicWatermarks]],
-            named: Mapping[str, tuple[str, bool]],
-        ) -> None: ...
-        @staticmethod
-        def _commit_to(named: Mapping[str, tuple[str, bool]], topic: str) -> str | None: ...
-        def _apply_retention(self, log: TopicLog, now: int | None = None) -> None: ...
-
-    _watch_hub: WatchHub | None = None
+    @property
+    def registry(self) -> TopicRegistry:
+        return self._app.registry
 
     @property
     def watch_hub(self) -> WatchHub:
-        """The engine's watch hub (created on first use); tests tune ``.settings`` here."""
         hub = self._watch_hub
         if hub is None:
             hub = self._watch_hub = WatchHub(
                 now_ms=self.clock.now_ms,
-                retention=self._apply_retention,
+                retention=self._app.apply_retention,
                 wal=self._watch_wal,
                 spawn=self._watch_spawn,
                 wait_wal=self._wait_wal_progress,
@@ -95,7 +85,7 @@ class WatchOps:
                 max_connections_per_key=self.limits.max_sse_connections_per_key,
                 max_sessions_per_key=self.limits.max_watch_sessions_per_key,
             )
-            hub.on_delivered = self._commit_delivered
+            hub.on_delivered = self._cursor_ops.commit_delivered
         return hub
 
     async def create_watch(
@@ -119,31 +109,6 @@ class WatchOps:
         format: str = "records",
         ce_type_field: str | None = None,
     ) -> WatchCreated:
-        """Create a watch session (POST /v0/watch, §7.1).
-
-        Args:
-            topics: topic -> ``{"from_seq": n}`` or ``{"tail": true}`` (or ``{}``/None).
-            lenient: drop unknown topics instead of failing (at least one must exist).
-            owner: the key that creates it; only the same key opens its stream (None:
-                auth disabled, the wid alone opens it).
-            topic_prefix: prefix -> ``{"tail", "max_backlog"}``: every topic under it,
-                now and created later (``topics`` may then be empty; _watch_prefix).
-            max_backlog: the default per-topic backlog limit (0: none; _watch_guard).
-            on_backlog: ``"jump"`` (a ``backlog-exceeded`` frame) or ``"error"`` (409 here).
-            where, format, ce_type_field: filter every topic's records and/or deliver them
-                as CloudEvents, as on a diff; a topic's options may also hold ``from_ts``,
-                ``to_ts`` and ``to_seq`` (topics/_watch_bounds.py).
-
-        Raises: invalid_request (malformed, no topics, over TOPICS_MAX_WATCH_TOPICS),
-        forbidden (a prefix outside the owner's allowlist), topic_not_found,
-        backlog_exceeded (409, with ``on_backlog: "error"``), throttled
-        (TOPICS_MAX_WATCH_SESSIONS).
-
-        Example::
-
-            res = await engine.create_watch({"orders": {"from_seq": 0}})
-            stream = engine.open_watch(res.wid)
-        """
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
@@ -152,13 +117,13 @@ class WatchOps:
         hb = min(max(hb, HEARTBEAT_MS_RANGE[0]), HEARTBEAT_MS_RANGE[1])
         lenient = _args.bool_arg("lenient", lenient)
         topics, timed = split_topic_bounds(topics)
-        topics, named = self._named_starts(topics)
+        topics, named = self._cursor_ops.named_starts(topics)
         guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, owner)
         starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
-        self._check_ready()
+        self._app.check_ready()
         lenient_all = lenient and guard.entries is not None  # a prefix may cover none yet
         resolved = self._resolve_starts(starts, lenient, lenient_all) if starts else {}
-        self._start_at_cursors(resolved, named)
+        self._cursor_ops.start_at_cursors(resolved, named)
         apply_from_ts(resolved, timed)
         hub = self.watch_hub
         resolved = guard.resolve(self, resolved, {}, self.limits.max_watch_topics)
@@ -167,7 +132,7 @@ class WatchOps:
         )
         guard.arm_session(self, session)
         for name, st in session.topics.items():
-            st.commit_to = self._commit_to(named, name)
+            st.commit_to = self._cursor_ops.commit_to(named, name)
             if name in timed:
                 st.opts = topic_options(opts, timed[name])
         marks = {name: w for name, (_, _, w) in resolved.items()}
@@ -180,26 +145,16 @@ class WatchOps:
         owner: Principal | None = None,
         rewind: Mapping[str, int] | int | None = None,
     ) -> WatchStream:
-        """Open the stream of session ``wid`` (GET /v0/watch/:wid, §7.3-§7.4).
-
-        ``rewind`` is the decoded Last-Event-ID (a cursor map or a checkpoint frame
-        number): it may move the session's cursors back, never forward. The caller owns
-        the returned stream and must ``close()`` it.
-
-        Raises: invalid_request (malformed wid), not_found, unauthorized, throttled.
-        """
-        self._check_ready()
+        self._app.check_ready()
         stream = self.watch_hub.open_stream(wid, owner, rewind)
         if stream.session.prefixes is not None:
-            join_existing(stream, self._registry)  # what was created meanwhile
+            join_existing(stream, self._app.registry)  # what was created meanwhile
         return stream
 
     def close_watch(self, wid: str) -> bool:
-        """Remove session ``wid`` now; an open stream ends with ``error`` 410."""
         return self.watch_hub.kill(wid)
 
     def open_watch_feed(self) -> WatchFeed:
-        """An empty feed for a WebSocket connection (topics via ``watch_subscribe``)."""
         return WatchFeed(self.watch_hub)
 
     def watch_subscribe(
@@ -222,19 +177,12 @@ class WatchOps:
         format: str = "records",
         ce_type_field: str | None = None,
     ) -> dict[str, TopicWatermarks]:
-        """Add (or restart) topics on ``feed`` (a WebSocket ``subscribe``, §7.x).
-
-        All or nothing: every topic is checked before any is added. Returns each topic's
-        start and watermarks. ``topic_prefix``, ``max_backlog`` and ``on_backlog`` as for
-        :meth:`create_watch`; ``principal`` narrows the prefixes to its allowlist.
-        Raises: invalid_request, forbidden, topic_not_found, backlog_exceeded.
-        """
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
         opts = stream_options(opts, where, format, ce_type_field)
         topics, timed = split_topic_bounds(topics)
-        topics, named = self._named_starts(topics)
+        topics, named = self._cursor_ops.named_starts(topics)
         guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, principal)
         starts = guard.starts(self._watch_starts, self.limits.max_watch_topics)
         new = [name for name in starts if name not in feed.topics]
@@ -243,43 +191,34 @@ class WatchOps:
                 "topics",
                 f"a connection may subscribe to at most {self.limits.max_watch_topics} topics",
             )
-        self._check_ready()
+        self._app.check_ready()
         resolved = self._resolve_starts(starts, lenient=False) if starts else {}
-        self._start_at_cursors(resolved, named)
+        self._cursor_ops.start_at_cursors(resolved, named)
         apply_from_ts(resolved, timed)
         resolved = guard.resolve(self, resolved, feed.topics, self.limits.max_watch_topics)
         for name, (log, cursor, _) in resolved.items():
             topts = topic_options(opts, timed.get(name))
             ft = feed.add(name, log, cursor, topts, guard.first_read(name))
-            ft.commit_to = self._commit_to(named, name)
+            ft.commit_to = self._cursor_ops.commit_to(named, name)
         guard.arm_feed(self, feed, opts)
         return {name: w for name, (_, _, w) in resolved.items()}
 
     def watch_prefixes(self, feed: WatchFeed) -> dict[str, Any]:
-        """The ``topic_prefix`` entries ``feed`` joins new topics under (what each covers)."""
         joiner = self.watch_hub.joiners.get(feed)
         if not isinstance(joiner, FeedJoiner):
             return {}
         return {e.prefix: e.to_dict() for e, _ in joiner.entries}
 
     def watch_unsubscribe_prefix(self, feed: WatchFeed, prefixes: tuple[str, ...]) -> list[str]:
-        """Stop joining under ``prefixes`` on ``feed``; returns the topics they cover there
-        (the caller removes them: a WebSocket ``unsubscribe`` of ``topic_prefix``)."""
         joiner = self.watch_hub.joiners.get(feed)
         if not isinstance(joiner, FeedJoiner):
             return []
         return joiner.remove(prefixes)
 
     def acquire_stream_slot(self, key_index: int) -> StreamSlot:
-        """Count one long-lived connection (SSE or WebSocket) against the §11 caps.
-
-        ``key_index`` is the key's position (-1 in dev mode: only the global cap applies).
-        Release the slot when the connection ends. Raises: throttled.
-        """
         return self.watch_hub.slots.acquire(key_index)
 
     def watch_statistics(self) -> WatchStatistics:
-        """Sessions held and long-lived connections open (for /v0/metrics)."""
         return self.watch_hub.statistics()
 
     # -- helpers ---------------------------------------------------------------------
@@ -351,11 +290,11 @@ class WatchOps:
         out: dict[str, tuple[TopicLog, int, TopicWatermarks]] = {}
         missing = []
         for name, (from_seq, tail) in starts.items():
-            log = self._registry.get(name)
+            log = self._app.registry.get(name)
             if log is None:
                 missing.append(name)
                 continue
-            self._apply_retention(log)
+            self._app.apply_retention(log)
             cursor = log.head if tail else from_seq
             out[name] = (log, cursor, TopicWatermarks(cursor, log.head, log.earliest))
         if missing and (not lenient or not (out or none_ok)):
@@ -367,12 +306,12 @@ class WatchOps:
         return out
 
     def _watch_wal(self) -> Wal | None:
-        return self._store.wal if self._store is not None else None
+        return self._app.store.wal if self._app.store is not None else None
 
     def _watch_spawn(self, fn: Any) -> None:
-        if self._nursery is None:
+        if self._app.nursery is None:
             raise RuntimeError("the engine is not open (use open_engine)")
-        self._nursery.start_soon(fn)
+        self._app.nursery.start_soon(fn)
 
     async def _wait_wal_progress(self) -> None:
         """Return after the WAL's next write or sync completes."""

@@ -43,13 +43,16 @@ if TYPE_CHECKING:
     from ._watch import FeedOptions, WatchFeed, WatchHub, WatchSession
     from .auth import Principal
 
-    class _Engine(Protocol):
-        _registry: TopicRegistry
+    class _Watches(Protocol):
+        """What these options need of the engine's live delivery (``WatchOps``)."""
+
+        @property
+        def registry(self) -> TopicRegistry: ...
 
         @property
         def watch_hub(self) -> WatchHub: ...
 
-        def _apply_retention(self, log: TopicLog, now: int | None = None) -> None: ...
+        def apply_retention(self, log: TopicLog, now: int | None = None) -> None: ...
 
 
 __all__ = ["WatchGuardArgs"]
@@ -101,12 +104,12 @@ class WatchGuardArgs:
         return parse(topics, cap)
 
     def resolve(
-        self, engine: _Engine, resolved: Resolved, held: Mapping[str, object], cap: int
+        self, engine: _Watches, resolved: Resolved, held: Mapping[str, object], cap: int
     ) -> Resolved:
         """``resolved`` plus what the prefixes cover (not ``held`` already), rule 1."""
         if self.entries is not None:
             named = {**held, **resolved}
-            covered = prefix_starts(engine._registry, engine._apply_retention, self.entries, named)
+            covered = prefix_starts(engine.registry, engine.apply_retention, self.entries, named)
             total = len(named) + len(covered)
             if total > cap:
                 raise InvalidRequestError(
@@ -128,7 +131,7 @@ class WatchGuardArgs:
         limit = self.limits.get(name, 0)
         return FirstRead(limit, None) if limit else None
 
-    def arm_session(self, engine: _Engine, session: WatchSession) -> None:
+    def arm_session(self, engine: _Watches, session: WatchSession) -> None:
         """Give the new session its limits and prefixes; listen for new topics."""
         if self.limits:
             for name, st in session.topics.items():
@@ -137,9 +140,9 @@ class WatchGuardArgs:
                     st.guard = SessionGuard(limit)
         if self.entries is not None:
             session.prefixes = self.entries
-            listen_for_topics(engine._registry, engine.watch_hub.joiners)
+            listen_for_topics(engine.registry, engine.watch_hub.joiners)
 
-    def arm_feed(self, engine: _Engine, feed: WatchFeed, opts: FeedOptions) -> None:
+    def arm_feed(self, engine: _Watches, feed: WatchFeed, opts: FeedOptions) -> None:
         """A WebSocket feed keeps joining under the subscribed prefixes."""
         if self.entries is None:
             return
@@ -149,7 +152,7 @@ class WatchGuardArgs:
             joiner = FeedJoiner(feed)
             joiners[feed] = joiner
         joiner.add(self.entries, opts)
-        listen_for_topics(engine._registry, joiners)
+        listen_for_topics(engine.registry, joiners)
 
     def prefixes_dict(self) -> dict[str, Any] | None:
         """The prefixes as the answer echoes them (what each covers after narrowing)."""

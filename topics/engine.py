@@ -14,55 +14,42 @@ Rules:
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from dataclasses import replace as replace_fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
-import ujson
 
 from . import _args
+from ._appender import Appender
 from ._clock import Clock, SystemClock
 from ._cloudevents import check_format, to_cloudevents
-from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, FrameError, encode_batch
+from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._cursor_ops import CursorOps
-from ._durability import DurabilityOps, open_data_dir
+from ._durability import Durability, open_data_dir
 from ._job_ops import JobOps
 from ._limits import DIFF_BYTE_BUDGET
 from ._log import DedupeEntry, TopicLog
 from ._names import check_topic_name
-from ._producers import (
-    ProducerClaim,
-    ProducerState,
-    check_expected_head,
-    check_producer,
-    producer_arg,
-)
+from ._producer_state import ProducerClaim, ProducerState
+from ._producers import check_expected_head, check_producer, producer_arg
 from ._queue_ops import QueueOps
 from ._quotas import NamespaceQuotas
 from ._reads import read_bounds, read_diff
-from ._registry import TopicRegistry, decode_list_cursor, encode_list_cursor
-from ._router_ops import RouterOps
+from ._registry import decode_list_cursor, encode_list_cursor
+from ._routers import Routers
 from ._storage.fs import Fs, RealFs
-from ._storage.store import Store
-from ._storage.wal import WalTicket
-from ._watch_ops import WatchOps
-from .config import TopicConfig, parse_config
+from ._watch_ops import DEFAULT_BATCH_BYTES, DEFAULT_HEARTBEAT_MS, WatchOps
+from .config import parse_config
 from .errors import (
-    BatchTooLargeError,
     InvalidRequestError,
-    NotReadyError,
-    RecordTooLargeError,
-    ThrottledError,
     TopicExistsIncompatibleError,
-    TopicFullError,
     TopicNotEmptyError,
     TopicNotFoundError,
 )
-from .record_fields import first_unknown_field, unknown_field_error
 from .settings import Limits
 from .types import (
     DeleteRecordsResult,
@@ -77,6 +64,21 @@ from .types import (
     WriteResult,
 )
 
+if TYPE_CHECKING:
+    from ._cursors import Cursors
+    from ._persistence.store import Store, StorePaths
+    from ._queue import Queues
+    from ._queue_ops import WorkSession
+    from ._registry import TopicRegistry
+    from ._storage.space import DiskSpace
+    from ._storage.wal import WalStatistics, WalTicket
+    from ._watch import StreamSlot, WatchFeed, WatchHub, WatchStream
+    from .auth import Principal
+    from .cursor_types import CursorInfo, DeleteCursorResult
+    from .queue_types import AckResult, ClaimResult, ExtendResult, NackResult, RedriveResult
+    from .router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
+    from .watch_types import TopicWatermarks, WatchCreated, WatchStatistics
+
 __all__ = ["DIFF_BYTE_BUDGET", "Engine", "open_engine"]
 
 DEFAULT_LIMIT = 256
@@ -84,7 +86,6 @@ MAX_WAIT_MS = 30_000
 MAX_PAGE_SIZE = 1000
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 RETENTION_SWEEP_S = 1.0
-YIELD_AFTER_S = 0.001
 
 # Auto-priority (docs/SEMANTICS.md rule 22).
 AUTO_PRIORITY_MAX = 500
@@ -92,29 +93,38 @@ AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_IDLE_MS = 300_000
 
 
-class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
+class Engine:
     """The topics engine. Open it with :func:`open_engine` (or ``topics.open`` for the
     synchronous facade); every method must be called from the engine's trio thread."""
 
     def __init__(self, *, clock: Clock | None = None, limits: Limits | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.limits = limits if limits is not None else Limits()
-        self._encode_limits = self.limits.encode_limits  # Limits is frozen
-        self._registry = TopicRegistry()
-        self._total_bytes = 0
-        self._closed = False
-        self._recovery_progress = 1.0
+        # One appender for every subsystem: the registry, byte totals, retention, the
+        # batch append, deletes, serving checks and waits (topics/_appender.py).
+        app = self._app = Appender(self.clock, self.limits)
         self._started_ms = self.clock.now_ms()
-        self._store: Store | None = None
-        # The engine's own nursery (set by open_engine): background services start here.
-        self._nursery: trio.Nursery | None = None
-        self._last_yield = time.perf_counter()
-        # Per-key namespace quotas (topics/_quotas.py); None: none configured.
-        self._quotas: NamespaceQuotas | None = None
-        self._init_durability()
-        self._init_routers()
-        self._init_queues()
-        self._init_cursors()
+        durability = self._durability = Durability(app)
+        self._router_set = Routers(app)
+        self._queue_ops = QueueOps(app, self.write)
+        self._job_ops = JobOps(app, durability, self._queue_ops)
+        self._cursor_ops = CursorOps(app)
+        self._watch_ops = WatchOps(app, self._cursor_ops)
+        # Bound once: every request calls some of these, the write path most of them.
+        self._check_ready = app.check_ready
+        self._check_serving = app.check_serving
+        self._live_topic = app.live_topic
+        self._apply_retention = app.apply_retention
+        self._topic_for_write = app.topic_for_write
+        self._append_batch = app.append_batch
+        self._wait = app.wait
+        self._yield_point = app.yield_point
+        self._log_append = durability.log_append
+        self._log_topic = durability.log_topic
+        self._reserved = durability.reserved
+        self._reserve = durability.reserve
+        self._queue_counters = self._queue_ops.queue_counters
+        self._job_write_args = self._job_ops.job_write_args
 
     # -- topics (§1) ------------------------------------------------------------------
 
@@ -128,11 +138,11 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         """
         name = check_topic_name(topic)
         self._check_serving()
-        log = self._registry.get(name)
+        log = self._app.registry.get(name)
         if log is None:
             cfg = parse_config(config, None, name)
-            self._check_topic_cap(name)
-            log = self._registry.create(name, cfg)
+            self._app.check_topic_cap(name)
+            log = self._app.registry.create(name, cfg)
             await self._log_topic(log)
             return PutTopicResult(name, True, cfg)
         cfg = parse_config(config, log.config, name)
@@ -190,7 +200,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         after = decode_list_cursor(cursor) if cursor is not None else None
         touch = _args.bool_arg("touch", touch)
         self._check_ready()
-        logs, last = self._registry.page(prefix or "", after, min(size, MAX_PAGE_SIZE))
+        logs, last = self._app.registry.page(prefix or "", after, min(size, MAX_PAGE_SIZE))
         now = self.clock.now_ms()
         summaries = []
         for log in logs:
@@ -206,7 +216,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         name = check_topic_name(topic)
         if_empty = _args.bool_arg("if_empty", if_empty)
         self._check_serving()
-        log = self._registry.get(name)
+        log = self._app.registry.get(name)
         if log is None:
             return DeleteTopicResult(name, False, [])
         self._apply_retention(log)
@@ -215,15 +225,15 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 f'topic "{name}" holds {log.count} records',
                 detail={"topic": name, "count": log.count},
             )
-        self._registry.remove(name)
-        self._total_bytes -= log.bytes
+        self._app.registry.remove(name)
+        self._app.total_bytes -= log.bytes
         log.deleted = True
-        routers = self._routers_on_topic_deleted(log)
-        self._queues_on_topic_deleted(log)
-        self._cursors_on_topic_deleted(log)
+        routers = self._router_set.on_topic_deleted(log)
+        self._queue_ops.on_topic_deleted(log)
+        self._cursor_ops.on_topic_deleted(log)
         log.wake()
-        if self._store is not None:
-            await self._wait(self._store.log_topic_delete(log))
+        if self._app.store is not None:
+            await self._wait(self._app.store.log_topic_delete(log))
         return DeleteTopicResult(name, True, routers)
 
     # -- writes (§2) ------------------------------------------------------------------
@@ -270,10 +280,11 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             res = await engine.write("orders", [{"data": {"sku": "A1"}, "tag": "o-1"}])
             res.seqs  # [1]
         """
+        app = self._app
         # A registered name was validated when its topic was created.
         name = (
             topic
-            if type(topic) is str and topic in self._registry.topics
+            if type(topic) is str and topic in app.registry.topics
             else check_topic_name(topic)
         )
         node = _args.opt_str("node", node, self.limits.max_node_bytes)
@@ -289,7 +300,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         # One clock reading serves retention and the batch's ts, unless a wait comes between.
         now = self.clock.now_ms()
         log, created = self._topic_for_write(name, create, config, now)
-        if self._store is not None and not created and not self._reserved(log, records):
+        if app.store is not None and not created and not self._reserved(log, records):
             log, created = await self._reserve(name, log, records, create, config)
             now = self.clock.now_ms()
         # From here to the append no await: the conditions hold for the append they guard.
@@ -308,7 +319,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             check_expected_head(log, expected_head_seq)
         plan = None
         if jobs is not None or log.config.type == "queue":
-            records, plan = self._plan_jobs(log, records, jobs, now)
+            records, plan = self._job_ops.plan_jobs(log, records, jobs, now)
             if plan is not None and not records:  # every job was a duplicate
                 if claim is not None and fence:  # it still fences, as a deduped write does
                     await self._raise_epoch(log, claim)
@@ -317,7 +328,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 return replace_fields(result, dedupe=plan.outcomes(log.head + 1))
         entry, salt, frames = self._append_batch(log, records, node, created, now)
         if plan is not None:
-            self._settle_jobs(log, plan)
+            self._job_ops.settle_jobs(log, plan)
         if key is not None:
             log.remember_key(key, entry)
         if claim is not None:
@@ -335,58 +346,6 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         if plan is not None and plan.keyed:
             return replace_fields(result, dedupe=plan.outcomes(entry.first_seq))
         return result
-
-    def _append_batch(
-        self,
-        log: TopicLog,
-        records: Sequence[Mapping[str, Any]],
-        node: str | None,
-        created: bool,
-        now: int,
-    ) -> tuple[DedupeEntry, int, bytes]:
-        """Validate, encode and apply one batch (synchronous: atomic between awaits).
-
-        Registers ``log`` first when ``created``. Returns the seq range, the segment salt
-        and the frames (what the WAL entry carries). Shared by client writes, router
-        forwarding and dead-lettering; the caller decides what to log, and wakes the
-        topic's listeners (``log.wake()``) once that is queued: apply -> WAL -> fan-out,
-        so no reader is handed a batch before its WAL entry exists.
-        """
-        n = self._batch_size(records)
-        seg = log.writable_segment()
-        ts = log.next_ts(now)
-        frames, tags = self._encode(records, log.head + 1, ts, node, seg.salt)
-        self._check_room(log, n, len(frames))
-        if created:
-            self._check_topic_cap(log.name)
-            self._registry.add(log)
-        size = log.append(frames, n, tags, ts)
-        self._total_bytes += size
-        log.last_write_ts = now
-        if log.config.discard == "old":
-            self._evict(log)
-        if log.config.type == "queue":
-            self._queue_appended(log, records, log.head - n + 1, now)
-        return DedupeEntry(now, log.head - n + 1, log.head), seg.salt, frames
-
-    def _topic_for_write(
-        self,
-        name: str,
-        create: object,
-        config: Mapping[str, Any] | None,
-        now: int | None = None,
-    ) -> tuple[TopicLog, bool]:
-        if create is not None:
-            create = _args.bool_arg("create", create)
-        inline = parse_config(config, None, name) if config is not None else None
-        log = self._registry.get(name)
-        if log is not None:
-            self._apply_retention(log, now)
-            return log, False
-        cfg = inline if inline is not None else TopicConfig()
-        if not (create if create is not None else cfg.auto_create):
-            raise TopicNotFoundError.for_topic(name)
-        return self._registry.prepare(name, cfg), True
 
     def _idempotency_key(self, key: object) -> str | None:
         if key is None:
@@ -418,74 +377,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             log.producers[claim.producer_id] = ProducerState(claim.epoch)
         else:
             state.epoch = claim.epoch
-        if self._store is not None:
-            await self._wait(self._store.log_producer(log, claim.producer_id, sync=True))
-
-    def _batch_size(self, records: object) -> int:
-        if not isinstance(records, list | tuple):
-            raise InvalidRequestError.for_field("records", "must be an array of records")
-        n = len(records)
-        if n == 0:
-            raise InvalidRequestError.for_field("records", "must hold at least one record")
-        if n > self.limits.max_batch_records:
-            raise BatchTooLargeError(
-                f"{n} records in one write; the limit is {self.limits.max_batch_records}",
-                detail={"records": n, "max": self.limits.max_batch_records},
-            )
-        return n
-
-    def _encode(
-        self,
-        records: Sequence[Mapping[str, Any]],
-        first_seq: int,
-        ts: int,
-        node: str | None,
-        salt: int,
-    ) -> tuple[bytes, list[bytes | None] | None]:
-        bad = first_unknown_field(records)
-        try:
-            if bad is None:
-                return encode_batch(
-                    records, first_seq, ts, node, salt, self._encode_limits, ujson.dumps
-                )
-            # An earlier record's own error wins (SEMANTICS rule 18): check those first.
-            if bad[0]:
-                encode_batch(records[: bad[0]], first_seq, ts, node, salt, self._encode_limits, ujson.dumps)  # fmt: skip
-        except FrameError as exc:
-            raise _record_error(exc, self.limits) from None
-        raise unknown_field_error(*bad)
-
-    def _check_room(self, log: TopicLog, n: int, size: int) -> None:
-        cfg = log.config
-        if cfg.discard == "reject":
-            if (cfg.cap_records and n > cfg.cap_records) or (
-                cfg.cap_bytes and size > cfg.cap_bytes
-            ):
-                raise RecordTooLargeError(
-                    f"this write ({n} records, {size} bytes) can never fit topic caps",
-                    detail={"cap_records": cfg.cap_records, "cap_bytes": cfg.cap_bytes},
-                )
-            if (cfg.cap_records and log.count + n > cfg.cap_records) or (
-                cfg.cap_bytes and log.bytes + size > cfg.cap_bytes
-            ):
-                raise TopicFullError(
-                    f'topic "{log.name}" is full (discard: reject); nothing was appended',
-                    detail={
-                        "topic": log.name,
-                        "cap_records": cfg.cap_records,
-                        "cap_bytes": cfg.cap_bytes,
-                        "count": log.count,
-                        "bytes": log.bytes,
-                        "head_seq": log.head,
-                        "earliest_seq": log.earliest,
-                    },
-                )
-        quota = self.limits.max_total_bytes
-        if quota and self._total_bytes + size > quota:
-            # A self-trimming topic frees what its caps evict (§11: the *live* total counts).
-            freed = log.evictable_bytes(n, size) if cfg.discard == "old" else 0
-            if self._total_bytes + size - freed > quota:
-                raise ThrottledError.for_limit("max_total_bytes", quota)
+        if self._app.store is not None:
+            await self._wait(self._app.store.log_producer(log, claim.producer_id, sync=True))
 
     def _write_result(
         self,
@@ -578,14 +471,14 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 flags |= RENDER_DATA | RENDER_META | RENDER_TAGS
         if cursor is not None and from_ts is not None:
             raise InvalidRequestError.for_field("from_ts", "give cursor or from_ts, not both")
-        cname = self._cursor_read_args(from_seq, cursor, commit)
+        cname = self._cursor_ops.cursor_read_args(from_seq, cursor, commit)
         if commit:
             self._check_serving()
         else:
             self._check_ready()
         log = self._live_topic(name)
         if cname is not None:
-            from_seq = self._cursor_start(log, cname)
+            from_seq = self._cursor_ops.cursor_start(log, cname)
         now = self.clock.now_ms() if bounds is not None else 0
         result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
         if (
@@ -599,7 +492,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 from_seq, bounds = result.from_seq, replace(bounds, from_ts=None)
             with trio.move_on_after(wait_ms / 1000):
                 await log.waiters.park()
-            if self._registry.get(name) is not log:  # deleted (maybe recreated) meanwhile
+            if self._app.registry.get(name) is not log:  # deleted (maybe recreated) meanwhile
                 raise TopicNotFoundError.for_topic(name)
             self._apply_retention(log)
             now = self.clock.now_ms()
@@ -617,7 +510,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             )
         log.last_read_ts = self.clock.now_ms()
         if commit and cname is not None:
-            await self._commit_read(log, cname, result.next_from_seq)
+            await self._cursor_ops.commit_read(log, cname, result.next_from_seq)
         return result
 
     # -- deletes (§5) -----------------------------------------------------------------
@@ -643,14 +536,14 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         if spec is None:
             bytes_before = log.bytes
             deleted = log.delete_before(bound)
-            self._total_bytes -= bytes_before - log.bytes
-            if deleted and self._store is not None:
-                ticket = self._store.log_delete_before(log, bound)
+            self._app.total_bytes -= bytes_before - log.bytes
+            if deleted and self._app.store is not None:
+                ticket = self._app.store.log_delete_before(log, bound)
         else:
             op, operand = spec
             trie = log.trie
             seqs = trie.pop_exact(operand, bound) if op == "Eq" else trie.pop_prefix(operand, bound)
-            deleted, ticket = self._delete_seqs(log, seqs)
+            deleted, ticket = self._app.delete_seqs(log, seqs)
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
             fsync_ms = (await self._wait(ticket))[1]
@@ -660,35 +553,22 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             name, deleted, log.earliest, log.head, log.count, log.bytes, fsync_ms
         )
 
-    def _delete_seqs(self, log: TopicLog, seqs: list[int]) -> tuple[int, WalTicket | None]:
-        """Delete the given seqs (those live) and log it; the ticket is the WAL entry's.
-
-        Synchronous, so atomic between awaits; shared by tag deletes and queue acks.
-        """
-        if self._store is not None:
-            self._store.note_deleted(log, seqs)  # before: a wholly dead segment is dropped
-        bytes_before = log.bytes
-        deleted = log.delete_seqs(seqs)
-        self._total_bytes -= bytes_before - log.bytes
-        ticket = self._store.log_delete_seqs(log, seqs) if self._store is not None else None
-        return deleted, ticket
-
     # -- operations -------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
         """True once recovery is complete and the engine serves requests (§8.2)."""
-        return self._recovery_progress >= 1.0
+        return self._app.recovery_progress >= 1.0
 
     @property
     def recovery_progress(self) -> float:
         """0.0-1.0 while recovering; 1.0 when ready."""
-        return self._recovery_progress
+        return self._app.recovery_progress
 
     @property
     def topic_count(self) -> int:
         """Number of live topics (O(1); for /v0/ready)."""
-        return len(self._registry)
+        return len(self._app.registry)
 
     def statistics(
         self, *, max_topic_gauges: int = 1000, include: Callable[[str], bool] | None = None
@@ -702,8 +582,8 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         by_class = dict.fromkeys(("ephemeral", "memory", "disk", "fsync"), 0)
         records = queues = leases = visible = 0
         gauges: list[TopicGauge] = []
-        for name in self._registry.names:
-            log = self._registry.topics[name]
+        for name in self._app.registry.names:
+            log = self._app.registry.topics[name]
             by_class[log.config.durability] += 1
             records += log.count
             counters = self._queue_counters(log)
@@ -733,73 +613,493 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
                 )
         return EngineStatistics(
             ready=self.ready,
-            recovery_progress=self._recovery_progress,
+            recovery_progress=self._app.recovery_progress,
             uptime_ms=max(0, self.clock.now_ms() - self._started_ms),
-            topics=len(self._registry),
+            topics=len(self._app.registry),
             topics_by_class=by_class,
             queue_topics=queues,
             records_live=records,
-            bytes_live=self._total_bytes,
+            bytes_live=self._app.total_bytes,
             topic_gauges=gauges,
             topic_gauges_truncated=visible > len(gauges),
             routers=self.router_count,
             queue_leases_in_flight=leases,
         )
 
-    # -- helpers ----------------------------------------------------------------------
+    def storage_state(self) -> str:
+        """``"ok"``, ``"below_reserve"``, ``"disk_full"`` (both clear by themselves when
+        space returns) or ``"wal_failed"`` (refused until restart); for probes and metrics."""
+        return self._app.storage_state()
 
-    async def _yield_point(self) -> None:
-        """End of an engine call that did not otherwise wait.
+    # -- routers (§6) -----------------------------------------------------------------
 
-        Always a cancellation point; a scheduling point only once the engine's callers
-        have held the thread for YIELD_AFTER_S since the last one. A full trio checkpoint
-        on every call costs ~10-20 us (more than a 100-record append), yet a tight loop of
-        calls must not starve the WAL writer or the readers: this bounds the wait to ~1 ms.
+    async def put_router(
+        self, router: str, body: Mapping[str, Any] | None = None
+    ) -> PutRouterResult:
+        """Create a router or apply a changed definition (idempotent upsert, §6).
+
+        Forwarding is asynchronous and derived: a background worker copies every record
+        appended to ``source`` after the router's creation into ``dest``; a write to
+        ``source`` never waits for it. A PUT that changes ``source`` restarts at the new
+        source's head; any other change keeps the router's cursor. An absent ``source``
+        is auto-created on the router's behalf (default topic config), and so is an absent
+        ``dest`` unless ``create_dest`` is false; only once every check passed, so a
+        refused router leaves no topic behind.
+
+        Args:
+            router: the router name (topic charset plus ``>``, e.g. ``"orders->audit"``).
+            body: ``source`` and ``dest`` (required), ``preserve_node``, ``preserve_tag``,
+                ``create_dest``, ``filter``, ``allow_cycle``, ``guarantee``.
+
+        Returns: ``created`` True only when this call made the router.
+
+        Raises: invalid_request (bad field, missing source/dest, source == dest, bad
+        filter), topic_not_found (dest absent with ``create_dest`` false),
+        router_cycle (``detail.cycle``), topic_exists_incompatible (``detail.reason``
+        ``router_dest_fan_in``), throttled (``max_routers``, or ``max_topics`` and the
+        namespace quotas for the topics it would create).
+
+        Example::
+
+            await engine.put_router("orders->audit", {"source": "orders", "dest": "audit"})
         """
-        now = time.perf_counter()
-        if now - self._last_yield >= YIELD_AFTER_S:
-            self._last_yield = now
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.checkpoint_if_cancelled()
+        return await self._router_set.put(router, body)
 
-    def _check_ready(self) -> None:
-        if self._recovery_progress < 1.0:
-            raise NotReadyError(
-                "recovery in progress; retry shortly",
-                detail={"replay_progress": round(self._recovery_progress, 3)},
-                retry_after=1.0,
-            )
+    async def get_router(self, router: str) -> RouterInfo:
+        """A router's definition and forwarding state (§6). Raises: router_not_found."""
+        return await self._router_set.get(router)
 
-    def _check_serving(self) -> None:
-        """Ready, and able to make changes durable: the WAL turns read-only after an I/O
-        error (internal), and a full disk refuses changes until space returns
-        (insufficient_storage; ``_durability`` rule 4)."""
-        self._check_ready()
-        self._check_storage()
+    async def list_routers(
+        self,
+        *,
+        prefix: str | None = None,
+        source: str | None = None,
+        dest: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+    ) -> RouterPage:
+        """One page of routers in name order, optionally only those with this ``source``
+        or ``dest`` (§6). ``next_cursor`` is set only when more follow.
 
-    def _live_topic(self, name: str) -> TopicLog:
-        log = self._registry.get(name)
-        if log is None:
-            raise TopicNotFoundError.for_topic(name)
-        self._apply_retention(log)
-        return log
+        Raises: invalid_request (bad page_size, malformed cursor).
+        """
+        return await self._router_set.page(prefix, source, dest, page_size, cursor)
 
-    def _apply_retention(self, log: TopicLog, now: int | None = None) -> None:
-        before = log.bytes
-        now = self.clock.now_ms() if now is None else now
-        log.expire_keys(now)
-        bound = log.expire(now)
-        if bound and self._store is not None:
-            self._store.log_expire(log, bound)
-        if log.config.discard == "old":
-            log.evict_to_caps()
-        self._total_bytes -= before - log.bytes
+    async def delete_router(self, router: str) -> DeleteRouterResult:
+        """Delete a router: its worker stops at once; copies already in dest stay (§6).
+        Absent: ``deleted=False``."""
+        return await self._router_set.delete(router)
 
-    def _evict(self, log: TopicLog) -> None:
-        before = log.bytes
-        log.evict_to_caps()
-        self._total_bytes -= before - log.bytes
+    @property
+    def router_count(self) -> int:
+        """Routers configured (the ``topics_routers`` gauge, §8.3)."""
+        return len(self._router_set)
+
+    # -- queues (§10) -----------------------------------------------------------------
+
+    async def claim(
+        self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
+    ) -> ClaimResult:
+        """Lease up to ``max`` claimable jobs to ``node`` (§10.2).
+
+        Args:
+            node: the worker's identity (required; at most ``max_node_bytes``).
+            max: jobs wanted, clamped to ``limits.max_claim`` (fewer, even none, is normal).
+            lease_ms: lease duration (default the topic's ``lease_ms``), clamped
+                [100, 86400000].
+
+        Returns: the jobs ascending by seq, each with its ``lease_id``, absolute
+        ``deadline`` and ``deliveries``; and ``ready``, what is claimable afterwards.
+
+        Raises: invalid_request, topic_not_found, not_a_queue.
+
+        Example::
+
+            res = await engine.claim("jobs", node="w1", max=16)
+            for job in res.claimed: ...
+            await engine.ack("jobs", node="w1", seqs=res.seqs, lease_ids=res.lease_ids)
+        """
+        return await self._queue_ops.claim(topic, node=node, max=max, lease_ms=lease_ms)
+
+    async def ack(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        lease_ids: Sequence[str] | None = None,
+    ) -> AckResult:
+        """Complete jobs held by ``node``: each is permanently deleted (§10.4).
+
+        Seqs not currently leased to ``node`` (or whose lease id does not match, when
+        ``lease_ids`` is given: one per seq) are skipped and reported; acking is idempotent.
+        On an fsync-class queue the delete is synced before this returns.
+
+        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
+        """
+        return await self._queue_ops.ack(topic, node=node, seqs=seqs, lease_ids=lease_ids)
+
+    async def nack(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        delay_ms: int = 0,
+        lease_ids: Sequence[str] | None = None,
+    ) -> NackResult:
+        """Release leases held by ``node``; each job is claimable again after ``delay_ms``
+        (clamped [0, 86400000]; until then it counts as neither ready nor in flight) (§10.5).
+
+        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
+        """
+        return await self._queue_ops.nack(
+            topic, node=node, seqs=seqs, delay_ms=delay_ms, lease_ids=lease_ids
+        )
+
+    async def extend(
+        self,
+        topic: str,
+        *,
+        node: str,
+        seqs: Sequence[int],
+        lease_ms: int,
+        lease_ids: Sequence[str] | None = None,
+    ) -> ExtendResult:
+        """Set the deadline of leases held by ``node`` to now + ``lease_ms`` (§10.6).
+
+        Expired (reclaimed) or foreign leases are skipped; deliveries do not change.
+
+        Raises: invalid_request (also for a missing lease_ms), batch_too_large,
+        topic_not_found, not_a_queue.
+        """
+        return await self._queue_ops.extend(
+            topic, node=node, seqs=seqs, lease_ms=lease_ms, lease_ids=lease_ids
+        )
+
+    def open_work_session(
+        self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
+    ) -> AbstractAsyncContextManager[WorkSession]:
+        """A PUSH-mode delivery session: keeps up to ``max`` jobs leased to this session.
+
+        ``await session.next_jobs()`` waits until it can lease at least one more job
+        without exceeding ``max`` in flight on this session, and returns them (a claim that
+        joins the coalescing window like any other). Jobs are acked, nacked and extended
+        through the ordinary methods. When the block exits (the connection closed, however),
+        every lease delivered on this session and still held is released at once.
+
+        Raises (at open): invalid_request, topic_not_found, not_a_queue. ``next_jobs``
+        raises topic_not_found / not_a_queue if the topic is deleted or stops being a queue.
+        """
+        return self._queue_ops.open_work_session(topic, node=node, max=max, lease_ms=lease_ms)
+
+    async def wait_claimable(self, topic: str, *, timeout_s: float = math.inf) -> bool:
+        """Wait until the queue may have claimable jobs (or timeout); True if it has now.
+
+        Wakes on appends, nacks, releases and acks, and when a lease or nack delay is due.
+        Used by the worker helper for its idle wait.
+        """
+        return await self._queue_ops.wait_claimable(topic, timeout_s=timeout_s)
+
+    # -- jobs (§10.9) -----------------------------------------------------------------
+
+    async def redrive(
+        self,
+        topic: str,
+        *,
+        to: str | None = None,
+        max: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        may_touch: Callable[[str], bool] | None = None,
+    ) -> RedriveResult:
+        """Move dead-lettered jobs from ``topic`` back to their queue (or ``to``).
+
+        Each job goes to ``to`` if given, else to the queue its ``$dead_letter_from``
+        stamp names. The copy keeps ``data``, ``$tag`` and ``meta`` and gets provenance
+        stamps (``$redrive_from``, ``$redrive_src_seq``, ``$redrive_origin``,
+        ``$redrive_origin_seq``, ``$redrive_at``); it is a fresh job (deliveries start
+        again). Jobs move in seq order, one atomic batch per target (module rule 4).
+
+        Args:
+            max: jobs to move at most (default 1000, at most 100000).
+            where: ``{"origin": queue}`` only jobs dead-lettered from that queue;
+                ``{"match": <tag match as in a delete>}`` only jobs whose tag matches.
+            may_touch: the caller's name allowlist; a target outside it is ``forbidden``
+                before anything moves.
+
+        Raises: invalid_request, topic_not_found (``topic``, or ``to``), not_a_queue
+        (``to`` is a log topic), forbidden.
+        """
+        return await self._job_ops.redrive(topic, to=to, max=max, where=where, may_touch=may_touch)
+
+    # -- named cursors ----------------------------------------------------------------
+
+    async def put_cursor(
+        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+    ) -> CursorInfo:
+        """Commit ``seq`` to the named cursor of ``topic`` (rules 1-3), creating it.
+
+        Raises: invalid_request (bad name, seq above the head), topic_not_found,
+        cursor_conflict (``expect_seq`` differs from the committed seq), throttled
+        (``MAX_CURSORS_PER_TOPIC``).
+
+        Example::
+
+            await engine.put_cursor("orders", "billing", 41, expect_seq=40)
+        """
+        return await self._cursor_ops.put_cursor(topic, cursor, seq, expect_seq=expect_seq)
+
+    async def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
+        """The named cursor with its lag. Raises: topic_not_found, cursor_not_found."""
+        return await self._cursor_ops.get_cursor(topic, cursor)
+
+    async def list_cursors(self, topic: str) -> list[CursorInfo]:
+        """Every cursor of ``topic`` in name order, with its lag. Raises: topic_not_found."""
+        return await self._cursor_ops.list_cursors(topic)
+
+    async def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
+        """Forget the named cursor (absent: ``deleted=False``). Raises: topic_not_found."""
+        return await self._cursor_ops.delete_cursor(topic, cursor)
+
+    def cursor_lags(self, include: Callable[[str], bool] | None = None) -> list[CursorInfo]:
+        """Every cursor of every topic ``include`` accepts (for /v0/metrics)."""
+        return self._cursor_ops.cursor_lags(include)
+
+    # -- live delivery (§7, §11) ------------------------------------------------------
+
+    @property
+    def watch_hub(self) -> WatchHub:
+        """The engine's watch hub (created on first use); tests tune ``.settings`` here."""
+        return self._watch_ops.watch_hub
+
+    async def create_watch(
+        self,
+        topics: Mapping[str, Any],
+        *,
+        node: str | list[str] | None = None,
+        limit: int = 0,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+        heartbeat_ms: int = DEFAULT_HEARTBEAT_MS,
+        include_meta: bool = True,
+        include_tags: bool = False,
+        include_data: bool = True,
+        consistency: str = "eventual",
+        lenient: bool = False,
+        owner: Principal | None = None,
+        topic_prefix: Mapping[str, Any] | list[str] | None = None,
+        max_backlog: int = 0,
+        on_backlog: str = "jump",
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
+    ) -> WatchCreated:
+        """Create a watch session (POST /v0/watch, §7.1).
+
+        Args:
+            topics: topic -> ``{"from_seq": n}`` or ``{"tail": true}`` (or ``{}``/None).
+            lenient: drop unknown topics instead of failing (at least one must exist).
+            owner: the key that creates it; only the same key opens its stream (None:
+                auth disabled, the wid alone opens it).
+            topic_prefix: prefix -> ``{"tail", "max_backlog"}``: every topic under it,
+                now and created later (``topics`` may then be empty; _watch_prefix).
+            max_backlog: the default per-topic backlog limit (0: none; _watch_guard).
+            on_backlog: ``"jump"`` (a ``backlog-exceeded`` frame) or ``"error"`` (409 here).
+            where, format, ce_type_field: filter every topic's records and/or deliver them
+                as CloudEvents, as on a diff; a topic's options may also hold ``from_ts``,
+                ``to_ts`` and ``to_seq`` (topics/_watch_bounds.py).
+
+        Raises: invalid_request (malformed, no topics, over TOPICS_MAX_WATCH_TOPICS),
+        forbidden (a prefix outside the owner's allowlist), topic_not_found,
+        backlog_exceeded (409, with ``on_backlog: "error"``), throttled
+        (TOPICS_MAX_WATCH_SESSIONS).
+
+        Example::
+
+            res = await engine.create_watch({"orders": {"from_seq": 0}})
+            stream = engine.open_watch(res.wid)
+        """
+        return await self._watch_ops.create_watch(
+            topics,
+            node=node,
+            limit=limit,
+            max_batch_bytes=max_batch_bytes,
+            heartbeat_ms=heartbeat_ms,
+            include_meta=include_meta,
+            include_tags=include_tags,
+            include_data=include_data,
+            consistency=consistency,
+            lenient=lenient,
+            owner=owner,
+            topic_prefix=topic_prefix,
+            max_backlog=max_backlog,
+            on_backlog=on_backlog,
+            where=where,
+            format=format,
+            ce_type_field=ce_type_field,
+        )
+
+    def open_watch(
+        self,
+        wid: str,
+        *,
+        owner: Principal | None = None,
+        rewind: Mapping[str, int] | int | None = None,
+    ) -> WatchStream:
+        """Open the stream of session ``wid`` (GET /v0/watch/:wid, §7.3-§7.4).
+
+        ``rewind`` is the decoded Last-Event-ID (a cursor map or a checkpoint frame
+        number): it may move the session's cursors back, never forward. The caller owns
+        the returned stream and must ``close()`` it.
+
+        Raises: invalid_request (malformed wid), not_found, unauthorized, throttled.
+        """
+        return self._watch_ops.open_watch(wid, owner=owner, rewind=rewind)
+
+    def close_watch(self, wid: str) -> bool:
+        """Remove session ``wid`` now; an open stream ends with ``error`` 410."""
+        return self._watch_ops.close_watch(wid)
+
+    def open_watch_feed(self) -> WatchFeed:
+        """An empty feed for a WebSocket connection (topics via ``watch_subscribe``)."""
+        return self._watch_ops.open_watch_feed()
+
+    def watch_subscribe(
+        self,
+        feed: WatchFeed,
+        topics: Mapping[str, Any],
+        *,
+        node: str | list[str] | None = None,
+        limit: int = 0,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
+        include_meta: bool = True,
+        include_tags: bool = False,
+        include_data: bool = True,
+        consistency: str = "eventual",
+        topic_prefix: Mapping[str, Any] | list[str] | None = None,
+        max_backlog: int = 0,
+        on_backlog: str = "jump",
+        principal: Principal | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
+    ) -> dict[str, TopicWatermarks]:
+        """Add (or restart) topics on ``feed`` (a WebSocket ``subscribe``, §7.x).
+
+        All or nothing: every topic is checked before any is added. Returns each topic's
+        start and watermarks. ``topic_prefix``, ``max_backlog`` and ``on_backlog`` as for
+        :meth:`create_watch`; ``principal`` narrows the prefixes to its allowlist.
+        Raises: invalid_request, forbidden, topic_not_found, backlog_exceeded.
+        """
+        return self._watch_ops.watch_subscribe(
+            feed,
+            topics,
+            node=node,
+            limit=limit,
+            max_batch_bytes=max_batch_bytes,
+            include_meta=include_meta,
+            include_tags=include_tags,
+            include_data=include_data,
+            consistency=consistency,
+            topic_prefix=topic_prefix,
+            max_backlog=max_backlog,
+            on_backlog=on_backlog,
+            principal=principal,
+            where=where,
+            format=format,
+            ce_type_field=ce_type_field,
+        )
+
+    def watch_prefixes(self, feed: WatchFeed) -> dict[str, Any]:
+        """The ``topic_prefix`` entries ``feed`` joins new topics under (what each covers)."""
+        return self._watch_ops.watch_prefixes(feed)
+
+    def watch_unsubscribe_prefix(self, feed: WatchFeed, prefixes: tuple[str, ...]) -> list[str]:
+        """Stop joining under ``prefixes`` on ``feed``; returns the topics they cover there
+        (the caller removes them: a WebSocket ``unsubscribe`` of ``topic_prefix``)."""
+        return self._watch_ops.watch_unsubscribe_prefix(feed, prefixes)
+
+    def acquire_stream_slot(self, key_index: int) -> StreamSlot:
+        """Count one long-lived connection (SSE or WebSocket) against the §11 caps.
+
+        ``key_index`` is the key's position (-1 in dev mode: only the global cap applies).
+        Release the slot when the connection ends. Raises: throttled.
+        """
+        return self._watch_ops.acquire_stream_slot(key_index)
+
+    def watch_statistics(self) -> WatchStatistics:
+        """Sessions held and long-lived connections open (for /v0/metrics)."""
+        return self._watch_ops.watch_statistics()
+
+    # -- storage ----------------------------------------------------------------------
+
+    def storage_gauges(self) -> dict[str, int]:
+        """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
+        return self._durability.storage_gauges()
+
+    def wal_statistics(self) -> WalStatistics | None:
+        """WAL counters for /v0/metrics, or None for a memory-only engine."""
+        return self._durability.wal_statistics()
+
+    # -- the parts, for the engine's own background work and for tests ----------------
+    # The subsystems use the appender; these names keep the engine's state readable (and a
+    # crash simulable: ``_store = None``) for the tests and benchmarks that look inside.
+
+    _wait_claimable = wait_claimable
+
+    @property
+    def _registry(self) -> TopicRegistry:
+        return self._app.registry
+
+    @property
+    def _store(self) -> Store | None:
+        return self._app.store
+
+    @_store.setter
+    def _store(self, store: Store | None) -> None:
+        self._app.store = store  # a test's crash: no final checkpoint
+
+    @property
+    def _space(self) -> DiskSpace | None:
+        return self._app.space
+
+    @property
+    def _recovery_progress(self) -> float:
+        return self._app.recovery_progress
+
+    @_recovery_progress.setter
+    def _recovery_progress(self, value: float) -> None:
+        self._app.recovery_progress = value
+
+    @property
+    def _quotas(self) -> NamespaceQuotas | None:
+        return self._app.quotas
+
+    @property
+    def _queues(self) -> Queues:
+        return self._queue_ops.queues
+
+    @property
+    def _cursors(self) -> Cursors:
+        return self._cursor_ops.cursors
+
+    def _commit_delivered(self, log: TopicLog, cursor: str, seq: int) -> None:
+        self._cursor_ops.commit_delivered(log, cursor, seq)
+
+    def _release_pass(self) -> None:
+        self._durability.release_pass()
+
+    async def _recover(self, nursery: trio.Nursery, fs: Fs, paths: StorePaths) -> None:
+        """Rebuild state from disk, then start the WAL, checkpoints and the subsystems."""
+        extensions = (self._router_set, self._queue_ops.queues, self._cursor_ops.cursors)
+        await self._durability.recover(nursery, fs, paths, extensions, self._start_services)
+
+    def _start_services(self, nursery: trio.Nursery) -> None:
+        """Start the subsystems' background work once state is final (after recovery)."""
+        self._router_set.start(nursery)
+        self._queue_ops.start()
+        self._cursor_ops.start()
+
+    # -- helpers ----------------------------------------------------------------------
 
     def set_quota_namespaces(self, namespaces: Iterable[Sequence[str]]) -> None:
         """Bound the topics and routers under each prefix set (the prefix-limited API keys'
@@ -814,22 +1114,7 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
             max_topics=limits.max_topics_per_key,
             max_routers=limits.max_routers_per_key,
         )
-        self._quotas = quotas if quotas.active else None
-
-    def _check_topic_cap(self, name: str, pending: Sequence[str] = ()) -> None:
-        """429 before topic ``name`` is created: the instance cap, then the namespace quotas.
-        ``pending``: topics the same call creates first (a router's source and dest)."""
-        cap = self.limits.max_topics
-        if cap and len(self._registry) + len(pending) >= cap:
-            raise ThrottledError.for_limit("max_topics", cap)
-        if self._quotas is not None:
-            names = sorted([*self._registry.names, *pending]) if pending else self._registry.names
-            self._quotas.check_topic(name, names)
-
-    def _check_router_quota(self, name: str) -> None:
-        """429 before router ``name`` is created when its namespace is full."""
-        if self._quotas is not None:
-            self._quotas.check_router(name, self._router_set.names)
+        self._app.quotas = quotas if quotas.active else None
 
     def _priority(self, log: TopicLog, now: int) -> int:
         cfg = log.config
@@ -859,18 +1144,9 @@ class Engine(DurabilityOps, RouterOps, QueueOps, JobOps, WatchOps, CursorOps):
         """Expire TTL'd records in the background so idle topics release memory too."""
         while True:
             await trio.sleep(RETENTION_SWEEP_S)
-            for log in list(self._registry.topics.values()):
+            for log in list(self._app.registry.topics.values()):
                 if log.config.ttl_ms:
                     self._apply_retention(log)
-
-
-def _record_error(exc: FrameError, limits: Limits) -> Exception:
-    field = f"records[{exc.index}].{exc.field}" if exc.index >= 0 else "records"
-    detail: dict[str, Any] = {"field": field, "index": exc.index}
-    if exc.field == "record" and exc.reason == "too_large":
-        detail["max"] = limits.max_record_bytes
-        return RecordTooLargeError(f"{field}: {exc}", detail=detail)
-    return InvalidRequestError(f"{field}: {exc}", detail=detail)
 
 
 @asynccontextmanager
@@ -905,9 +1181,9 @@ async def open_engine(
     storage = open_data_dir(fs if fs is not None else RealFs(), data_dir) if data_dir else None
     try:
         async with trio.open_nursery() as nursery:
-            engine._nursery = nursery
+            engine._app.nursery = nursery
             if storage is not None:
-                engine._recovery_progress = 0.0
+                engine._app.recovery_progress = 0.0
                 if wait_ready:
                     await engine._recover(nursery, storage[0], storage[1])
                 else:
@@ -918,9 +1194,9 @@ async def open_engine(
             try:
                 yield engine
             finally:
-                engine._closed = True
-                if engine._store is not None:
-                    await engine._store.aclose(engine._registry)
+                engine._app.closed = True
+                if engine._app.store is not None:
+                    await engine._app.store.aclose(engine._app.registry)
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         # The nursery wraps whatever the caller's block raised; a library user expects

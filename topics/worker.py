@@ -133,7 +133,7 @@ class Worker:
             if self.until_empty and (await engine.get_topic(topic, touch=False)).count == 0:
                 break
             with trio.CancelScope() as self._idle_scope:
-                await engine._wait_claimable(topic, timeout_s=math.inf)
+                await engine.wait_claimable(topic, timeout_s=math.inf)
             self._idle_scope = None
         return self.stats
 
@@ -190,7 +190,7 @@ class Worker:
             if self.until_empty and db.get_topic(topic, touch=False).count == 0:
                 break
             # The engine's idle wait (no polling), bounded so stop() is noticed.
-            db._call(db.engine._wait_claimable, topic, timeout_s=SYNC_IDLE_WAIT_S)
+            db._call(db.engine.wait_claimable, topic, timeout_s=SYNC_IDLE_WAIT_S)
         return self.stats
 
     def _handle_batch_sync(self, db: SyncEngine, res: ClaimResult, lease_ms: int) -> None:

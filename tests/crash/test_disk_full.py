@@ -29,7 +29,7 @@ import trio
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
 from topics._clock import ManualClock
-from topics._storage import store as store_module
+from topics._persistence import store as store_module
 from topics._storage.wal import Wal, WalError, WalFullError, scan_wal
 from topics._storage.wal_reader import wal_files
 from topics.engine import Engine, open_engine

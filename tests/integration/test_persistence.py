@@ -30,10 +30,10 @@ import ujson
 import topics
 from topics import _log
 from topics._clock import ManualClock
+from topics._persistence.recovery import recover
+from topics._persistence.store import StorePaths
 from topics._storage import segment_files
 from topics._storage.fs import RealFs
-from topics._storage.recovery import recover
-from topics._storage.store import StorePaths
 from topics.engine import Engine, open_engine
 
 START_MS = 1_700_000_000_000

@@ -11,6 +11,10 @@ Three rules, read from the source with ``ast`` (nothing is imported):
 3. Layers (docs/ARCHITECTURE.md opens with the list): every module belongs to one layer of
    :data:`LAYERS` and imports only from its own layer and those below it. A new module
    must be given a layer here.
+4. The Engine is a facade: no module but ``topics/engine.py`` reads or calls an Engine's
+   ``_private`` attribute (``engine._registry``), and no module below the facade imports
+   ``topics.engine`` at all, not even for type hints: the subsystems get what they need
+   from the appender the Engine hands them (issue 16).
 
 The layering work of issue 16 removes what exists today; until then the lists below hold
 exactly today's violations, so the test fails on a new one, and on a listed one that is
@@ -61,9 +65,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"topics\.cli_filters",
         ),
     ),
-    ("logs", (r"topics\._log", r"topics\._reads", r"topics\._registry")),
-    # What joins storage to topic logs; issue 16 moves it out of the _storage package.
-    ("persistence", (r"topics\._storage\.(store|recovery|reader)",)),
+    (
+        "logs",
+        (r"topics\._log", r"topics\._reads", r"topics\._registry", r"topics\._producer_state"),
+    ),
+    # What joins storage to topic logs: logging and recovering them, and reading them offline.
+    ("persistence", (r"topics\._persistence(\..*)?", r"topics\.reader")),
+    # What every subsystem needs from the engine: registry, byte totals, append, waits.
+    ("appender", (r"topics\._appender",)),
     (
         "subsystems",
         (
@@ -86,18 +95,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 #: Imports of a higher layer that exist today: (importer, imported).
-KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # Producer epochs are persisted by the store and rebuilt by recovery (issue 19).
-        ("topics._storage.recovery", "topics._producers"),
-        ("topics._storage.store", "topics._producers"),
-    }
-)
+KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 
 #: Cross-module private imports that exist today: (importer, module, name).
 KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset(
     {
-        ("topics._storage.recovery", "topics._storage.manifest", "_read"),
         ("topics.client._ws", "topics.client._watch_state", "_data_spans"),
     }
 )
@@ -295,6 +297,68 @@ def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
     assert not gone, f"fixed, take them off KNOWN_LAYER_VIOLATIONS: {gone}"
 
 
+_ENGINE_TYPE = re.compile(r"\bEngine\b")
+
+
+def engine_private_uses(tree: ast.AST) -> set[tuple[str, int]]:
+    """``(attribute, line)`` of every ``_private`` attribute read on an Engine: on a name
+    called ``engine`` or annotated ``Engine`` (a parameter or a variable), or on an
+    ``engine``/``_engine`` attribute (``self.engine._x``)."""
+    names = {"engine"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            annotation, name = node.annotation, node.arg
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            annotation, name = node.annotation, node.target.id
+        else:
+            continue
+        if _ENGINE_TYPE.search(ast.unparse(annotation)):
+            names.add(name)
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id in names) or (
+            isinstance(owner, ast.Attribute) and owner.attr in ("engine", "_engine")
+        ):
+            found.add((node.attr, node.lineno))
+    return found
+
+
+def test_no_module_reaches_into_the_engine() -> None:
+    reaching = []
+    for module, path in _modules().items():
+        if module == "topics.engine":
+            continue
+        uses = engine_private_uses(ast.parse(path.read_text(), str(path)))
+        reaching.extend(f"{module}:{line} .{attr}" for attr, line in sorted(uses))
+    assert not reaching, f"private Engine attributes used outside engine.py: {reaching}"
+
+
+def test_nothing_below_the_facade_imports_the_engine() -> None:
+    facade = [name for name, _ in LAYERS].index("facade")
+    importers = []
+    for module, path in _modules().items():
+        mine = layer_of(module)
+        if mine is None or mine >= facade:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):  # TYPE_CHECKING imports too
+            if isinstance(node, ast.ImportFrom):
+                source = _resolve(module, path.name == "__init__.py", node)
+                targets = [source] + [f"{source}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            if "topics.engine" in targets:
+                importers.append(f"{module}:{node.lineno}")
+    assert not importers, f"modules below the facade importing topics.engine: {importers}"
+
+
 def test_the_checks_see_what_they_look_for() -> None:
     """The analysis itself: a private import and a two-module cycle are found."""
     tree = ast.parse("from .engine import _append_batch\nfrom . import _log\n")
@@ -306,5 +370,10 @@ def test_the_checks_see_what_they_look_for() -> None:
     names = [name for name, _ in LAYERS]
     assert names[layer_of("topics._core._pure")] == "core"  # type: ignore[index]
     assert names[layer_of("topics._storage.wal")] == "storage"  # type: ignore[index]
-    assert names[layer_of("topics._storage.store")] == "persistence"  # type: ignore[index]
+    assert names[layer_of("topics._persistence.store")] == "persistence"  # type: ignore[index]
     assert names[layer_of("frontends.http.app")] == "edges"  # type: ignore[index]
+    reach = ast.parse(
+        "def f(e: Engine, db: SyncEngine) -> None:\n"
+        "    e._store\n    db.engine._registry\n    engine._wait(1)\n    db._call()\n"
+    )
+    assert engine_private_uses(reach) == {("_store", 2), ("_registry", 3), ("_wait", 4)}

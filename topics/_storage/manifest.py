@@ -145,7 +145,7 @@ def load_manifest(fs: Fs, dir: str) -> tuple[int, dict[str, Any]] | None:
     problems = []
     for generation in reversed(generations):
         path = f"{dir}/{manifest_name(generation)}"
-        result = _read(fs, path, generation)
+        result = read_manifest_body(fs, path, generation)
         if isinstance(result, dict):
             return generation, result
         problems.append(f"{manifest_name(generation)}: {result}")
@@ -159,7 +159,7 @@ def load_manifest(fs: Fs, dir: str) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
-def _read(fs: Fs, path: str, generation: int) -> dict[str, Any] | str:
+def read_manifest_body(fs: Fs, path: str, generation: int) -> dict[str, Any] | str:
     """The body, or why the file does not validate."""
     handle = fs.open(path)
     try:

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from .._storage.reader import Reader
+from ..reader import Reader
 
 __all__ = ["ReaderHandle", "directory_state"]
 

@@ -188,9 +188,9 @@ async def test_a_data_directory_without_cursors_opens(tmp_path):
         store = engine._store
         assert store is not None
         store.extensions = [e for e in store.extensions if e.key != "cursors"]
+    from topics._persistence.store import StorePaths
     from topics._storage.fs import RealFs
     from topics._storage.manifest import load_manifest
-    from topics._storage.store import StorePaths
 
     loaded = load_manifest(RealFs(), StorePaths.for_dir(str(tmp_path)).manifest)
     assert loaded is not None

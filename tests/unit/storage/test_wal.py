@@ -14,7 +14,7 @@ import trio.testing
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
 from topics._core import crc32c
-from topics._producers import ProducerClaim, encode_append_producer
+from topics._producer_state import ProducerClaim, encode_append_producer
 from topics._storage import entries
 from topics._storage.fs import Fs, RealFs
 from topics._storage.wal import Wal, WalCorruptionError, WalError, WalTicket, scan_wal

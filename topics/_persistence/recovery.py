@@ -51,16 +51,25 @@ from typing import Any
 
 from .._core import SegmentBuffer, frame_seq, iter_frames
 from .._log import GapMarker, TopicLog
-from .._producers import ProducerState, decode_append_producer, decode_producer, load_producers
+from .._producer_state import (
+    ProducerState,
+    decode_append_producer,
+    decode_producer,
+    load_producers,
+)
 from .._registry import TopicRegistry
+from .._storage import entries
+from .._storage.fs import Fs, StorageCorruptionError
+from .._storage.manifest import (
+    load_manifest,
+    manifest_generations,
+    manifest_name,
+    read_manifest_body,
+)
+from .._storage.segment_files import parse_segment_name, read_segment, segment_path
+from .._storage.wal_reader import scan_wal, wal_files
 from ..config import parse_config
-from . import entries
-from .fs import Fs, StorageCorruptionError
-from .manifest import _read as read_manifest_body
-from .manifest import load_manifest, manifest_generations, manifest_name
-from .segment_files import parse_segment_name, read_segment, segment_path
 from .store import SegmentFileState, StorePaths
-from .wal_reader import scan_wal, wal_files
 
 __all__ = ["Recovered", "StaleManifestError", "recover"]
 

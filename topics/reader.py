@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import time
 
-from .._args import bool_arg, node_set, u64
-from .._clock import SystemClock
-from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
-from .._limits import DIFF_BYTE_BUDGET
-from .._log import TopicLog
-from .._names import check_topic_name
-from .._reads import read_bounds, read_diff
-from .._registry import TopicRegistry
-from ..errors import TopicNotFoundError
-from ..settings import Limits
-from ..types import DiffResult
-from .fs import Fs, RealFs, StorageCorruptionError
-from .recovery import recover
-from .store import StorePaths
+from ._args import bool_arg, node_set, u64
+from ._clock import SystemClock
+from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from ._limits import DIFF_BYTE_BUDGET
+from ._log import TopicLog
+from ._names import check_topic_name
+from ._persistence.recovery import recover
+from ._persistence.store import StorePaths
+from ._reads import read_bounds, read_diff
+from ._registry import TopicRegistry
+from ._storage.fs import Fs, RealFs, StorageCorruptionError
+from .errors import TopicNotFoundError
+from .settings import Limits
+from .types import DiffResult
 
 __all__ = ["Reader"]
 

@@ -49,26 +49,26 @@ from typing import Any, Protocol
 import trio
 
 from .._log import GapMarker, TopicLog
-from .._producers import (
+from .._producer_state import (
     ProducerClaim,
     encode_append_producer,
     encode_producer,
     snapshot_producers,
 )
 from .._registry import TopicRegistry
-from . import entries
-from .fs import Fs, is_no_space
-from .handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
-from .heads import HeadTable
-from .manifest import write_manifest
-from .segment_files import (
+from .._storage import entries
+from .._storage.fs import Fs, is_no_space
+from .._storage.handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
+from .._storage.heads import HeadTable
+from .._storage.manifest import write_manifest
+from .._storage.segment_files import (
     SegmentWriter,
     mark_deleted,
     open_for_append,
     remove_segment,
     segment_path,
 )
-from .wal import Wal, WalError, WalFullError, WalTicket
+from .._storage.wal import Wal, WalError, WalFullError, WalTicket
 
 __all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
 
