@@ -298,3 +298,66 @@ def test_hostile_expectations() -> None:
     gt = compile_where(["data.n", "Gt", 9007199254740992])
     assert gt is not None
     assert gt(None, None, None, b'{"n":9007199254740993}') is True
+
+
+# Random objects written as JSON text a serializer would not produce: duplicate keys,
+# keys and strings escaped at random, whitespace anywhere, the key's text in values.
+_KEYS = ["n", "nn", "k", 's"n', '"n":1', "\u00e9", "{"]
+_STRINGS = ["n", '"n":1000', 'a"n', "\\", "}", "x" * 20, "\u00e9"]
+_NUMBERS = ["1000", "5", "-0", "1e3", "9007199254740993", "-1000.5", "900", "899.9999999999999999"]
+_json_value = st.recursive(
+    st.one_of(
+        st.sampled_from(_NUMBERS).map(lambda n: ("num", n)),
+        st.sampled_from(_STRINGS).map(lambda s: ("str", s)),
+        st.sampled_from(["true", "false", "null"]).map(lambda s: ("lit", s)),
+    ),
+    lambda inner: st.one_of(
+        st.lists(st.tuples(st.sampled_from(_KEYS), inner), max_size=4).map(lambda m: ("obj", m)),
+        st.lists(inner, max_size=3).map(lambda a: ("arr", a)),
+    ),
+    max_leaves=8,
+)
+
+
+def _text(s: str, escapes: Any) -> str:
+    out = []
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif escapes.draw(st.integers(0, 5)) == 0:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _write(value: Any, draw: Any) -> str:
+    ws = lambda: draw.draw(st.sampled_from(["", "", " ", "\n\t"]))  # noqa: E731
+    kind, body = value
+    if kind == "obj":
+        members = [f"{ws()}{_text(k, draw)}{ws()}:{ws()}{_write(v, draw)}{ws()}" for k, v in body]
+        return "{" + ",".join(members) + ws() + "}"
+    if kind == "arr":
+        return "[" + ",".join(_write(v, draw) for v in body) + "]"
+    return _text(body, draw) if kind == "str" else body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_KEYS), _json_value), max_size=5),
+    st.data(),
+)
+def test_random_objects_decide_as_the_predicate(members: Any, draw: Any) -> None:
+    datas = [_write(("obj", members), draw).encode() for _ in range(3)]
+    ext, pure = _hostile_segment(_ext, datas), _hostile_segment(_pure, datas)
+    for where in (
+        ["data.n", "Ge", 900],
+        ["data.n", "Lt", 0],
+        ["data.n", "Eq", 1000],
+        ["data.n", "Exists"],
+        ["data.k", "Eq", "n"],
+        ["data.nn", "Glob", "x*"],
+        ["meta.n", "Gt", 899.5],
+    ):
+        pred = compile_where(where)
+        assert _kept(ext, pred) == _kept(pure, pred), (where, datas)
