@@ -179,6 +179,67 @@ cdef bint _skip_list(object skip_nodes, _SkipList* skip) except -1:
     return True
 
 
+cdef extern from *:
+    """
+    /* The first offset >= pos where needle[0:len] occurs in s[0:n], or -1. SSE2 where it
+       exists: 16 candidate offsets at a time, filtered on the needle's first, second and
+       last bytes (a quoted key's opening quote, first letter and closing quote), so a
+       JSON object's other strings rarely reach the memcmp. glibc's memmem sets up a
+       256-byte table per call, more than this whole search costs on a small record. */
+    static inline Py_ssize_t topics_find(const unsigned char *s, Py_ssize_t pos, Py_ssize_t n,
+                                         const unsigned char *needle, Py_ssize_t len) {
+        if (len <= 1) {
+            const unsigned char *p;
+            if (len == 0)
+                return pos <= n ? pos : -1;
+            p = pos < n ? memchr(s + pos, needle[0], (size_t)(n - pos)) : NULL;
+            return p == NULL ? -1 : p - s;
+        }
+    #if defined(__SSE2__)
+        #include <emmintrin.h>
+        /* Bytes broadcast from a register: _mm_set1_epi8 went through the stack here, a
+           byte store then a wider load that stalled (perf annotate). */
+        const __m128i v0 = _mm_shuffle_epi32(_mm_cvtsi32_si128((int)(needle[0] * 0x01010101u)), 0);
+        const __m128i v1 = _mm_shuffle_epi32(_mm_cvtsi32_si128((int)(needle[1] * 0x01010101u)), 0);
+        const __m128i vz = _mm_shuffle_epi32(
+            _mm_cvtsi32_si128((int)(needle[len - 1] * 0x01010101u)), 0);
+        Py_ssize_t last = n - len + 1 - 16;  /* the last offset a full block can start at */
+        unsigned skip = 0;
+        while (pos <= last || (pos < n - len + 1 && last >= 0)) {
+            Py_ssize_t at = pos;
+            if (at > last) {  /* the tail: one block ending at the end, minus what was seen */
+                skip = (unsigned)(at - last);
+                at = last;
+            }
+            __m128i a = _mm_loadu_si128((const __m128i *)(s + at));
+            __m128i b = _mm_loadu_si128((const __m128i *)(s + at + 1));
+            __m128i c = _mm_loadu_si128((const __m128i *)(s + at + len - 1));
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(
+                _mm_and_si128(_mm_cmpeq_epi8(a, v0), _mm_cmpeq_epi8(b, v1)),
+                _mm_cmpeq_epi8(c, vz)));
+            mask &= ~((1u << skip) - 1u);
+            while (mask) {
+                int bit = __builtin_ctz(mask);
+                if (len <= 3 || memcmp(s + at + bit + 2, needle + 2, (size_t)(len - 3)) == 0)
+                    return at + bit;
+                mask &= mask - 1;
+            }
+            if (at != pos)
+                return -1;
+            pos += 16;
+        }
+    #endif
+        for (; pos + len <= n; pos++)
+            if (s[pos] == needle[0] && s[pos + 1] == needle[1]
+                    && memcmp(s + pos, needle, (size_t)len) == 0)
+                return pos;
+        return -1;
+    }
+    """
+    Py_ssize_t topics_find(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n,
+                           const unsigned char* needle, Py_ssize_t len) noexcept nogil
+
+
 ctypedef struct _Needles:
     # A where predicate's necessary substrings (topics/_where.py rule 5), checked in C.
     Py_ssize_t n
@@ -219,7 +280,7 @@ cdef bint _lacks_needle(const _Needles* nd, const unsigned char* f) noexcept nog
             span, size = body + nlen + tlen, mlen
         else:
             span, size = body + nlen + tlen + mlen, dlen
-        if memmem(span, size, nd.ptr[k], nd.size[k]) != NULL:
+        if topics_find(span, 0, size, <const unsigned char*>nd.ptr[k], nd.size[k]) >= 0:
             continue
         if part >= 4 and memchr(span, c'\\', size) != NULL:
             continue
@@ -372,57 +433,6 @@ cdef int _member_walk(const unsigned char* s, Py_ssize_t n, const unsigned char*
     return found
 
 
-cdef extern from *:
-    """
-    /* The first offset >= pos where the quoted key (key[0] and key[klen-1] are '"',
-       klen >= 3) occurs in s[0:n], or -1. SSE2 where it exists: 16 candidate offsets at a
-       time, filtered on the opening quote, the key's first byte and the closing quote,
-       so a JSON object's other strings rarely reach the memcmp; glibc's memmem sets up
-       a 256-byte table per call, more than the whole search costs on a small record. */
-    static inline Py_ssize_t topics_find_key(const unsigned char *s, Py_ssize_t pos,
-                                             Py_ssize_t n, const unsigned char *key,
-                                             Py_ssize_t klen) {
-    #if defined(__SSE2__)
-        #include <emmintrin.h>
-        /* The key's byte broadcast from a register: _mm_set1_epi8 went through the
-           stack here, a byte store then a wider load that stalled (perf annotate). */
-        const __m128i quote = _mm_set1_epi8(0x22);
-        const __m128i first = _mm_shuffle_epi32(
-            _mm_cvtsi32_si128((int)(key[1] * 0x01010101u)), 0);
-        Py_ssize_t last = n - klen + 1 - 16;  /* the last offset a full block can start at */
-        unsigned skip = 0;
-        while (pos <= last || (pos < n - klen + 1 && last >= 0)) {
-            Py_ssize_t at = pos;
-            if (at > last) {  /* the tail: one block ending at the end, minus what was seen */
-                skip = (unsigned)(at - last);
-                at = last;
-            }
-            __m128i a = _mm_loadu_si128((const __m128i *)(s + at));
-            __m128i b = _mm_loadu_si128((const __m128i *)(s + at + 1));
-            __m128i c = _mm_loadu_si128((const __m128i *)(s + at + klen - 1));
-            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(
-                _mm_and_si128(_mm_cmpeq_epi8(a, quote), _mm_cmpeq_epi8(b, first)),
-                _mm_cmpeq_epi8(c, quote)));
-            mask &= ~((1u << skip) - 1u);
-            while (mask) {
-                int bit = __builtin_ctz(mask);
-                if (klen == 3 || memcmp(s + at + bit + 2, key + 2, (size_t)(klen - 3)) == 0)
-                    return at + bit;
-                mask &= mask - 1;
-            }
-            if (at != pos)
-                return -1;
-            pos += 16;
-        }
-    #endif
-        for (; pos + klen <= n; pos++)
-            if (s[pos] == 0x22 && s[pos + 1] == key[1] && memcmp(s + pos, key, (size_t)klen) == 0)
-                return pos;
-        return -1;
-    }
-    """
-    Py_ssize_t topics_find_key(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n,
-                               const unsigned char* key, Py_ssize_t klen) noexcept nogil
 
 
 cdef inline Py_ssize_t _quoted_end(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
@@ -480,7 +490,7 @@ cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
     cdef int found = _NO
     if pos >= n or s[pos] != c'{':
         return _NO
-    hit = topics_find_key(s, pos + 1, n, key, klen)
+    hit = topics_find(s, pos + 1, n, key, klen)
     while hit >= 0:
         pos = _walk_to(s, pos, hit, n, &depth)
         if pos < 0:
@@ -496,7 +506,7 @@ cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
                     return _UNKNOWN
                 found, vstart[0], vend[0] = _YES, v, e
                 pos = clean = e
-        hit = topics_find_key(s, pos if pos > hit else hit + 1, n, key, klen)
+        hit = topics_find(s, pos if pos > hit else hit + 1, n, key, klen)
     if memchr(s + clean, c'\\', n - clean) != NULL:
         return _member_walk(s, n, key, klen, vstart, vend)
     return found

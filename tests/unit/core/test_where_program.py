@@ -332,7 +332,10 @@ def _text(s: str, escapes: Any) -> str:
 
 
 def _write(value: Any, draw: Any) -> str:
-    ws = lambda: draw.draw(st.sampled_from(["", "", " ", "\n\t"]))  # noqa: E731
+    def ws() -> str:
+        out: str = draw.draw(st.sampled_from(["", "", " ", "\n\t"]))
+        return out
+
     kind, body = value
     if kind == "obj":
         members = [f"{ws()}{_text(k, draw)}{ws()}:{ws()}{_write(v, draw)}{ws()}" for k, v in body]
@@ -361,3 +364,35 @@ def test_random_objects_decide_as_the_predicate(members: Any, draw: Any) -> None
     ):
         pred = compile_where(where)
         assert _kept(ext, pred) == _kept(pure, pred), (where, datas)
+
+
+def test_needles_and_keys_are_found_at_every_offset() -> None:
+    """The core's substring search (16 offsets a step, then one block ending at the end)
+    finds a needle and a key wherever they sit in spans of every length near a step."""
+    datas, keys = [], []
+    for pad in range(40):
+        for size in range(1, 7):
+            value = "v" * (size - 1) + "w"
+            datas.append(f'{{"p":"{"x" * pad}","k{size}":"{value}","z":{pad}}}'.encode())
+            keys.append(f"data.k{size}")
+    records = [{"data": d, "tag": "t" * (1 + i % 20)} for i, d in enumerate(datas)]
+    segs = {}
+    for name, module in (("ext", _ext), ("pure", _pure)):
+        frames, _ = module.encode_batch(records, 1, 1000, None, 7, LIMITS, ujson.dumps)
+        segs[name] = module.SegmentBuffer(1, 7)
+        segs[name].append(frames)
+    for size in range(1, 7):
+        key, value = f"data.k{size}", "v" * (size - 1) + "w"
+        expected = [i + 1 for i, k in enumerate(keys) if k == key]
+        for where in (
+            [key, "Eq", value],
+            [key, "Exists"],
+            ["and", [[key, "Exists"], ["data.z", "Ge", 0]]],
+        ):
+            assert _kept(segs["ext"], compile_where(where)) == expected, where
+        miss = compile_where([key, "Eq", "v" * size])  # all but its last byte match
+        assert _kept(segs["ext"], miss) == _kept(segs["pure"], miss) == []
+    for size in range(1, 21):  # tags of every length: the needle is the whole tag
+        tag_eq = compile_where(["tag", "Eq", "t" * size])
+        expected = [i + 1 for i in range(len(records)) if 1 + i % 20 == size]
+        assert _kept(segs["ext"], tag_eq) == _kept(segs["pure"], tag_eq) == expected
