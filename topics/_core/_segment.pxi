@@ -437,14 +437,12 @@ cdef int _member_walk(const unsigned char* s, Py_ssize_t n, const unsigned char*
 
 cdef inline Py_ssize_t _quoted_end(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
     """Just past the string opening at s[pos], or -1; plain runs skipped 16 bytes at a time
-    (not _plain_run: its word loop, after a 16-byte step that stopped, costs as much again
-    on the short strings of a small record)."""
+    (not _plain_run: its word and byte loops, after a 16-byte step that stopped, cost as
+    much again on the short strings of a small record; near the end this is a byte loop)."""
     cdef unsigned char c
     pos += 1
     while True:
         pos = topics_plain_run16(s, pos, n)
-        while pos < n and _STR_CLASS[s[pos]] == 0:
-            pos += 1
         if pos >= n:
             return -1
         c = s[pos]
