@@ -181,6 +181,9 @@ cdef bint _skip_list(object skip_nodes, _SkipList* skip) except -1:
 
 cdef extern from *:
     """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
     /* The first offset >= pos where needle[0:len] occurs in s[0:n], or -1. SSE2 where it
        exists: 16 candidate offsets at a time, filtered on the needle's first, second and
        last bytes (a quoted key's opening quote, first letter and closing quote), so a
@@ -196,7 +199,6 @@ cdef extern from *:
             return p == NULL ? -1 : p - s;
         }
     #if defined(__SSE2__)
-        #include <emmintrin.h>
         /* Bytes broadcast from a register: _mm_set1_epi8 went through the stack here, a
            byte store then a wider load that stalled (perf annotate). */
         const __m128i v0 = _mm_shuffle_epi32(_mm_cvtsi32_si128((int)(needle[0] * 0x01010101u)), 0);
