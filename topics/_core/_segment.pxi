@@ -308,6 +308,7 @@ cdef enum:
     _NO = 0
     _YES = 1
     _UNKNOWN = 2
+
 ctypedef struct _Insn:
     int op
     int part
@@ -395,8 +396,8 @@ cdef Py_ssize_t _skip_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
 cdef int _member_walk(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
                       Py_ssize_t klen, Py_ssize_t* vstart, Py_ssize_t* vend) noexcept nogil:
     """Find top-level member ``key`` (its quoted JSON text) of the JSON object s[0:n] by
-    walking every member, as _member does but also when an escape could spell the key:
-    _UNKNOWN if any key holds one."""
+    walking every member: _member's answer where an escaped key could be the member,
+    _UNKNOWN if any key holds an escape."""
     cdef Py_ssize_t pos = _ws(s, 0, n), kend, v
     cdef int found = _NO
     cdef bint escaped = False, matched
@@ -433,8 +434,6 @@ cdef int _member_walk(const unsigned char* s, Py_ssize_t n, const unsigned char*
     if escaped:  # the member may hide behind an escaped key: only the predicate knows
         return _UNKNOWN
     return found
-
-
 
 
 cdef inline Py_ssize_t _quoted_end(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
@@ -525,7 +524,8 @@ cdef int _number_of(const unsigned char* s, Py_ssize_t n, double* out) noexcept 
         return _NO
     neg = s[0] == c'-'
     k = neg
-    while k < n and k < 19 and c'0' <= s[k] <= c'9':  # an integer (the common case): no strtod
+    # An integer (the common case) without strtod; 18 digits cannot overflow int64.
+    while k < n and k - neg < 18 and c'0' <= s[k] <= c'9':
         acc = acc * 10 + (s[k] - c'0')
         k += 1
     if k == n and n > neg:

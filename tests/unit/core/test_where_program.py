@@ -187,6 +187,10 @@ HOSTILE: list[tuple[bytes, bool]] = [
     (b'{"n":9007199254740993}', False),  # 2**53 + 1: not a double
     (b'{"n":12345678901234567890}', False),  # past int64
     (b'{"n":-12345678901234567890}', False),
+    (b'{"n":9999999999999999999}', False),  # 19 digits: past int64 as well
+    (b'{"n":999999999999999999}', False),  # 18 digits: an int64, past 2**53
+    (b'{"n":9007199254740992}', True),  # 2**53 itself
+    (b'{"n":-9007199254740992}', True),
     (b'{"n":899.99999999999999999}', False),  # rounds to 900.0
     (b'{"n":1e400}', False),  # inf: not a number to the predicate
 ]
@@ -206,6 +210,7 @@ NUMERIC_WHERES: list[Any] = [
     ["data.n", "In", [5, 1000]],
     ["data.n", "Gt", 9007199254740992],
     ["data.n", "Eq", 9007199254740992],
+    ["data.n", "Le", -9007199254740992],
     ["data.n", "Ge", 123456789012345],
     ["data.n", "Gt", 123456789012345],
     ["data.n", "Lt", -123456789012344],
