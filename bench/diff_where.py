@@ -14,7 +14,11 @@ The rate is records *scanned* per second (the cursor's progress, what a consumer
 up cares about); the filtered reads return a tenth as many. Ratios are filtered / plain,
 medians of per-round ratios.
 
-Usage: python bench/diff_where.py [--rounds N] [--json out.json]
+``--render`` measures the core alone instead: nanoseconds per record of
+``SegmentBuffer.render`` (limit 1000) over the same records for each case, the best of 7
+passes over 100,000 records: where a predicate's own cost shows without the engine's.
+
+Usage: python bench/diff_where.py [--rounds N] [--json out.json] [--render]
 """
 
 from __future__ import annotations
@@ -89,6 +93,33 @@ async def main(rounds: int) -> dict[str, object]:
     }
 
 
+def render_ns() -> dict[str, float]:
+    """ns per record of SegmentBuffer.render for each case (see the module docstring)."""
+    import ujson
+
+    from topics._core import _ext
+    from topics._where import compile_where
+
+    limits = (1 << 20, 1 << 20, 256, 256, 1 << 20)
+    frames, _ = _ext.encode_batch(
+        [_record(i) for i in range(100_000)], 1, 1000, None, 7, limits, ujson.dumps
+    )
+    seg = _ext.SegmentBuffer(1, 7)
+    seg.append(frames)
+    out = {}
+    for name, where in CASES.items():
+        pred = compile_where(where)
+        best = float("inf")
+        for _ in range(7):
+            t0 = time.perf_counter()
+            i = 0
+            while i < seg.count:
+                _, _, _, i = seg.render(i, 1000, 1 << 30, None, 1, -1, pred)
+            best = min(best, (time.perf_counter() - t0) / seg.count * 1e9)
+        out[name] = best
+    return out
+
+
 def _print(res: dict[str, object]) -> None:
     rates = res["scanned_per_s"]
     ratios = res["ratio_vs_plain"]
@@ -109,7 +140,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--json")
+    ap.add_argument("--render", action="store_true", help="the core's render alone, ns/record")
     args = ap.parse_args()
+    if args.render:
+        ns = render_ns()
+        print("SegmentBuffer.render, ns per record (best of 7): ", end="")
+        print("  ".join(f"{k} {v:.1f}" for k, v in ns.items()))
+        sys.exit(0)
     out = trio.run(main, args.rounds)
     _print(out)
     if args.json:

@@ -26,10 +26,12 @@ Rules:
    predicate at all (``SegmentBuffer.render``); a ``data``/``meta`` part holding a
    backslash is always passed on (an escape could spell the operand differently).
 6. ``program`` is the same expression as a flat postfix program the core evaluates in C
-   on the raw bytes (top-level members found by scanning, strings compared as bytes,
-   numbers with ``strtod``), three-valued: what it cannot decide exactly (an escape in a
-   string or key, a number past 15 digits) is left to the predicate itself. None when
-   the expression uses what the program cannot express (then the predicate decides).
+   on the raw bytes (a top-level member found by searching for its quoted key and
+   checking each hit's depth, strings compared as bytes, integers parsed directly and
+   other numbers with ``strtod``), three-valued: what it cannot decide exactly (an
+   escaped key after the member, an escape in a compared string, an integer past 2**53,
+   another number past 15 characters) is left to the predicate itself. None when the
+   expression uses what the program cannot express (then the predicate decides).
 """
 
 from __future__ import annotations
@@ -171,9 +173,7 @@ def _emit(value: object, out: list[tuple[int, int, bytes, bytes, float, int]]) -
     else:
         part_name, _, member = name.partition(".")
         part = PART_DATA if part_name == "data" else PART_META
-        key = member.encode()
-        if b"\\" in _raw_string(member):
-            raise _NotInC
+        key = _raw_string(member)  # quoted: the core searches for the key's JSON text
     if op == "Exists":
         out.append((OP_EXISTS, part, key, b"", 0.0, 0))
         if not operand:

@@ -179,6 +179,69 @@ cdef bint _skip_list(object skip_nodes, _SkipList* skip) except -1:
     return True
 
 
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* The first offset >= pos where needle[0:len] occurs in s[0:n], or -1. SSE2 where it
+       exists: 16 candidate offsets at a time, filtered on the needle's first, second and
+       last bytes (a quoted key's opening quote, first letter and closing quote), so a
+       JSON object's other strings rarely reach the memcmp. glibc's memmem sets up a
+       256-byte table per call, more than this whole search costs on a small record. */
+    static inline Py_ssize_t topics_find(const unsigned char *s, Py_ssize_t pos, Py_ssize_t n,
+                                         const unsigned char *needle, Py_ssize_t len) {
+        if (len <= 1) {
+            const unsigned char *p;
+            if (len == 0)
+                return pos <= n ? pos : -1;
+            p = pos < n ? memchr(s + pos, needle[0], (size_t)(n - pos)) : NULL;
+            return p == NULL ? -1 : p - s;
+        }
+    #if defined(__SSE2__)
+        /* Bytes broadcast from a register: _mm_set1_epi8 went through the stack here, a
+           byte store then a wider load that stalled (perf annotate). */
+        const __m128i v0 = _mm_shuffle_epi32(_mm_cvtsi32_si128((int)(needle[0] * 0x01010101u)), 0);
+        const __m128i v1 = _mm_shuffle_epi32(_mm_cvtsi32_si128((int)(needle[1] * 0x01010101u)), 0);
+        const __m128i vz = _mm_shuffle_epi32(
+            _mm_cvtsi32_si128((int)(needle[len - 1] * 0x01010101u)), 0);
+        Py_ssize_t last = n - len + 1 - 16;  /* the last offset a full block can start at */
+        unsigned skip = 0;
+        while (pos <= last || (pos < n - len + 1 && last >= 0)) {
+            Py_ssize_t at = pos;
+            if (at > last) {  /* the tail: one block ending at the end, minus what was seen */
+                skip = (unsigned)(at - last);
+                at = last;
+            }
+            __m128i a = _mm_loadu_si128((const __m128i *)(s + at));
+            __m128i b = _mm_loadu_si128((const __m128i *)(s + at + 1));
+            __m128i c = _mm_loadu_si128((const __m128i *)(s + at + len - 1));
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(
+                _mm_and_si128(_mm_cmpeq_epi8(a, v0), _mm_cmpeq_epi8(b, v1)),
+                _mm_cmpeq_epi8(c, vz)));
+            mask &= ~((1u << skip) - 1u);
+            while (mask) {
+                int bit = __builtin_ctz(mask);
+                if (len <= 3 || memcmp(s + at + bit + 2, needle + 2, (size_t)(len - 3)) == 0)
+                    return at + bit;
+                mask &= mask - 1;
+            }
+            if (at != pos)
+                return -1;
+            pos += 16;
+        }
+    #endif
+        for (; pos + len <= n; pos++)
+            if (s[pos] == needle[0] && s[pos + 1] == needle[1]
+                    && memcmp(s + pos, needle, (size_t)len) == 0)
+                return pos;
+        return -1;
+    }
+    """
+    Py_ssize_t topics_find(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n,
+                           const unsigned char* needle, Py_ssize_t len) noexcept nogil
+
+
 ctypedef struct _Needles:
     # A where predicate's necessary substrings (topics/_where.py rule 5), checked in C.
     Py_ssize_t n
@@ -219,7 +282,7 @@ cdef bint _lacks_needle(const _Needles* nd, const unsigned char* f) noexcept nog
             span, size = body + nlen + tlen, mlen
         else:
             span, size = body + nlen + tlen + mlen, dlen
-        if memmem(span, size, nd.ptr[k], nd.size[k]) != NULL:
+        if topics_find(span, 0, size, <const unsigned char*>nd.ptr[k], nd.size[k]) >= 0:
             continue
         if part >= 4 and memchr(span, c'\\', size) != NULL:
             continue
@@ -330,11 +393,11 @@ cdef Py_ssize_t _skip_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
     return pos
 
 
-cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key, Py_ssize_t klen,
-                 Py_ssize_t* vstart, Py_ssize_t* vend) noexcept nogil:
-    """Find top-level member ``key`` of the JSON object s[0:n] (the last one, as a decoder
-    keeps): _YES with its value's span, _NO when absent (or not an object), _UNKNOWN when
-    a key holds an escape or the text does not scan."""
+cdef int _member_walk(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
+                      Py_ssize_t klen, Py_ssize_t* vstart, Py_ssize_t* vend) noexcept nogil:
+    """Find top-level member ``key`` (its quoted JSON text) of the JSON object s[0:n] by
+    walking every member: _member's answer where an escaped key could be the member,
+    _UNKNOWN if any key holds an escape."""
     cdef Py_ssize_t pos = _ws(s, 0, n), kend, v
     cdef int found = _NO
     cdef bint escaped = False, matched
@@ -349,7 +412,7 @@ cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
         kend = _string_end(s, pos, n, &escaped)
         if kend < 0:
             return _UNKNOWN
-        matched = kend - pos - 2 == klen and memcmp(s + pos + 1, key, klen) == 0
+        matched = kend - pos == klen and memcmp(s + pos, key, klen) == 0
         pos = _ws(s, kend, n)
         if pos >= n or s[pos] != c':':
             return _UNKNOWN
@@ -373,24 +436,105 @@ cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key,
     return found
 
 
+cdef inline Py_ssize_t _quoted_end(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Just past the string opening at s[pos], or -1; plain runs skipped 16 bytes at a time
+    (not _plain_run: its word and byte loops, after a 16-byte step that stopped, cost as
+    much again on the short strings of a small record; near the end this is a byte loop)."""
+    cdef unsigned char c
+    pos += 1
+    while True:
+        pos = topics_plain_run16(s, pos, n)
+        if pos >= n:
+            return -1
+        c = s[pos]
+        if c == c'"':
+            return pos + 1
+        pos += 2 if c == c'\\' else 1
+
+
+cdef inline Py_ssize_t _walk_to(const unsigned char* s, Py_ssize_t pos, Py_ssize_t to, Py_ssize_t n,
+                                Py_ssize_t* depth) noexcept nogil:
+    """Follow the text from pos (outside any string) up to ``to``, counting brackets into
+    ``depth``: ``to`` when it is outside every string, past it when a string covers it,
+    -1 when the text does not scan."""
+    cdef unsigned char c
+    while pos < to:
+        c = s[pos]
+        if c == c'"':
+            pos = _quoted_end(s, pos, n)
+            if pos < 0:
+                return -1
+            continue
+        if c == c'{' or c == c'[':
+            depth[0] += 1
+        elif c == c'}' or c == c']':
+            depth[0] -= 1
+        pos += 1
+    return pos
+
+
+cdef int _member(const unsigned char* s, Py_ssize_t n, const unsigned char* key, Py_ssize_t klen,
+                 Py_ssize_t* vstart, Py_ssize_t* vend) noexcept nogil:
+    """Find top-level member ``key`` (its quoted JSON text, no escapes) of the JSON object
+    s[0:n], the last one as a decoder keeps: _YES with its value's span, _NO when absent
+    (or not an object), _UNKNOWN when an escaped key could be it or the text does not scan.
+
+    Only the key's occurrences are looked at: each is checked to be a top-level key by
+    following the text from the last one (a nested one has depth > 1, one inside a string
+    is passed over by the string, a value is not followed by ':'), and the text after the
+    last member found is only searched, not walked. An escape can hide the key only in a
+    key after that member (an earlier one is overridden), so only then is every member
+    walked (_member_walk)."""
+    cdef Py_ssize_t pos = _ws(s, 0, n), depth = 0, hit, at, v, e, clean = 0
+    cdef int found = _NO
+    if pos >= n or s[pos] != c'{':
+        return _NO
+    hit = topics_find(s, pos + 1, n, key, klen)
+    while hit >= 0:
+        pos = _walk_to(s, pos, hit, n, &depth)
+        if pos < 0:
+            return _UNKNOWN
+        if pos == hit and depth == 1:
+            at = _ws(s, hit + klen, n)
+            if at < n and s[at] == c':':
+                v = _ws(s, at + 1, n)
+                if v >= n:
+                    return _UNKNOWN
+                e = _skip_value(s, v, n)
+                if e < 0:
+                    return _UNKNOWN
+                found, vstart[0], vend[0] = _YES, v, e
+                pos = clean = e
+        hit = topics_find(s, pos if pos > hit else hit + 1, n, key, klen)
+    if memchr(s + clean, c'\\', n - clean) != NULL:
+        return _member_walk(s, n, key, klen, vstart, vend)
+    return found
+
+
 cdef int _number_of(const unsigned char* s, Py_ssize_t n, double* out) noexcept nogil:
-    """A JSON number's value: _YES, _NO (not a number), _UNKNOWN (too long to be exact)."""
+    """A JSON number's value: _YES, _NO (not a number), _UNKNOWN (not exact as a double:
+    an integer past 2**53, which the predicate compares as a Python int, or a fraction or
+    exponent longer than 15 characters)."""
     cdef char buf[32]
     cdef char* end
     cdef Py_ssize_t k = 0
     cdef int64_t acc = 0
+    cdef bint neg
     if n == 0 or not (s[0] == c'-' or c'0' <= s[0] <= c'9'):
         return _NO
-    if n > 15:
-        return _UNKNOWN
-    if s[0] == c'-':
-        k = 1
-    while k < n and c'0' <= s[k] <= c'9':  # an integer (the common case): no strtod
+    neg = s[0] == c'-'
+    k = neg
+    # An integer (the common case) without strtod; 18 digits cannot overflow int64.
+    while k < n and k - neg < 18 and c'0' <= s[k] <= c'9':
         acc = acc * 10 + (s[k] - c'0')
         k += 1
-    if k == n and n > (s[0] == c'-'):
-        out[0] = <double>(-acc if s[0] == c'-' else acc)
+    if k == n and n > neg:
+        if acc > (<int64_t>1 << 53):  # topics/_where.py _EXACT_FLOAT
+            return _UNKNOWN
+        out[0] = <double>(-acc if neg else acc)
         return _YES
+    if n > 15:
+        return _UNKNOWN
     memcpy(buf, s, n)
     buf[n] = 0
     out[0] = strtod(buf, &end)
