@@ -546,6 +546,11 @@ WHERE_CASES = [
     "a=1 it's",
     """a=1 "b'\"""",
     "a=1\n b=2",
+    "a=1 \ufeffb",  # messages quote the input as Python's repr() does
+    "a=1 \x7f",
+    "a=1 \u200bz",
+    'a="\x01',
+    "a=1 é\U0001f600",
 ]
 
 NOW_MS = 1_795_626_000_000  # 2026-11-25T17:00:00Z

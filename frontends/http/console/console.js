@@ -288,6 +288,7 @@
   }
 
   function stopTail() {
+    state.tailSeq += 1;                        // and a tail still opening is dropped
     const tail = state.tail;
     if (tail && tail.es) tail.es.close();
     state.tail = null;
@@ -351,6 +352,7 @@
     if (!state.tail) {
       $("#tail-topic").textContent = topic;
       tailState("opening…");
+      $("#tail-stop").disabled = false;
     }
     let session, fromSeq;
     try {
@@ -363,13 +365,13 @@
         include_meta: false,
       }, opts.where));
     } catch (err) {
-      if (seq !== state.tailSeq) return;         // another tail started meanwhile
+      if (seq !== state.tailSeq) return;         // stopped, or another tail started meanwhile
       if (err instanceof ApiError && err.status === 400) {
         result("#tail-error", describe(err), false);
-        if (!state.tail) tailState("not started");
+        if (!state.tail) { tailState("not started"); $("#tail-stop").disabled = true; }
         return;
       }
-      if (state.tail) stopTail();
+      stopTail();
       $("#tail tbody").replaceChildren();
       $("#tail-topic").textContent = topic;
       tailState(describe(err));

@@ -36,7 +36,10 @@
 
   const strip = (text) => text.replace(EDGE_WS, "");
 
-  // Python's repr() of a str, for messages that quote the input as the CLI's do.
+  // Python's repr() of a str, for messages that quote the input as the CLI's do: what
+  // str.isprintable() refuses (controls, format characters, separators but the space,
+  // unassigned code points) is written as an escape.
+  const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
   function pyRepr(text) {
     const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
     let out = quote;
@@ -47,8 +50,10 @@
       else if (ch === "\n") out += "\\n";
       else if (ch === "\r") out += "\\r";
       else if (ch === "\t") out += "\\t";
-      else if (code < 0x20 || (code >= 0x7f && code < 0xa0)) out += "\\x" + code.toString(16).padStart(2, "0");
-      else out += ch;
+      else if (ch === " " || !UNPRINTABLE.test(ch)) out += ch;
+      else if (code < 0x100) out += "\\x" + code.toString(16).padStart(2, "0");
+      else if (code < 0x10000) out += "\\u" + code.toString(16).padStart(4, "0");
+      else out += "\\U" + code.toString(16).padStart(8, "0");
     }
     return out + quote;
   }
