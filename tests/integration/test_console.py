@@ -811,8 +811,16 @@ def test_console_browses_to_an_end_with_a_where_and_agrees_with_the_cli(
             ).json()
             assert seqs == [str(r["$seq"]) for r in served["records"]] == ["2", "4"]
             assert page.evaluate("document.querySelector('#browse-next').disabled") is True
-            # The same where to the end of the topic: seq 5 (amount 50) and 6 too.
+            # An until time before every record: nothing, and the end is reached at once.
             _set(page, "#browse-to", "")
+            _set(page, "#browse-until", "2001-01-01T00:00:00")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.startsWith('0 records')"
+            )
+            assert "end reached" in _text(page, "#browse-meta")
+            # The same where to the end of the topic: seq 5 (amount 50) and 6 too.
+            _set(page, "#browse-until", "")
             _submit(page, "#browse-form")
             page.wait_for(
                 "document.querySelector('#browse-meta').textContent.startsWith('4 records')"
