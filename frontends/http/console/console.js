@@ -28,8 +28,8 @@
   const F = globalThis.TopicsFilters;   // filters.js
   const state = {
     topics: [],          // last GET /v0/topics entries
-    tail: null,          // {topic, wid, es, cursor, ended}
-    tailSeq: 0,          // bumped by every startTail: an older one that finishes is dropped
+    tail: null,          // {topic, wid, es, cursor}
+    tailSeq: 0,          // bumped by every startTail and stopTail: a tail still opening is dropped
     detail: null,        // the topic whose panel is open
     browseNext: null,    // next_from_seq of the last browse page
     browseOpts: null,    // the bounds and where of the last Read, kept for Next page
@@ -288,7 +288,7 @@
   }
 
   function stopTail() {
-    state.tailSeq += 1;                        // and a tail still opening is dropped
+    state.tailSeq += 1;
     const tail = state.tail;
     if (tail && tail.es) tail.es.close();
     state.tail = null;
@@ -382,7 +382,7 @@
     $("#tail tbody").replaceChildren();
     $("#tail-topic").textContent = topic;
     tailState("opening…");
-    const tail = { topic, wid: session.wid, es: null, cursor: null, ended: false };
+    const tail = { topic, wid: session.wid, es: null, cursor: null };
     state.tail = tail;
     $("#tail-stop").disabled = false;
     history.replaceState(null, "", "?tail=" + encodeURIComponent(topic));
@@ -420,7 +420,6 @@
         const d = JSON.parse(e.data);
         es.close();
         tail.cursor = d.next_from_seq;
-        tail.ended = true;
         $("#tail-stop").disabled = true;
         tailNote("end reached: read up to seq " + fmt(d.next_from_seq) + " (head " + fmt(d.head_seq) + ")", "end");
         tailState("end reached at seq " + fmt(d.next_from_seq));
