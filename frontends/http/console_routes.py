@@ -1,12 +1,14 @@
-"""The web console: one HTML page, one script, one stylesheet, served at ``/console``.
+"""The web console: one HTML page, two scripts, one stylesheet, served at ``/console``.
 
-The console is a static client of the ``/v0`` API (docs/OPERATIONS.md has a tour): it polls
-``GET /v0/topics`` and ``GET /v0/routers``, reads queue counters from ``GET /v0/topics/:q``
-and the named cursors' lag from ``GET /v0/metrics``, and tails a topic through
-``POST /v0/watch`` plus the browser's ``EventSource``. A topic's panel writes records, browses
-from a seq or a time (``diff``), lists its cursors, edits its config and deletes records or
-the topic (after a confirmation step); a queue's dead letters can be redriven. Each action is
-the same ``/v0`` call any client makes, with the key typed into the page.
+The console is a static client of the ``/v0`` API (docs/OPERATIONS.md, "The web console"):
+it polls ``GET /v0/topics`` and ``GET /v0/routers``, reads queue counters from
+``GET /v0/topics/:q`` and the named cursors' lag from ``GET /v0/metrics``, and tails a topic
+through ``POST /v0/watch`` plus the browser's ``EventSource``. A topic's panel writes records,
+browses from a seq or a time (``diff``), lists its cursors, edits its config and deletes
+records or the topic (after a confirmation step); a queue's dead letters can be redriven. The
+tail and the browse take an end (``to_ts``/``to_seq``) and a ``where`` written in the CLI's
+syntax, which ``filters.js`` (a port of topics/cli_filters.py) turns into the tuple sent. Each
+action is the same ``/v0`` call any client makes, with the key typed into the page.
 
 Rules:
 1. The files are package data (``topics.frontends.http/console/*``), read once and kept in
@@ -36,6 +38,7 @@ __all__ = ["ASSETS", "ROUTES", "asset_bytes"]
 ASSETS: dict[str, bytes] = {
     "index.html": b"text/html; charset=utf-8",
     "console.js": b"text/javascript; charset=utf-8",
+    "filters.js": b"text/javascript; charset=utf-8",
     "console.css": b"text/css; charset=utf-8",
 }
 

@@ -15,6 +15,12 @@
    browse from a seq and from a time, the cursors with their lag, edit a config (and a bad
    one refused), delete records and a topic only after the confirmation step, a queue's
    dead-letter count and redrive. Each is checked against the server over HTTP too.
+5. The CLI's bounds and filter in the tail and the browse (issue 18): ``since``/``until``/
+   ``to seq``/``where`` keep only matching records and stop at the end, which the page
+   says; a where the server refuses shows the server's message and leaves the running
+   tail and the last page alone; one that does not parse is not sent.
+6. filters.js (the console's port of topics/cli_filters.py) and the CLI read one table of
+   filters and times the same way: under node, and in the page itself.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -34,6 +41,7 @@ import httpx
 import pytest
 
 from tests.support.chromium import HEADLESS_FLAGS, Chromium, find_chromium
+from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
 
 from .conftest import ServerProcess
 
@@ -198,6 +206,10 @@ def test_console_files_are_served_without_a_key_and_the_api_still_needs_one(
         assert js.status_code == 200
         assert js.headers["content-type"].startswith("text/javascript")
         assert "new EventSource(" in js.text
+        filters = anonymous.get("/console/filters.js")  # the CLI's filter syntax, ported
+        assert filters.status_code == 200
+        assert filters.headers["content-type"].startswith("text/javascript")
+        assert page.text.index("/console/filters.js") < page.text.index("/console/console.js")
         css = anonymous.get("/console/console.css")
         assert css.status_code == 200
         assert css.headers["content-type"].startswith("text/css")
@@ -451,3 +463,376 @@ def test_console_shows_dead_letter_counts_and_redrives(
             page.wait_for(f"!!{row} && {row}.querySelector('.dlq-count').textContent === '0'")
         assert http.get("/v0/topics/c-jobs-dlq").json()["count"] == 0
         assert http.get("/v0/topics/c-jobs").json()["queue"]["ready"] == 1
+
+
+# -- the CLI's bounds and filter (issue 18) -------------------------------------------------
+
+FILTERS_JS = Path(__file__).parents[2] / "frontends" / "http" / "console" / "filters.js"
+
+#: Filters as a user types them, read by topics/cli_filters.py and by filters.js. Left out:
+#: what makes the Python side raise something other than FilterSyntaxError (an invalid
+#: JSON escape such as "\q", digits of other scripts) and 1e400 (inf, which no JSON holds).
+WHERE_CASES = [
+    "kind=refund",
+    "data.kind!=refund",
+    "amount>3",
+    "amount>=3",
+    "a<3",
+    "a<=-2.5",
+    "tag=chat-42:*",
+    "kind in refund,chargeback",
+    "a in 1, 2 ,x",
+    'a in "x,y",z,true,null',
+    "has meta.urgent",
+    "has tag",
+    "a=1 and (b=2 or not c=3)",
+    "a=1 or b=2 and c=3",
+    "not not a=1",
+    "NOT a=1 AND b=2 Or c=3",
+    "((a=1) or (b=2))",
+    "or=1",
+    'id="42"',
+    'tag="a*"',
+    """x="it's\"""",
+    r'x="a \"b\" c"',
+    r'x="\u00e9\n"',
+    "x=true",
+    "x=false",
+    "x=null",
+    "x=TRUE",
+    "x=1.0",
+    "x=-0",
+    "x=1e3",
+    "x=1.5E-2",
+    "x=007",
+    "x=12345678901234567890",
+    "x=-12345678901234567890",
+    "x=1.2.3",
+    "x=-",
+    "x=*",
+    "x=ü*",
+    "café=crème",
+    "node=w-1",
+    "meta.type=order.created",
+    "data.a.b=1",
+    " kind = refund ",
+    "kind\t=\trefund\n",
+    "a=1\x1c",  # Python's whitespace, not JavaScript's
+    "a=\u00a0b",
+    "a=\ufeffb",  # JavaScript's whitespace, not Python's
+    "",
+    "   ",
+    "kind",
+    "kind=",
+    "=1",
+    "a=1 b=2",
+    "(a=1",
+    "a=1)",
+    "()",
+    "a in",
+    "a in 1,",
+    "a in (1)",
+    "a!1",
+    'a="x',
+    "a=b=c",
+    '"a"=1',
+    "has",
+    "has =",
+    "not",
+    "a=(",
+    "a ~ 1",
+    "a=1 and",
+    "a=1 or or b=2",
+    "a=1 it's",
+    """a=1 "b'\"""",
+    "a=1\n b=2",
+    "a=1 \ufeffb",  # messages quote the input as Python's repr() does
+    "a=1 \x7f",
+    "a=1 \u200bz",
+    'a="\x01',
+    "a=1 é\U0001f600",
+]
+
+NOW_MS = 1_795_626_000_000  # 2026-11-25T17:00:00Z
+
+#: --since/--until text: durations, epoch ms, the RFC 3339 / ISO 8601 calendar forms.
+TIME_CASES = [
+    "90s",
+    "10m",
+    "2h",
+    "1d",
+    "500ms",
+    "0ms",
+    "99999d",
+    "1795626000000",
+    " 10m ",
+    "2026-11-25T17:00:00Z",
+    "2026-11-25T17:00:00+01:00",
+    "2026-11-25T17:00:00-00:30",
+    "2026-11-25 17:00:00.5Z",
+    "2026-11-25T17:00:00,25Z",
+    "2026-11-25T17:00:00.1234567Z",
+    "2026-11-25T17:00Z",
+    "2026-11-25T17Z",
+    "2026-11-25t17:00Z",
+    "20261125T170000Z",
+    "2026-11-25T170000-0130",
+    "2026-11-25T17:00:00+01",
+    "2026-11-25T17:00:00+01:00:30.5",
+    "2024-02-29T00:00:00Z",
+    "1969-12-31T23:59:59.9995Z",
+    "0050-06-01T00:00:00Z",
+    "2026-02-29T00:00:00Z",
+    "2026-11-25T24:00:00Z",
+    "2026-13-01T00:00:00Z",
+    "2026-11-25T17:00:00+24:00",
+    "2026-11-25",
+    "2026-11-25T17:00:00",
+    "10 m",
+    "10min",
+    "-5m",
+    "yesterday",
+    "",
+]
+
+#: Runs both tables through a TopicsFilters object; the answer is JSON text.
+_JS_TABLES = """(F, where, times, now) => JSON.stringify({
+  where: where.map((t) => { try { return {ok: F.whereJSON(F.parseWhere(t))}; }
+                            catch (e) { return {error: e.message, name: e.name}; } }),
+  time: times.map((t) => { try { return {ok: F.parseTime(t, now)}; }
+                           catch (e) { return {error: e.message, name: e.name}; } }),
+})"""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality that tells true from 1 (Python's == does not) but 1 from 1.0 not."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _cli_reads(parse: Callable[[], Any]) -> dict[str, Any]:
+    """What topics/cli_filters.py makes of one case, shaped as the JS runner answers."""
+    try:
+        return {"ok": parse()}
+    except FilterSyntaxError as exc:
+        return {"error": str(exc), "name": "FilterSyntaxError"}
+
+
+def _assert_agrees_with_the_cli(answer_text: str) -> None:
+    answer = json.loads(answer_text)
+    assert len(answer["where"]) == len(WHERE_CASES)
+    for text, js in zip(WHERE_CASES, answer["where"], strict=True):
+        cli = _cli_reads(lambda: parse_where(text))  # noqa: B023 (called right here)
+        if "ok" in cli:
+            assert "ok" in js, (text, cli, js)
+            assert _same(json.loads(js["ok"]), cli["ok"]), (text, cli, js)
+        else:
+            assert js == cli, text
+    assert len(answer["time"]) == len(TIME_CASES)
+    for text, js in zip(TIME_CASES, answer["time"], strict=True):
+        assert js == _cli_reads(lambda: parse_time(text, NOW_MS)), text  # noqa: B023
+
+
+def _tables_args() -> str:
+    return ", ".join(json.dumps(x) for x in (WHERE_CASES, TIME_CASES, NOW_MS))
+
+
+def test_console_filter_syntax_agrees_with_the_cli_under_node() -> None:
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed (the page test checks the same table in chromium)")
+    script = (
+        f"const F = require({json.dumps(str(FILTERS_JS))});\n"
+        f"process.stdout.write(({_JS_TABLES})(F, {_tables_args()}));\n"
+    )
+    done = subprocess.run(
+        [node, "-e", script], capture_output=True, timeout=60, check=False, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    _assert_agrees_with_the_cli(done.stdout)
+
+
+def _orders(http: httpx.Client, topic: str) -> list[dict[str, Any]]:
+    """Six records in two writes some milliseconds apart (so seq 3 ends a time range):
+    refunds at odd seqs, amounts 10, 20, ... 60."""
+    for part in ((1, 2, 3), (4, 5, 6)):
+        records = [
+            {"data": {"kind": "refund" if n % 2 else "sale", "amount": 10 * n}} for n in part
+        ]
+        http.post(f"/v0/topics/{topic}", json={"records": records}).raise_for_status()
+        time.sleep(0.05)
+    got: list[dict[str, Any]] = http.post(f"/v0/topics/{topic}/diff", json={"from_seq": 0}).json()[
+        "records"
+    ]
+    assert [r["$seq"] for r in got] == [1, 2, 3, 4, 5, 6]
+    assert got[2]["$ts"] < got[3]["$ts"]
+    return got
+
+
+def _tail_topic(page: Chromium, topic: str) -> None:
+    row = f"[...document.querySelectorAll('#topics tbody tr')].find((tr) => tr.querySelector('.topic-name') && tr.querySelector('.topic-name').textContent === {json.dumps(topic)})"
+    page.wait_for(f"!!{row}")
+    page.evaluate(f"{row}.querySelectorAll('button')[1].click(); true")
+
+
+def _tail_seqs(page: Chromium) -> list[int]:
+    """The tail's record seqs, oldest first (the view shows the newest first)."""
+    shown = page.evaluate(
+        "[...document.querySelectorAll('#tail tbody tr.record .seq')].map((td) => td.textContent)"
+    )
+    return [int(s) for s in reversed(shown)]
+
+
+def _server_error(http: httpx.Client, path: str, body: dict[str, Any]) -> str:
+    r = http.post(path, json=body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_request"
+    return f"400 invalid_request: {error['message']}"
+
+
+def test_console_tails_with_since_until_to_and_where(keyed: ServerProcess, tmp_path: Path) -> None:
+    with keyed.client(KEY) as http:
+        records = _orders(http, "c-refunds")
+        with _console(keyed, tmp_path) as page:
+            # since + to seq + where: the refunds among seqs 1-5, then the end.
+            _set(page, "#tail-since", "1h")
+            _set(page, "#tail-to", "5")
+            _set(page, "#tail-where", "kind=refund")
+            page.evaluate(
+                "document.querySelector('#tail-where').dispatchEvent(new Event('input')); true"
+            )
+            assert _text(page, "#tail-where-tuple") == 'where ["data.kind","Eq","refund"]'
+            _tail_topic(page, "c-refunds")
+            page.wait_for(
+                "document.querySelector('#tail-state').textContent === 'end reached at seq 5'"
+            )
+            assert _tail_seqs(page) == [1, 3, 5]
+            assert page.evaluate("document.querySelector('#tail tbody tr.end').textContent") == (
+                "end reached: read up to seq 5 (head 6)"
+            )
+            assert page.evaluate("document.querySelector('#tail-stop').disabled") is True
+            body = {"from_seq": 0, "to_seq": 5, "where": ["data.kind", "Eq", "refund"]}
+            served = http.post("/v0/topics/c-refunds/diff", json=body).json()
+            assert [r["$seq"] for r in served["records"]] == [1, 3, 5]
+            assert served["end_reached"] is True
+            # until (epoch ms, as the CLI takes it), applied to the ended tail: seqs 1-3.
+            for field in ("#tail-since", "#tail-to", "#tail-where"):
+                _set(page, field, "")
+            _set(page, "#tail-until", str(records[2]["$ts"]))
+            _submit(page, "#tail-form")
+            page.wait_for(
+                "document.querySelector('#tail-state').textContent === 'end reached at seq 3'"
+            )
+            assert _tail_seqs(page) == [1, 2, 3]
+            # A where the server refuses: its message beside the form, and the running
+            # (unbounded) tail goes on as it was.
+            _set(page, "#tail-until", "")
+            _submit(page, "#tail-form")
+            page.wait_for("document.querySelector('#tail-state').textContent.startsWith('live')")
+            assert _tail_seqs(page) == [1, 2, 3, 4, 5, 6]
+            _set(page, "#tail-where", "amount>x")
+            _submit(page, "#tail-form")
+            expected = _server_error(
+                http, "/v0/watch", {"topics": ["c-refunds"], "where": ["data.amount", "Gt", "x"]}
+            )
+            page.wait_for(
+                f"document.querySelector('#tail-error').textContent === {json.dumps(expected)}"
+            )
+            assert _text(page, "#tail-where-tuple") == 'where ["data.amount","Gt","x"]'
+            assert _text(page, "#tail-state").startswith("live")
+            http.post(
+                "/v0/topics/c-refunds", json={"records": [{"data": {"kind": "late"}}]}
+            ).raise_for_status()
+            page.wait_for(
+                "document.querySelector('#tail tbody tr.record .seq').textContent === '7'"
+            )
+            assert _tail_seqs(page) == [1, 2, 3, 4, 5, 6, 7]
+            # A where that does not parse is not sent: the CLI's message under the field.
+            _set(page, "#tail-where", "kind=")
+            _submit(page, "#tail-form")
+            page.wait_for("document.querySelector('#tail-where-tuple').className === 'tuple bad'")
+            with pytest.raises(FilterSyntaxError) as bad:
+                parse_where("kind=")
+            assert _text(page, "#tail-where-tuple") == f"where: {bad.value}"
+            assert _text(page, "#tail-error") == ""
+            assert _text(page, "#tail-state").startswith("live")
+            # A since the CLI would refuse is refused the same way.
+            _set(page, "#tail-where", "")
+            _set(page, "#tail-since", "yesterday")
+            _submit(page, "#tail-form")
+            with pytest.raises(FilterSyntaxError) as bad:
+                parse_time("yesterday", NOW_MS)
+            assert _text(page, "#tail-error") == f"since: {bad.value}"
+            assert _tail_seqs(page) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_console_browses_to_an_end_with_a_where_and_agrees_with_the_cli(
+    keyed: ServerProcess, tmp_path: Path
+) -> None:
+    with keyed.client(KEY) as http:
+        _orders(http, "c-browse")
+        with _console(keyed, tmp_path) as page:
+            # The page's own copy of filters.js reads the table as the CLI does.
+            _assert_agrees_with_the_cli(
+                page.evaluate(f"({_JS_TABLES})(TopicsFilters, {_tables_args()})")
+            )
+            _open_topic(page, "c-browse")
+            _set(page, "#browse-from", "0")
+            _set(page, "#browse-to", "4")
+            _set(page, "#browse-where", "amount>=20 and not kind=refund or amount=50")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.includes('end reached')"
+            )
+            assert _text(page, "#browse-meta") == (
+                "2 records, next after seq 4 (caught up, end reached)"
+            )
+            seqs = page.evaluate(
+                "[...document.querySelectorAll('#browse .seq')].map((td) => td.textContent)"
+            )
+            where = [
+                "or",
+                [
+                    ["and", [["data.amount", "Ge", 20], ["not", ["data.kind", "Eq", "refund"]]]],
+                    ["data.amount", "Eq", 50],
+                ],
+            ]
+            assert _text(page, "#browse-where-tuple") == "where " + json.dumps(
+                where, separators=(",", ":")
+            )
+            served = http.post(
+                "/v0/topics/c-browse/diff", json={"from_seq": 0, "to_seq": 4, "where": where}
+            ).json()
+            assert seqs == [str(r["$seq"]) for r in served["records"]] == ["2", "4"]
+            assert page.evaluate("document.querySelector('#browse-next').disabled") is True
+            # An until time before every record: nothing, and the end is reached at once.
+            _set(page, "#browse-to", "")
+            _set(page, "#browse-until", "2001-01-01T00:00:00")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.startsWith('0 records')"
+            )
+            assert "end reached" in _text(page, "#browse-meta")
+            # The same where to the end of the topic: seq 5 (amount 50) and 6 too.
+            _set(page, "#browse-until", "")
+            _submit(page, "#browse-form")
+            page.wait_for(
+                "document.querySelector('#browse-meta').textContent.startsWith('4 records')"
+            )
+            assert "end reached" not in _text(page, "#browse-meta")
+            # A where the server refuses: its message, the page of records untouched.
+            _set(page, "#browse-where", "amount>x")
+            _submit(page, "#browse-form")
+            expected = _server_error(
+                http, "/v0/topics/c-browse/diff", {"where": ["data.amount", "Gt", "x"]}
+            )
+            page.wait_for(
+                f"document.querySelector('#browse-meta').textContent === {json.dumps(expected)}"
+            )
+            assert page.evaluate("document.querySelectorAll('#browse .seq').length") == 4

@@ -8,6 +8,11 @@
 // - Everything from the server is inserted with textContent, never as HTML.
 // - Query parameters: ?tail=<topic> starts tailing that topic at load, ?topic=<topic>
 //   opens its panel (produce, browse, cursors, config, deletes).
+// - The tail and the browse take the CLI's bounds and filter (topics tail --since/--until/
+//   --to/--where): `where` is the CLI's readable syntax, parsed here by filters.js (a port
+//   of topics/cli_filters.py) and shown as the tuple it sends; the server checks it again,
+//   and its invalid_request message is shown beside the form with nothing else changed.
+//   A bounded read says when its end is reached (diff: end_reached; watch: end-reached).
 // - Every change goes through the same key and the same /v0 calls as any client; the
 //   destructive ones (delete records, delete topic) take a confirmation step first.
 "use strict";
@@ -20,11 +25,14 @@
   const KEY_STORE = "topics.console.apiKey";
 
   const $ = (sel) => document.querySelector(sel);
+  const F = globalThis.TopicsFilters;   // filters.js
   const state = {
     topics: [],          // last GET /v0/topics entries
     tail: null,          // {topic, wid, es, cursor}
+    tailSeq: 0,          // bumped by every startTail and stopTail: a tail still opening is dropped
     detail: null,        // the topic whose panel is open
     browseNext: null,    // next_from_seq of the last browse page
+    browseOpts: null,    // the bounds and where of the last Read, kept for Next page
     pending: null,       // the destructive action awaiting confirmation
     polling: false,
   };
@@ -42,6 +50,13 @@
   // -- HTTP --------------------------------------------------------------------------
   class ApiError extends Error {
     constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  }
+  // A body whose `where` may hold an integer past 2^53 (a BigInt, which JSON.stringify
+  // cannot write): the rest goes through JSON.stringify, `where` through F.whereJSON.
+  function bodyWithWhere(body, where) {
+    const text = JSON.stringify(body);
+    if (where === undefined) return text;
+    return text.slice(0, -1) + (text === "{}" ? "" : ",") + '"where":' + F.whereJSON(where) + "}";
   }
 
   async function api(method, path, body) {
@@ -273,6 +288,7 @@
   }
 
   function stopTail() {
+    state.tailSeq += 1;
     const tail = state.tail;
     if (tail && tail.es) tail.es.close();
     state.tail = null;
@@ -281,26 +297,99 @@
     renderTopics();
   }
 
+  // -- bounds and filters (the CLI's --since/--until/--to/--where) -----------------------
+  // The where field's tuple (or its syntax error) is shown as the user types; an empty
+  // field is no filter. Throws F.FilterSyntaxError for text that does not parse.
+  function readWhere(input, out) {
+    const text = input.value;
+    out.className = "tuple";
+    if (!text.trim()) { out.textContent = ""; return undefined; }
+    try {
+      const expr = F.parseWhere(text);
+      out.textContent = "where " + F.whereJSON(expr);
+      return expr;
+    } catch (err) {
+      out.textContent = "where: " + err.message;
+      out.className = "tuple bad";
+      throw err;
+    }
+  }
+  function previewWhere(input, out) {
+    try { readWhere(input, out); } catch (_) { /* shown in out */ }
+  }
+
+  // The tail's watch options: {bounds: {from_ts?, to_ts?, to_seq?}, where?, text}; a bad
+  // field throws after saying so beside the form.
+  function tailOptions() {
+    const now = Date.now(), bounds = {}, text = [];
+    for (const [sel, key] of [["#tail-since", "from_ts"], ["#tail-until", "to_ts"]]) {
+      const raw = $(sel).value.trim();
+      if (!raw) continue;
+      try { bounds[key] = F.parseTime(raw, now); } catch (err) {
+        result("#tail-error", (key === "from_ts" ? "since: " : "until: ") + err.message, false);
+        throw err;
+      }
+      text.push((key === "from_ts" ? "since " : "until ") + raw + " (" + isoTime(bounds[key]) + ")");
+    }
+    const to = $("#tail-to").value;
+    if (to !== "") { bounds.to_seq = Number(to); text.push("to seq " + to); }
+    let where;
+    try { where = readWhere($("#tail-where"), $("#tail-where-tuple")); } catch (err) {
+      result("#tail-error", "", true);
+      throw err;
+    }
+    if (where !== undefined) text.push("where " + F.whereJSON(where));
+    return { bounds, where, text };
+  }
+
+  // Opens the new watch before letting go of the current tail, so input the server
+  // refuses (400) leaves the running tail as it was, with the message beside the form.
   async function startTail(topic) {
+    let opts;
+    try { opts = tailOptions(); } catch (_) { return; }
+    result("#tail-error", "", true);
+    const seq = ++state.tailSeq;
+    if (!state.tail) {
+      $("#tail-topic").textContent = topic;
+      tailState("opening…");
+      $("#tail-stop").disabled = false;
+    }
+    let session, fromSeq;
+    try {
+      const info = await api("GET", "/v0/topics/" + encodeURIComponent(topic) + "?touch=false");
+      fromSeq = Math.max(0, (info.head_seq || 0) - TAIL_BACKLOG);
+      const start = opts.bounds.from_ts === undefined ? { from_seq: fromSeq } : {};
+      session = await api("POST", "/v0/watch", bodyWithWhere({
+        topics: { [topic]: { ...start, ...opts.bounds } },
+        include_tags: $("#tail-tags").checked,
+        include_meta: false,
+      }, opts.where));
+    } catch (err) {
+      if (seq !== state.tailSeq) return;         // stopped, or another tail started meanwhile
+      if (err instanceof ApiError && err.status === 400) {
+        result("#tail-error", describe(err), false);
+        if (!state.tail) { tailState("not started"); $("#tail-stop").disabled = true; }
+        return;
+      }
+      stopTail();
+      $("#tail tbody").replaceChildren();
+      $("#tail-topic").textContent = topic;
+      tailState(describe(err));
+      return;
+    }
+    if (seq !== state.tailSeq) return;
     if (state.tail) stopTail();
     $("#tail tbody").replaceChildren();
     $("#tail-topic").textContent = topic;
     tailState("opening…");
-    const tail = { topic, wid: null, es: null, cursor: null };
+    const tail = { topic, wid: session.wid, es: null, cursor: null };
     state.tail = tail;
     $("#tail-stop").disabled = false;
     history.replaceState(null, "", "?tail=" + encodeURIComponent(topic));
     try {
-      const info = await api("GET", "/v0/topics/" + encodeURIComponent(topic) + "?touch=false");
-      const fromSeq = Math.max(0, (info.head_seq || 0) - TAIL_BACKLOG);
-      const session = await api("POST", "/v0/watch", {
-        topics: { [topic]: { from_seq: fromSeq } },
-        include_tags: $("#tail-tags").checked,
-        include_meta: false,
-      });
-      if (state.tail !== tail) return;           // another tail started meanwhile
-      tail.wid = session.wid;
-      tail.cursor = fromSeq;
+      const echoed = (session.topics || {})[topic];
+      tail.cursor = echoed && typeof echoed.from_seq === "number" ? echoed.from_seq : fromSeq;
+      if (opts.text.length) tailNote("reading after seq " + fmt(tail.cursor) + " · " + opts.text.join(" · "));
       const key = apiKey();
       const url = session.stream_url + (key ? "?token=" + encodeURIComponent(key) : "");
       const es = new EventSource(url);
@@ -323,6 +412,17 @@
         const d = JSON.parse(e.data);
         tail.cursor = Math.max(tail.cursor || 0, d.head_seq);
         tailState("live at " + fmt(d.head_seq));
+        renderTopics();
+      });
+      es.addEventListener("end-reached", (e) => {
+        // The topic has left the session (its last frame is committed): nothing more
+        // will come for it, so the stream is closed rather than left to idle.
+        const d = JSON.parse(e.data);
+        es.close();
+        tail.cursor = d.next_from_seq;
+        $("#tail-stop").disabled = true;
+        tailNote("end reached: read up to seq " + fmt(d.next_from_seq) + " (head " + fmt(d.head_seq) + ")", "end");
+        tailState("end reached at seq " + fmt(d.next_from_seq));
         renderTopics();
       });
       es.addEventListener("tombstone", (e) => {
@@ -404,14 +504,30 @@
     } catch (err) { result("#produce-result", describe(err), false); }
   }
 
+  // The browse's end and filter: {bounds: {to_ts?, to_seq?}, where?}; a where that does
+  // not parse throws (its message is under the field).
+  function browseOptions() {
+    const bounds = {};
+    const until = $("#browse-until").value, to = $("#browse-to").value;
+    if (until) bounds.to_ts = new Date(until).getTime();
+    if (to !== "") bounds.to_seq = Number(to);
+    return { bounds, where: readWhere($("#browse-where"), $("#browse-where-tuple")) };
+  }
+
   async function browse(fromSeq) {
     const topic = state.detail;
+    let opts = state.browseOpts;
+    if (fromSeq === null) {                      // Read: this form's options; Next page: the last ones
+      try { opts = browseOptions(); } catch (_) { return; }
+    }
     const body = { limit: 50, include_tags: true };
     const time = $("#browse-time").value;
     if (fromSeq === null && time) body.from_ts = new Date(time).getTime();
     else body.from_seq = fromSeq === null ? Number($("#browse-from").value || 0) : fromSeq;
+    Object.assign(body, opts ? opts.bounds : {});
     try {
-      const res = await api("POST", topicPath(topic, "/diff"), body);
+      const res = await api("POST", topicPath(topic, "/diff"), bodyWithWhere(body, opts ? opts.where : undefined));
+      state.browseOpts = opts;
       const rows = res.records.map((r) => row([
         cell(r.$seq, "num seq"), cell(isoTime(r.$ts)), cell(r.$tag || "", "mono"),
         cell(JSON.stringify(r.data), "data"),
@@ -422,9 +538,12 @@
         rows.unshift(row([td], "tombstone"));
       }
       fill($("#browse tbody"), rows, 4, "no records after this point");
-      state.browseNext = res.caught_up ? null : res.next_from_seq;
+      state.browseNext = res.caught_up || res.end_reached ? null : res.next_from_seq;
       $("#browse-next").disabled = state.browseNext === null;
-      result("#browse-meta", res.records.length + " records, next after seq " + res.next_from_seq + (res.caught_up ? " (caught up)" : ""), true);
+      const flags = [res.caught_up && "caught up", res.end_reached && "end reached"].filter(Boolean);
+      result("#browse-meta", res.records.length + " records, next after seq " + res.next_from_seq
+        + (flags.length ? " (" + flags.join(", ") + ")" : "")
+        + (typeof res.from_seq === "number" && body.from_ts !== undefined ? " · the time is after seq " + res.from_seq : ""), true);
     } catch (err) { result("#browse-meta", describe(err), false); }
   }
 
@@ -503,6 +622,13 @@
     $("#topic-filter").addEventListener("input", renderTopics);
     $("#tail-stop").addEventListener("click", stopTail);
     $("#tail-clear").addEventListener("click", () => $("#tail tbody").replaceChildren());
+    $("#tail-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      if (state.tail) startTail(state.tail.topic);
+      else result("#tail-error", "press tail on a topic", false);
+    });
+    $("#tail-where").addEventListener("input", () => previewWhere($("#tail-where"), $("#tail-where-tuple")));
+    $("#browse-where").addEventListener("input", () => previewWhere($("#browse-where"), $("#browse-where-tuple")));
     $("#produce-form").addEventListener("submit", produce);
     $("#browse-form").addEventListener("submit", (e) => { e.preventDefault(); browse(null); });
     $("#browse-next").addEventListener("click", () => browse(state.browseNext));
