@@ -44,9 +44,8 @@ KNOWN_LONG_FUNCTIONS: frozenset[tuple[str, str]] = frozenset(
     {
         ("topics/engine.py", "Engine.write"),
         ("topics/engine.py", "Engine.diff"),
-        ("topics/_watch_ops.py", "WatchOps.create_watch"),
-        ("topics/_job_ops.py", "JobOps._plan_jobs"),
-        ("topics/_job_ops.py", "JobOps.redrive"),
+        ("topics/engine.py", "Engine.create_watch"),
+        ("topics/_job_ops.py", "JobOps.plan_jobs"),
     }
 )
 
