@@ -23,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -146,9 +147,18 @@ def _field(name: str) -> str:
 
 def _value(kind: str, raw: str) -> object:
     if kind == "str":
-        return ujson.loads(raw)
-    if raw in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", raw):
-        return ujson.loads(raw)
+        try:
+            return ujson.loads(raw)
+        except ValueError:  # an escape JSON does not have, such as \\q
+            raise FilterSyntaxError(f"cannot read {raw!r}: not a JSON string") from None
+    # ASCII digits only: other scripts' digits are text, as they are to JSON.
+    if raw in ("true", "false", "null") or re.fullmatch(
+        r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", raw
+    ):
+        value = ujson.loads(raw)
+        if isinstance(value, float) and math.isinf(value):
+            raise FilterSyntaxError("a number in the filter is too large for JSON")
+        return value
     return raw
 
 
@@ -166,10 +176,10 @@ def parse_where(text: str) -> object:
 def parse_time(text: str, now_ms: int) -> int:
     """Epoch ms of ``--since``/``--until`` text: a duration ago, RFC 3339, or epoch ms."""
     text = text.strip()
-    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)", text)
+    m = re.fullmatch(r"([0-9]+)(ms|s|m|h|d)", text)
     if m:
         return max(0, now_ms - int(m.group(1)) * _UNITS[m.group(2)])
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]+", text):
         return int(text)
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -469,10 +469,11 @@ def test_console_shows_dead_letter_counts_and_redrives(
 
 FILTERS_JS = Path(__file__).parents[2] / "frontends" / "http" / "console" / "filters.js"
 
-#: Filters as a user types them, read by topics/cli_filters.py and by filters.js. Left out:
-#: what makes the Python side raise something other than FilterSyntaxError (an invalid
-#: JSON escape such as "\q", digits of other scripts) and 1e400 (inf, which no JSON holds).
+#: Filters as a user types them, read by topics/cli_filters.py and by filters.js.
 WHERE_CASES = [
+    'a="\\q"',  # not a JSON escape
+    "a=\u0663",  # another script's digit: text
+    "a=1e400",  # too large for JSON
     "kind=refund",
     "data.kind!=refund",
     "amount>3",
