@@ -56,15 +56,21 @@ proc = subprocess.Popen(
 try:
     line = proc.stdout.readline()
     host, port = line.rsplit("//", 1)[1].strip().split(":")
-    sock = socket.create_connection((host, int(port)))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     tick = os.sysconf("SC_CLK_TCK")
+    conn = []
 
     def cpu():
         fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / tick
 
     def post(body, target=b"POST /v0/topics/t?return_seqs=false"):
+        # A new connection when the server closed the last (keep_alive_max_requests).
+        if not conn:
+            sock = socket.create_connection((host, int(port)))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(30)
+            conn.append(sock)
+        sock = conn[0]
         sock.sendall(
             target + b" HTTP/1.1\\r\\nHost: b\\r\\n"
             b"Content-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%b"
@@ -72,12 +78,17 @@ try:
         )
         buf = b""
         while True:
-            buf += sock.recv(65536)
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise SystemExit("the server closed the connection mid-answer")
+            buf += chunk
             head, sep, rest = buf.partition(b"\\r\\n\\r\\n")
             if sep:
                 m = re.search(rb"(?i)content-length: (\\d+)", head)
                 if m and len(rest) >= int(m.group(1)):
                     assert head.startswith(b"HTTP/1.1 2"), head
+                    if re.search(rb"(?i)connection: close", head):
+                        conn.pop().close()
                     return
 
     post(b"{}", b"PUT /v0/topics/t")
@@ -106,13 +117,13 @@ def _run(tree: str, only: str) -> dict[str, float]:
     if "append" in only or "diff" in only:
         res = subprocess.run(
             [sys.executable, "-c", ENGINE_PROBE, tree, only],
-            env=env, cwd=tree, check=True, capture_output=True,
+            env=env, cwd=tree, check=True, capture_output=True, timeout=900,
         )  # fmt: skip
         out.update(json.loads(res.stdout))
     if "http" in only:
         res = subprocess.run(
             [sys.executable, "-c", HTTP_PROBE, tree],
-            env=env, cwd=tree, capture_output=True,
+            env=env, cwd=tree, capture_output=True, timeout=900,
         )  # fmt: skip
         if res.returncode:
             raise SystemExit(f"{tree}: the HTTP probe failed:\n{res.stderr.decode()[-2000:]}")
