@@ -8,8 +8,10 @@ its heartbeat would lose long jobs to lease expiry.
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ from ._worker import (
     MIN_POLL_S,
     RECONNECT_S,
     Book,
+    WorkIterator,
     WorkSpec,
     jobs_of,
     stream_args,
@@ -35,8 +38,9 @@ from ._worker import (
 
 if TYPE_CHECKING:
     from ._async import AsyncClient
+    from ._sync import Client
 
-__all__ = ["AsyncLeasedJob", "AsyncWorkIterator"]
+__all__ = ["AsyncLeasedJob", "AsyncWorkIterator", "RunWorker", "WorkPlan"]
 
 log = logging.getLogger("topics.client.worker")
 
@@ -254,3 +258,43 @@ class AsyncWorkIterator:
                 return
             await anyio.sleep(poll)
             poll = min(MAX_POLL_S, poll * 2)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkPlan:
+    """``client.work(...)``'s plan: a work iterator of the client's kind."""
+
+    spec: WorkSpec
+
+    def sync(self, client: Client) -> WorkIterator:
+        return WorkIterator(client, self.spec)
+
+    def aio(self, client: AsyncClient) -> AsyncWorkIterator:
+        return AsyncWorkIterator(client, self.spec)
+
+
+@dataclass(frozen=True, slots=True)
+class RunWorker:
+    """``client.run_worker(...)``'s plan: the handler over a work iterator, each job in its
+    ``with`` block (acked on success, nacked with backoff when the handler raises)."""
+
+    spec: WorkSpec
+    handler: Callable[[Job], Any]
+
+    def sync(self, client: Client) -> WorkerStats:
+        work = WorkIterator(client, self.spec)
+        with work as jobs:
+            for job in jobs:
+                with job:
+                    self.handler(job.job)
+        return work.stats
+
+    async def aio(self, client: AsyncClient) -> WorkerStats:
+        work = AsyncWorkIterator(client, self.spec)
+        async with work as jobs:
+            async for job in jobs:
+                async with job:
+                    outcome = self.handler(job.job)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+        return work.stats
