@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from contextlib import aclosing, closing
 from dataclasses import dataclass
 from functools import partial
@@ -171,7 +171,7 @@ async def adrive(handle: object, steps: Generator[Effect, Any, T]) -> T:
 
 async def aiterate(
     handle: object, steps: Generator[Effect | Emit[Y], Any, None]
-) -> AsyncIterator[Y]:
+) -> AsyncGenerator[Y, None]:
     """Run ``steps`` on an async handle, yielding what they emit."""
     run = _aloop(handle, steps)
     async with aclosing(run):
