@@ -25,6 +25,7 @@ from topics.queue_types import (
     Job,
     NackResult,
     RedriveResult,
+    job_record,
 )
 from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
 from topics.types import (
@@ -474,7 +475,7 @@ class ClientAPI:
         now (neither: at once), optionally under a ``dedupe_key``; a write of one record
         (retried under one idempotency key). ``result.dedupe`` names a holder that kept
         it out, or the job it replaced."""
-        record = p.job_record(
+        record = job_record(
             data,
             deliver_at=deliver_at,
             delay_ms=delay_ms,
