@@ -7,20 +7,16 @@ arguments and result types are those of the in-process API.
 
 from __future__ import annotations
 
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import httpx
 
-from topics.errors import TopicsError
-
 from . import _protocol as p
 from ._api import ClientAPI
-from ._retry import RETRY_STATUSES, RetryPolicy
-from ._sync import make_settings, parse_reply
-from ._transport import connection_error, error_from_response, new_request_id
+from ._retry import RetryPolicy
+from ._transport import Exchange, make_settings
 
 if TYPE_CHECKING:
     from ._ws import AsyncWebSocket
@@ -94,39 +90,18 @@ class AsyncClient(ClientAPI, driver="async"):
 
     async def _run(self, call: p.Call[T]) -> T:
         """Send ``call``, retrying per the policy; return its parsed result or raise."""
-        request_id = new_request_id()
-        headers = {"X-Request-ID": request_id, **(call.headers or {})}
-        if call.body is not None:
-            headers["Content-Type"] = "application/json"
-        policy = self.settings.retry
-        started = time.monotonic()
-        attempt = 0
+        exchange = Exchange(call, self.settings)
         while True:
-            attempt += 1
+            failure: httpx.Response | httpx.TransportError
             try:
-                resp = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.body,
-                    headers=headers,
-                    timeout=self.settings.timeout(call.wait_s),
-                )
+                resp = await self._http.request(call.method, call.path, **exchange.request)
             except httpx.TransportError as exc:
-                err: TopicsError = connection_error(exc, request_id, self.settings.url)
-                retry = call.idempotent or not getattr(err, "sent", True)
-                server_s = None
+                failure = exc
             else:
                 if resp.is_success:
-                    rid = resp.headers.get("x-request-id")
-                    return parse_reply(call, resp.status_code, resp.content, rid)
-                err = error_from_response(resp.status_code, resp.headers, resp.content)
-                retry = call.idempotent and resp.status_code in RETRY_STATUSES
-                server_s = err.retry_after
-            delay = policy.delay_s(attempt, started, server_s) if retry else None
-            if delay is None:
-                raise err
-            await anyio.sleep(delay)
+                    return exchange.result(resp)
+                failure = resp
+            await anyio.sleep(exchange.wait_s(failure))
 
     async def ws(self) -> AsyncWebSocket:
         """Open the JSON WebSocket data plane (``/v0/ws``); see

@@ -21,18 +21,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 
-from topics.errors import TopicsError
-
 from . import _protocol as p
 from ._api import ClientAPI
-from ._retry import NO_RETRY, RETRY_STATUSES, RetryPolicy
-from ._transport import (
-    DEFAULT_URL,
-    Settings,
-    connection_error,
-    error_from_response,
-    new_request_id,
-)
+from ._retry import RetryPolicy
+from ._transport import Exchange, make_settings
 
 if TYPE_CHECKING:
     from ._ws import WebSocket
@@ -40,26 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 T = TypeVar("T")
-
-
-def make_settings(
-    url: str | None,
-    api_key: str | None,
-    timeout_s: float,
-    retry: RetryPolicy | bool,
-    auto_idempotency_key: bool,
-) -> Settings:
-    policy = retry if isinstance(retry, RetryPolicy) else RetryPolicy() if retry else NO_RETRY
-    return Settings(url or DEFAULT_URL, api_key, timeout_s, policy, auto_idempotency_key)
-
-
-def parse_reply(call: p.Call[T], status: int, body: bytes, request_id: str | None) -> T:
-    try:
-        return call.parse(p.Reply(status, body, request_id))
-    except (ValueError, KeyError, TypeError) as exc:
-        err = TopicsError(f"malformed answer to {call.method} {call.path}: {exc!r}")
-        err.__dict__["request_id"] = request_id
-        raise err from None
 
 
 class Client(ClientAPI, driver="sync"):
@@ -126,39 +98,18 @@ class Client(ClientAPI, driver="sync"):
 
     def _run(self, call: p.Call[T]) -> T:
         """Send ``call``, retrying per the policy; return its parsed result or raise."""
-        request_id = new_request_id()
-        headers = {"X-Request-ID": request_id, **(call.headers or {})}
-        if call.body is not None:
-            headers["Content-Type"] = "application/json"
-        policy = self.settings.retry
-        started = time.monotonic()
-        attempt = 0
+        exchange = Exchange(call, self.settings)
         while True:
-            attempt += 1
+            failure: httpx.Response | httpx.TransportError
             try:
-                resp = self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.body,
-                    headers=headers,
-                    timeout=self.settings.timeout(call.wait_s),
-                )
+                resp = self._http.request(call.method, call.path, **exchange.request)
             except httpx.TransportError as exc:
-                err: TopicsError = connection_error(exc, request_id, self.settings.url)
-                retry = call.idempotent or not getattr(err, "sent", True)
-                server_s = None
+                failure = exc
             else:
                 if resp.is_success:
-                    rid = resp.headers.get("x-request-id")
-                    return parse_reply(call, resp.status_code, resp.content, rid)
-                err = error_from_response(resp.status_code, resp.headers, resp.content)
-                retry = call.idempotent and resp.status_code in RETRY_STATUSES
-                server_s = err.retry_after
-            delay = policy.delay_s(attempt, started, server_s) if retry else None
-            if delay is None:
-                raise err
-            time.sleep(delay)
+                    return exchange.result(resp)
+                failure = resp
+            time.sleep(exchange.wait_s(failure))
 
     def ws(self) -> WebSocket:
         """Open the JSON WebSocket data plane (``/v0/ws``); see :class:`topics.client.WebSocket`."""
