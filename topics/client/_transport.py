@@ -200,8 +200,9 @@ class Exchange(Generic[T]):
             "params": call.params,
             "content": call.body,
             "headers": headers,
-            "timeout": settings.timeout(call.wait_s),
         }
+        if call.wait_s:  # else the httpx client's own timeout, settings.timeout() already
+            self.request["timeout"] = settings.timeout(call.wait_s)
         self.started = time.monotonic()
         self.attempt = 0
 
