@@ -13,37 +13,60 @@ Rules:
 1. The engine thread is started and joined in exactly one place (``SyncEngine``).
 2. Errors raised by the engine reach the caller as the same exception classes.
 3. After ``close()`` every call raises ``RuntimeError`` (no silent reopen).
+4. Each Engine method is forwarded by name (:class:`_Forward`): its signature is the
+   Engine's, written once there.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 import trio
 
 from topics._clock import Clock
-from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.engine import Engine, open_engine
-from topics.queue_types import AckResult, ClaimResult, ExtendResult, NackResult, RedriveResult
-from topics.router_types import DeleteRouterResult, PutRouterResult, RouterInfo, RouterPage
+from topics.queue_types import job_record
 from topics.settings import Limits
-from topics.types import (
-    DeleteRecordsResult,
-    DeleteTopicResult,
-    DiffResult,
-    PutTopicResult,
-    TopicPage,
-    TopicState,
-    WriteResult,
-)
+from topics.types import WriteResult
 
 __all__ = ["SyncEngine", "open"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
+
+
+class _Forward(Generic[P, T]):
+    """A :class:`SyncEngine` method that runs the Engine method of the same name on the
+    engine thread (rule 4). Replaced at class creation by a plain function with the Engine
+    method's signature (help() and inspect show the real parameters); for type checkers,
+    ``__get__`` gives ``Callable[P, T]`` from the Engine method's parameters and result."""
+
+    def __init__(self, method: Callable[Concatenate[Engine, P], Awaitable[T]]) -> None:
+        self.method = method
+
+    def __set_name__(self, owner: type[SyncEngine], name: str) -> None:
+        def fn(db: SyncEngine, /, *args: Any, **kwargs: Any) -> Any:
+            return db._call(getattr(db.engine, name), *args, **kwargs)
+
+        fn.__name__ = name
+        fn.__qualname__ = f"{owner.__qualname__}.{name}"
+        fn.__doc__ = f"See :meth:`topics.Engine.{name}`."
+        fn.__signature__ = inspect.signature(self.method)  # type: ignore[attr-defined]
+        setattr(owner, name, fn)
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, obj: SyncEngine, owner: type[Any]) -> Callable[P, T]: ...
+    def __get__(self, obj: SyncEngine | None, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        raise TypeError("reached only before __set_name__ replaced the descriptor")
 
 
 class SyncEngine:
@@ -124,139 +147,31 @@ class SyncEngine:
     ) -> None:
         self.close()
 
-    # -- the Engine's methods, synchronously -------------------------------------------
+    # -- the Engine's methods, synchronously (rule 4) ---------------------------------
 
-    def put_topic(self, topic: str, config: Mapping[str, Any] | None = None) -> PutTopicResult:
-        return self._call(self.engine.put_topic, topic, config)
+    put_topic = _Forward(Engine.put_topic)
+    get_topic = _Forward(Engine.get_topic)
+    list_topics = _Forward(Engine.list_topics)
+    delete_topic = _Forward(Engine.delete_topic)
+    write = _Forward(Engine.write)
+    diff = _Forward(Engine.diff)
+    delete_records = _Forward(Engine.delete_records)
 
-    def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
-        return self._call(self.engine.get_topic, topic, touch=touch)
+    put_cursor = _Forward(Engine.put_cursor)
+    get_cursor = _Forward(Engine.get_cursor)
+    list_cursors = _Forward(Engine.list_cursors)
+    delete_cursor = _Forward(Engine.delete_cursor)
 
-    def list_topics(
-        self,
-        *,
-        prefix: str | None = None,
-        page_size: int = 100,
-        cursor: str | None = None,
-        touch: bool = False,
-    ) -> TopicPage:
-        return self._call(
-            self.engine.list_topics, prefix=prefix, page_size=page_size, cursor=cursor, touch=touch
-        )
+    put_router = _Forward(Engine.put_router)
+    get_router = _Forward(Engine.get_router)
+    list_routers = _Forward(Engine.list_routers)
+    delete_router = _Forward(Engine.delete_router)
 
-    def delete_topic(self, topic: str, *, if_empty: bool = False) -> DeleteTopicResult:
-        return self._call(self.engine.delete_topic, topic, if_empty=if_empty)
-
-    def write(
-        self, topic: str, records: Sequence[Mapping[str, Any]], **options: Any
-    ) -> WriteResult:
-        """See :meth:`topics.Engine.write` for the options."""
-        return self._call(self.engine.write, topic, records, **options)
-
-    def diff(self, topic: str, **options: Any) -> DiffResult:
-        """See :meth:`topics.Engine.diff` for the options."""
-        return self._call(self.engine.diff, topic, **options)
-
-    def delete_records(
-        self, topic: str, *, before_seq: int | None = None, match: object = None
-    ) -> DeleteRecordsResult:
-        return self._call(self.engine.delete_records, topic, before_seq=before_seq, match=match)
-
-    # -- named cursors -------------------------------------------------------------------
-
-    def put_cursor(
-        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
-    ) -> CursorInfo:
-        return self._call(self.engine.put_cursor, topic, cursor, seq, expect_seq=expect_seq)
-
-    def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
-        return self._call(self.engine.get_cursor, topic, cursor)
-
-    def list_cursors(self, topic: str) -> list[CursorInfo]:
-        return self._call(self.engine.list_cursors, topic)
-
-    def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
-        return self._call(self.engine.delete_cursor, topic, cursor)
-
-    # -- routers (§6) ------------------------------------------------------------------------
-
-    def put_router(self, router: str, body: Mapping[str, Any] | None = None) -> PutRouterResult:
-        """See :meth:`topics.Engine.put_router`."""
-        return self._call(self.engine.put_router, router, body)
-
-    def get_router(self, router: str) -> RouterInfo:
-        """See :meth:`topics.Engine.get_router`."""
-        return self._call(self.engine.get_router, router)
-
-    def list_routers(
-        self,
-        *,
-        prefix: str | None = None,
-        source: str | None = None,
-        dest: str | None = None,
-        page_size: int = 100,
-        cursor: str | None = None,
-    ) -> RouterPage:
-        """See :meth:`topics.Engine.list_routers`."""
-        return self._call(
-            self.engine.list_routers,
-            prefix=prefix,
-            source=source,
-            dest=dest,
-            page_size=page_size,
-            cursor=cursor,
-        )
-
-    def delete_router(self, router: str) -> DeleteRouterResult:
-        """See :meth:`topics.Engine.delete_router`."""
-        return self._call(self.engine.delete_router, router)
-
-    # -- queues (§10) -----------------------------------------------------------------------
-
-    def claim(
-        self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
-    ) -> ClaimResult:
-        """See :meth:`topics.Engine.claim`."""
-        return self._call(self.engine.claim, topic, node=node, max=max, lease_ms=lease_ms)
-
-    def ack(
-        self,
-        topic: str,
-        *,
-        node: str,
-        seqs: Sequence[int],
-        lease_ids: Sequence[str] | None = None,
-    ) -> AckResult:
-        """See :meth:`topics.Engine.ack`."""
-        return self._call(self.engine.ack, topic, node=node, seqs=seqs, lease_ids=lease_ids)
-
-    def nack(
-        self,
-        topic: str,
-        *,
-        node: str,
-        seqs: Sequence[int],
-        delay_ms: int = 0,
-        lease_ids: Sequence[str] | None = None,
-    ) -> NackResult:
-        """See :meth:`topics.Engine.nack`."""
-        return self._call(
-            self.engine.nack, topic, node=node, seqs=seqs, delay_ms=delay_ms, lease_ids=lease_ids
-        )
-
-    def extend(
-        self,
-        topic: str,
-        *,
-        node: str,
-        seqs: Sequence[int],
-        lease_ms: int,
-        lease_ids: Sequence[str] | None = None,
-    ) -> ExtendResult:
-        """See :meth:`topics.Engine.extend`."""
-        return self._call(
-            self.engine.extend, topic, node=node, seqs=seqs, lease_ms=lease_ms, lease_ids=lease_ids
-        )
+    claim = _Forward(Engine.claim)
+    ack = _Forward(Engine.ack)
+    nack = _Forward(Engine.nack)
+    extend = _Forward(Engine.extend)
+    redrive = _Forward(Engine.redrive)
 
     def schedule(
         self,
@@ -273,30 +188,13 @@ class SyncEngine:
         meta: Mapping[str, Any] | bytes | None = None,
     ) -> WriteResult:
         """Enqueue one job, as ``topics.Client.schedule`` (a write of one record)."""
-        record: dict[str, Any] = {"data": data}
-        for name, value in (
-            ("tag", tag),
-            ("meta", meta),
-            ("deliver_at", deliver_at),
-            ("delay_ms", delay_ms),
-            ("dedupe_key", dedupe_key),
-        ):
-            if value is not None:
-                record[name] = value
+        record = job_record(
+            data, deliver_at=deliver_at, delay_ms=delay_ms, dedupe_key=dedupe_key, tag=tag,
+            meta=meta,
+        )  # fmt: skip
         return self._call(
             self.engine.write, queue, [record], dedupe=dedupe, dedupe_ms=dedupe_ms, replace=replace
         )
-
-    def redrive(
-        self,
-        topic: str,
-        *,
-        to: str | None = None,
-        max: int | None = None,
-        where: Mapping[str, Any] | None = None,
-    ) -> RedriveResult:
-        """See :meth:`topics.Engine.redrive`."""
-        return self._call(self.engine.redrive, topic, to=to, max=max, where=where)
 
 
 def open(

@@ -9,6 +9,7 @@ contract object without the ``performance`` block, which frontends add.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,15 @@ import ujson
 
 from .types import record_dict
 
-__all__ = ["AckResult", "ClaimResult", "ExtendResult", "Job", "NackResult", "RedriveResult"]
+__all__ = [
+    "AckResult",
+    "ClaimResult",
+    "ExtendResult",
+    "Job",
+    "NackResult",
+    "RedriveResult",
+    "job_record",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,3 +220,27 @@ class RedriveResult:
             "remaining": self.remaining,
             "batches": [dict(b) for b in self.batches],
         }
+
+
+def job_record(
+    data: Any,
+    *,
+    deliver_at: int | None,
+    delay_ms: int | None,
+    dedupe_key: str | None,
+    tag: str | None,
+    meta: Mapping[str, Any] | bytes | None,
+) -> dict[str, Any]:
+    """One queue job as a write record (``schedule`` on the clients and the sync facade);
+    None members left out."""
+    record: dict[str, Any] = {"data": data}
+    for name, value in (
+        ("tag", tag),
+        ("meta", meta),
+        ("deliver_at", deliver_at),
+        ("delay_ms", delay_ms),
+        ("dedupe_key", dedupe_key),
+    ):
+        if value is not None:
+            record[name] = value
+    return record

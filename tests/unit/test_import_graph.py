@@ -112,6 +112,7 @@ KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset(
         (
             "topics",
             "topics.client",
+            "topics.client._api",
             "topics.client._async",
             "topics.client._aworker",
             "topics.client._sync",

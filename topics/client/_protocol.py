@@ -605,29 +605,6 @@ def redrive(
     return Call("POST", _topic_path(topic, "/redrive"), parse, body=dumps(body), idempotent=False)
 
 
-def job_record(
-    data: Any,
-    *,
-    deliver_at: int | None,
-    delay_ms: int | None,
-    dedupe_key: str | None,
-    tag: str | None,
-    meta: Mapping[str, Any] | bytes | None,
-) -> dict[str, Any]:
-    """One queue job as a write record (the ``schedule`` helpers); None members left out."""
-    record: dict[str, Any] = {"data": data}
-    for name, value in (
-        ("tag", tag),
-        ("meta", meta),
-        ("deliver_at", deliver_at),
-        ("delay_ms", delay_ms),
-        ("dedupe_key", dedupe_key),
-    ):
-        if value is not None:
-            record[name] = value
-    return record
-
-
 # -- probes (§8) ---------------------------------------------------------------------------
 
 

@@ -17,10 +17,11 @@ Rules:
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import httpx
 import ujson
@@ -33,7 +34,10 @@ from topics.errors import (
     error_class_for_code,
 )
 
-from ._retry import RetryPolicy, server_delay_s
+from ._protocol import Call, Reply
+from ._retry import NO_RETRY, RETRY_STATUSES, RetryPolicy, server_delay_s
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_URL",
@@ -163,3 +167,70 @@ class Settings:
 
     def base_url(self) -> str:
         return self.url.rstrip("/")
+
+
+def make_settings(
+    url: str | None,
+    api_key: str | None,
+    timeout_s: float,
+    retry: RetryPolicy | bool,
+    auto_idempotency_key: bool,
+) -> Settings:
+    policy = retry if isinstance(retry, RetryPolicy) else RetryPolicy() if retry else NO_RETRY
+    return Settings(url or DEFAULT_URL, api_key, timeout_s, policy, auto_idempotency_key)
+
+
+class Exchange(Generic[T]):
+    """One call's exchange with the server, for either client's ``_run`` loop: what to
+    send, then after each attempt the parsed result, or how long to wait before the next
+    (``_retry``'s policy; a call that is not idempotent is sent again only when it surely
+    never left), or the error."""
+
+    __slots__ = ("attempt", "call", "request", "request_id", "settings", "started")
+
+    def __init__(self, call: Call[T], settings: Settings) -> None:
+        self.call = call
+        self.settings = settings
+        self.request_id = request_id = new_request_id()
+        headers = {"X-Request-ID": request_id, **(call.headers or {})}
+        if call.body is not None:
+            headers["Content-Type"] = "application/json"
+        #: The keyword arguments of ``httpx.Client.request`` after method and path.
+        self.request: dict[str, Any] = {
+            "params": call.params,
+            "content": call.body,
+            "headers": headers,
+        }
+        if call.wait_s:  # else the httpx client's own timeout, settings.timeout() already
+            self.request["timeout"] = settings.timeout(call.wait_s)
+        self.started = time.monotonic()
+        self.attempt = 0
+
+    def result(self, resp: httpx.Response) -> T:
+        """The parsed answer of a 2xx response (a malformed one is a ``TopicsError``)."""
+        request_id = resp.headers.get("x-request-id")
+        call = self.call
+        try:
+            return call.parse(Reply(resp.status_code, resp.content, request_id))
+        except (ValueError, KeyError, TypeError) as exc:
+            err = TopicsError(f"malformed answer to {call.method} {call.path}: {exc!r}")
+            err.__dict__["request_id"] = request_id
+            raise err from None
+
+    def wait_s(self, failure: httpx.Response | httpx.TransportError) -> float:
+        """Seconds to wait before the next attempt after ``failure``; raises its error
+        when the call is not to be sent again."""
+        self.attempt += 1
+        call = self.call
+        if isinstance(failure, httpx.TransportError):
+            err: TopicsError = connection_error(failure, self.request_id, self.settings.url)
+            retry = call.idempotent or not getattr(err, "sent", True)
+            server_s = None
+        else:
+            err = error_from_response(failure.status_code, failure.headers, failure.content)
+            retry = call.idempotent and failure.status_code in RETRY_STATUSES
+            server_s = err.retry_after
+        delay = self.settings.retry.delay_s(self.attempt, self.started, server_s) if retry else None
+        if delay is None:
+            raise err
+        return delay

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ import httpx
 from topics.errors import TopicsError
 
 from ._cursor_store import CursorStore, MemoryCursorStore
+from ._group import ServerCursorStore
 from ._retry import RETRY_STATUSES
 from ._transport import error_from_response
 from ._watch_state import Commit, WatchEventValue, WatchSpec, WatchState, WatchTopics
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from ._async import AsyncClient
     from ._sync import Client
 
-__all__ = ["AsyncWatchIterator", "WatchIterator", "WatchSpec", "WatchTopics"]
+__all__ = ["AsyncWatchIterator", "WatchIterator", "WatchPlan", "WatchSpec", "WatchTopics"]
 
 _GONE = (404, 410)
 
@@ -240,3 +242,31 @@ class AsyncWatchIterator(_Base):
             if not state.active or (state.wid is None and opened):
                 continue
             await anyio.sleep(state.reconnect_delay_s(failed=not opened))
+
+
+@dataclass(frozen=True, slots=True)
+class WatchPlan:
+    """``client.watch(...)``'s plan: the spec and where its cursors are kept (a group's
+    named cursors on the server, or ``store``)."""
+
+    spec: WatchSpec
+    store: CursorStore | None
+    group: str | None
+
+    def sync(self, client: Client) -> WatchIterator:
+        return WatchIterator(client, self.spec, self._store(client))
+
+    def aio(self, client: AsyncClient) -> AsyncWatchIterator:
+        store = self.store
+        if self.group is not None:
+            # The async watch saves in a thread, through a synchronous twin of the client.
+            from ._sync import Client
+
+            s = client.settings
+            store = self._store(Client(s.url, s.api_key, timeout_s=s.timeout_s, retry=s.retry))
+        return AsyncWatchIterator(client, self.spec, store)
+
+    def _store(self, client: Client) -> CursorStore | None:
+        if self.group is None:
+            return self.store
+        return ServerCursorStore(client, self.group, self.spec.starts)

@@ -28,6 +28,11 @@ Rules:
    loop early (``break``, an exception through a bare loop) nacks every unresolved job:
    with the backoff delay when an exception is known (``with client.work(...)``), else
    with none, so another worker can take it at once.
+
+The rules are :class:`WorkCore`'s, written once as steps (:mod:`topics.consumer`'s
+drivers run them on either client); the iterators here and in ``_aworker.py`` are shells
+that add what differs: the heartbeat's thread or task, the /work stream's I/O, ``with`` or
+``async with``.
 """
 
 from __future__ import annotations
@@ -36,21 +41,25 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from functools import partial
+from operator import methodcaller
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 import ujson
 
+from topics.consumer import Emit, Sleep, Step, drive, iterate
 from topics.errors import TopicsError
 from topics.queue_types import Job
 from topics.wire.sse import Event, SSEDecoder
 from topics.worker import WorkerStats
 
 from ._transport import error_from_response
+from ._twin import Steps, Stream
 
 if TYPE_CHECKING:
     from ._async import AsyncClient
@@ -58,7 +67,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Book",
+    "JobLease",
     "LeasedJob",
+    "WorkCore",
     "WorkIterator",
     "WorkSpec",
     "jobs_of",
@@ -71,6 +82,8 @@ log = logging.getLogger("topics.client.worker")
 MIN_POLL_S = 0.05
 MAX_POLL_S = 1.0
 RECONNECT_S = 0.5
+
+L = TypeVar("L", bound="JobLease")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,15 +172,15 @@ def stream_args(client: Client | AsyncClient, spec: WorkSpec, lease_ms: int) -> 
     }
 
 
-# -- sync --------------------------------------------------------------------------------
+# -- the rules, once -----------------------------------------------------------------------
 
 
-class LeasedJob:
-    """A job leased to this worker: the :class:`~topics.Job` plus its lease controls."""
+class JobLease:
+    """What both kinds of leased job are: the :class:`~topics.Job` and its lease state."""
 
-    def __init__(self, owner: WorkIterator, job: Job) -> None:
+    def __init__(self, core: WorkCore, job: Job) -> None:
         self.job = job
-        self._owner = owner
+        self._core = core
         self.resolved = False
 
     @property
@@ -191,17 +204,153 @@ class LeasedJob:
     @property
     def lost(self) -> bool:
         """True once the server said this lease is no longer ours (rule 3)."""
-        return self.seq in self._owner._book.lost
+        return self.seq in self._core.book.lost
+
+    def _ended(self, exc: BaseException | None) -> tuple[bool, int | None] | None:
+        """Rule 4 for a ``with`` block that ended: None when no nack is owed, else
+        whether the failure stays with this job, and the nack's delay (None: backoff)."""
+        if self.resolved:
+            return None
+        if exc is None:
+            self._core.succeeded(self)
+            return None
+        isolated = isinstance(exc, Exception)
+        if isolated:
+            log.error("job %s of %s failed; nacked", self.seq, self._core.spec.topic, exc_info=exc)
+        return isolated, None if isolated else 0
+
+
+class WorkCore:
+    """The work iterators' rules (module docstring) as steps: leases held and acks owed
+    (:class:`Book`), the job loop, ack/nack with backoff, heartbeats, claim polling."""
+
+    def __init__(self, spec: WorkSpec) -> None:
+        self.spec = spec
+        self.book = Book()
+        self.current: JobLease | None = None
+        self.unhandled: list[Job] = []
+
+    def succeeded(self, lease: JobLease) -> None:
+        lease.resolved = True
+        with self.book.lock:
+            self.book.done.append(lease.job)
+
+    def ack(self, jobs: list[Job]) -> Steps[None]:
+        spec, seqs = self.spec, [j.seq for j in jobs]
+        res = yield methodcaller(
+            "ack", spec.topic, node=spec.node, seqs=seqs, lease_ids=[j.lease_id for j in jobs]
+        )
+        self.book.release(seqs, res.skipped)
+        self.book.stats.acked += res.acked
+
+    def nack(self, job: Job, delay_ms: int | None) -> Steps[None]:
+        spec = self.spec
+        delay = spec.backoff_delay_ms(job.deliveries) if delay_ms is None else delay_ms
+        res = yield methodcaller(
+            "nack", spec.topic, node=spec.node, seqs=[job.seq], delay_ms=delay,
+            lease_ids=[job.lease_id],
+        )  # fmt: skip
+        self.book.release([job.seq], res.skipped)
+        self.book.stats.nacked += res.nacked
+
+    def flush(self) -> Steps[None]:
+        """Rule 4: the acks owed, in one request."""
+        with self.book.lock:
+            done, self.book.done = self.book.done, []
+        if done:
+            yield from self.ack(done)
+
+    def beat(self, lease_ms: int) -> Steps[None]:
+        """One heartbeat (rule 2)."""
+        seqs, ids = self.book.snapshot()
+        if not seqs:
+            return
+        spec = self.spec
+        try:
+            res = yield methodcaller(
+                "extend", spec.topic, node=spec.node, seqs=seqs, lease_ms=lease_ms, lease_ids=ids
+            )
+        except TopicsError as exc:  # the next beat tries again; expiry is the backstop
+            log.warning("lease heartbeat failed: %s", exc)
+            return
+        self.book.extended(res.extended, res.skipped)
+
+    def serve(self, next_batch: Step, lease: Callable[[Job], L]) -> Stream[L]:
+        """The job loop: each job of each batch ``next_batch`` answers (None: no more)
+        handed out as ``lease(job)``; one the loop body left alone succeeded."""
+        while True:
+            batch = yield next_batch
+            if batch is None:
+                return
+            self.unhandled = list(batch)
+            while self.unhandled:
+                self.current = held = lease(self.unhandled.pop(0))
+                yield Emit(held)
+                if not held.resolved:  # the loop body returned: success
+                    self.succeeded(held)
+                self.current = None
+            yield from self.flush()
+
+    def release_all(self, failure: BaseException | None) -> Steps[None]:
+        """Rule 4: on the way out, ack what succeeded and nack what was not handled."""
+        current = self.current
+        pending = [current.job] if current is not None and not current.resolved else []
+        pending += self.unhandled
+        self.current, self.unhandled = None, []
+        try:
+            yield from self.flush()
+            for job in pending:
+                yield from self.nack(job, None if isinstance(failure, Exception) else 0)
+        except TopicsError as exc:  # leases expire on their own; do not mask the cause
+            log.warning("could not release leases on exit: %s", exc)
+
+    def received(self, decoder: SSEDecoder, chunk: bytes) -> list[Job]:
+        """The jobs a chunk of the /work stream completes, now held."""
+        batch = jobs_of(decoder.feed(chunk))
+        if batch:
+            self.book.take(batch)
+        return batch
+
+    def claims(self, lease_ms: int) -> Stream[list[Job]]:
+        """Rule 1's fallback: claim polling, backing off while the queue is empty."""
+        spec = self.spec
+        poll = MIN_POLL_S
+        while True:
+            res = yield methodcaller(
+                "claim", spec.topic, node=spec.node, max=spec.max, lease_ms=lease_ms
+            )
+            if res.count:
+                poll = MIN_POLL_S
+                self.book.take(res.claimed)
+                yield Emit(res.claimed)
+                continue
+            if spec.until_empty:
+                state = yield methodcaller("get_topic", spec.topic, touch=False)
+                if state.count == 0:
+                    return
+            yield Sleep(poll)
+            poll = min(MAX_POLL_S, poll * 2)
+
+
+# -- sync --------------------------------------------------------------------------------
+
+
+class LeasedJob(JobLease):
+    """A job leased to this worker: the :class:`~topics.Job` plus its lease controls."""
+
+    def __init__(self, owner: WorkIterator, job: Job) -> None:
+        super().__init__(owner._core, job)
+        self._client = owner._client
 
     def ack(self) -> None:
         """Acknowledge now (instead of with the next batch)."""
         self.resolved = True
-        self._owner._ack([self.job])
+        drive(self._client, self._core.ack([self.job]))
 
     def nack(self, delay_ms: int | None = None) -> None:
         """Release the job for reclaim after ``delay_ms`` (default: the backoff)."""
         self.resolved = True
-        self._owner._nack(self.job, delay_ms)
+        drive(self._client, self._core.nack(self.job, delay_ms))
 
     def __enter__(self) -> LeasedJob:
         return self
@@ -209,15 +358,11 @@ class LeasedJob:
     def __exit__(
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
-        if self.resolved:
+        owed = self._ended(exc)
+        if owed is None:
             return False
-        if exc is None:
-            self._owner._succeeded(self)
-            return False
-        isolated = isinstance(exc, Exception)
-        if isolated:
-            log.error("job %s of %s failed; nacked", self.seq, self._owner.spec.topic, exc_info=exc)
-        self.nack(None if isolated else 0)
+        isolated, delay_ms = owed
+        self.nack(delay_ms)
         return isolated  # rule 4: one job's failure does not end the loop
 
 
@@ -227,16 +372,14 @@ class WorkIterator:
     def __init__(self, client: Client, spec: WorkSpec) -> None:
         self.spec = spec
         self._client = client
-        self._book = Book()
-        self._current: LeasedJob | None = None
-        self._unhandled: list[Job] = []
+        self._core = WorkCore(spec)
         self._failure: BaseException | None = None
         self._stop = threading.Event()
         self._gen = self._run()
 
     @property
     def stats(self) -> WorkerStats:
-        return self._book.stats
+        return self._core.book.stats
 
     def __iter__(self) -> Iterator[LeasedJob]:
         return self
@@ -256,56 +399,9 @@ class WorkIterator:
         self._failure = exc
         self.close()
 
-    def _succeeded(self, job: LeasedJob) -> None:
-        job.resolved = True
-        with self._book.lock:
-            self._book.done.append(job.job)
-
-    def _ack(self, jobs: list[Job]) -> None:
-        res = self._client.ack(
-            self.spec.topic,
-            node=self.spec.node,
-            seqs=[j.seq for j in jobs],
-            lease_ids=[j.lease_id for j in jobs],
-        )
-        self._book.release([j.seq for j in jobs], res.skipped)
-        self._book.stats.acked += res.acked
-
-    def _nack(self, job: Job, delay_ms: int | None) -> None:
-        delay = self.spec.backoff_delay_ms(job.deliveries) if delay_ms is None else delay_ms
-        res = self._client.nack(
-            self.spec.topic,
-            node=self.spec.node,
-            seqs=[job.seq],
-            delay_ms=delay,
-            lease_ids=[job.lease_id],
-        )
-        self._book.release([job.seq], res.skipped)
-        self._book.stats.nacked += res.nacked
-
-    def _flush(self) -> None:
-        with self._book.lock:
-            done, self._book.done = self._book.done, []
-        if done:
-            self._ack(done)
-
     def _heartbeat(self, lease_ms: int) -> None:
         while not self._stop.wait(lease_ms / 3000):
-            seqs, ids = self._book.snapshot()
-            if not seqs:
-                continue
-            try:
-                res = self._client.extend(
-                    self.spec.topic,
-                    node=self.spec.node,
-                    seqs=seqs,
-                    lease_ms=lease_ms,
-                    lease_ids=ids,
-                )
-            except TopicsError as exc:  # the next beat tries again; expiry is the backstop
-                log.warning("lease heartbeat failed: %s", exc)
-                continue
-            self._book.extended(res.extended, res.skipped)
+            drive(self._client, self._core.beat(lease_ms))
 
     def _run(self) -> Generator[LeasedJob, None, None]:
         spec = self.spec
@@ -314,36 +410,18 @@ class WorkIterator:
         beat.start()
         batches = self._batches(lease_ms)
         try:
-            for batch in batches:
-                self._unhandled = list(batch)
-                while self._unhandled:
-                    job = self._unhandled.pop(0)
-                    self._current = LeasedJob(self, job)
-                    yield self._current
-                    if not self._current.resolved:  # the loop body returned: success
-                        self._succeeded(self._current)
-                    self._current = None
-                self._flush()
+            next_batch = partial(_next_or_none, batches)
+            yield from iterate(self._client, self._core.serve(next_batch, self._lease))
         finally:
             self._stop.set()
             # Acks and nacks first, then the /work stream: closing it makes the server
             # release every lease it delivered, so an ack sent after would be skipped.
-            self._release_all()
+            drive(self._client, self._core.release_all(self._failure))
             batches.close()
             beat.join()
 
-    def _release_all(self) -> None:
-        """Rule 4: on the way out, ack what succeeded and nack what was not handled."""
-        failure = self._failure
-        pending = [self._current.job] if self._current and not self._current.resolved else []
-        pending += self._unhandled
-        self._current, self._unhandled = None, []
-        try:
-            self._flush()
-            for job in pending:
-                self._nack(job, None if isinstance(failure, Exception) else 0)
-        except TopicsError as exc:  # leases expire on their own; do not mask the cause
-            log.warning("could not release leases on exit: %s", exc)
+    def _lease(self, job: Job) -> LeasedJob:
+        return LeasedJob(self, job)
 
     def _batches(self, lease_ms: int) -> Generator[list[Job], None, None]:
         spec = self.spec
@@ -359,24 +437,12 @@ class WorkIterator:
                 decoder = SSEDecoder()
                 with contextlib.suppress(httpx.TransportError):
                     for chunk in resp.iter_bytes():
-                        batch = jobs_of(decoder.feed(chunk))
+                        batch = self._core.received(decoder, chunk)
                         if batch:
-                            self._book.take(batch)
                             yield batch
             time.sleep(RECONNECT_S)  # dropped: the server released this stream's leases
-        yield from self._claims(lease_ms)
+        yield from iterate(self._client, self._core.claims(lease_ms))
 
-    def _claims(self, lease_ms: int) -> Iterator[list[Job]]:
-        spec = self.spec
-        poll = MIN_POLL_S
-        while True:
-            res = self._client.claim(spec.topic, node=spec.node, max=spec.max, lease_ms=lease_ms)
-            if res.count:
-                poll = MIN_POLL_S
-                self._book.take(res.claimed)
-                yield res.claimed
-                continue
-            if spec.until_empty and self._client.get_topic(spec.topic, touch=False).count == 0:
-                return
-            time.sleep(poll)
-            poll = min(MAX_POLL_S, poll * 2)
+
+def _next_or_none(batches: Iterator[list[Job]], _client: object) -> list[Job] | None:
+    return next(batches, None)

@@ -286,7 +286,7 @@ def write_result(frame: Mapping[str, Any]) -> WriteResult:
 
 def publish_options(settings: Settings, options: Mapping[str, Any]) -> dict[str, object]:
     """The ``write()`` options of a publish (unknown names are a TypeError, as there)."""
-    from ._sync import write_options
+    from ._api import write_options
 
     unknown = set(options) - _PUBLISH_OPTIONS
     if unknown:
