@@ -34,7 +34,6 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         "topics/_storage/wal.py",
         "topics/_watch.py",
         "topics/client/_protocol.py",
-        "topics/client/_sync.py",
         "topics/engine.py",
     }
 )
