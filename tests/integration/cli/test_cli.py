@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import topics
+from tests.support.paths import ROOT
 from topics.cli import build_parser
 
 from .conftest import Run, ServerProcess
@@ -255,5 +256,5 @@ def test_help_and_console_script() -> None:
     text = parser.format_help()
     for cmd in ("ls", "stat", "put", "rm", "write", "read", "tail", "router", "queue"):
         assert cmd in text
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'topics = "topics.cli:main"' in pyproject

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.support.server import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, servers
 from topics.cli import main
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -24,9 +24,8 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture(scope="session")
 def cli_server() -> Iterator[ServerProcess]:
-    server = spawn_server()
-    yield server
-    assert server.stop() == 0, server.stderr()
+    with servers() as start:
+        yield start()
 
 
 @contextlib.contextmanager
