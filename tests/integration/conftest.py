@@ -50,13 +50,22 @@ SERVER_MODES: dict[str, dict[str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", params=list(SERVER_MODES))
+@pytest.fixture(scope="session")
+def start_shared_server() -> Iterator[Callable[..., ServerProcess]]:
+    """:func:`start_server` for servers that live the whole session."""
+    with servers() as start:
+        yield start
+
+
+@pytest.fixture(scope="session", params=list(SERVER_MODES))
 def server_in_every_mode(
-    request: pytest.FixtureRequest, start_server: Callable[..., ServerProcess]
+    request: pytest.FixtureRequest, start_shared_server: Callable[..., ServerProcess]
 ) -> ServerProcess:
     """A dev-mode server per :data:`SERVER_MODES` entry; a module that names it as its
-    ``server`` runs every test once per mode (writes, watch and queue suites do)."""
-    return start_server(SERVER_MODES[request.param])
+    ``server`` runs every test once per mode (writes, watch and queue suites do). One
+    server per mode serves all those modules (a start costs 1-2 s, four per module added
+    up): their topic names are their own, and none counts what the server holds overall."""
+    return start_shared_server(SERVER_MODES[request.param])
 
 
 @pytest.fixture
