@@ -21,7 +21,6 @@ the topic never released, so any later crash skipped ~4,096 seqs).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.support.child import child_env
 from topics._storage.heads import HEADS_FILE, boot_id
 from topics.engine import Engine, open_engine
 
@@ -43,8 +43,7 @@ RESERVED = 5 + 4096  # the first write's watermark
 
 
 def _run_child(data_dir: Path, mode: str, *classes: str) -> list[str]:
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = child_env()
     proc = subprocess.run(
         [sys.executable, str(CHILD), str(data_dir), mode, *classes],
         capture_output=True,

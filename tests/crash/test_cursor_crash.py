@@ -18,18 +18,14 @@ in flight at the kill would have made it (never older, never a value no one comm
 
 from __future__ import annotations
 
-import os
-import queue
 import random
-import signal
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import trio
+
+from tests.support.child import Child
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
@@ -105,54 +101,15 @@ async def child_main(data_dir: str, seed: int) -> None:
 # -- the parent ---------------------------------------------------------------------------
 
 
-def _argv(data_dir: Path, seed: int) -> list[str]:
-    args = [str(data_dir), str(seed)]
-    if "boot" in sys.modules:  # running from the source tree through the smoke shim
-        boot_dir = os.path.dirname(os.path.abspath(sys.modules["boot"].__file__ or ""))
-        code = (
-            f"import sys, runpy; sys.path.insert(0, {boot_dir!r}); import boot; "
-            f"sys.argv = {[str(HERE), *args]!r}; runpy.run_path({str(HERE)!r}, run_name='__main__')"
-        )
-        return [sys.executable, "-c", code]
-    return [sys.executable, str(HERE), *args]
+def _wait_for_commits(child: Child, n: int, timeout_s: float = 60.0) -> None:
+    commits = 0
 
+    def enough(line: str) -> bool:
+        nonlocal commits
+        commits += line.startswith("COMMIT")
+        return commits >= n
 
-class Child:
-    def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_for_commits(self, n: int, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        commits = 0
-        while commits < n:
-            assert time.monotonic() < deadline, f"the child committed {commits} in {timeout_s}s"
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if line is None:
-                err = self.proc.stderr.read() if self.proc.stderr else ""
-                raise AssertionError(f"child exited:\n{err}")
-            self.seen.append(line)
-            commits += line.startswith("COMMIT")
-
-    def kill(self) -> list[str]:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        while (line := self.lines.get(timeout=10)) is not None:
-            self.seen.append(line)
-        return self.seen
+    child.wait_until(enough, f"{n} commits", timeout_s)
 
 
 async def _recovered(data_dir: Path) -> dict[str, int | None]:
@@ -168,8 +125,8 @@ def test_sigkill_keeps_every_acknowledged_cursor_commit(tmp_path: Path) -> None:
     acked: dict[str, int | None] = {}
     pending: dict[str, str] = {}
     for round_no in range(4):
-        child = Child(_argv(tmp_path, 100 + round_no))
-        child.wait_for_commits(rng.randint(50, 400))
+        child = Child(HERE, str(tmp_path), str(100 + round_no))
+        _wait_for_commits(child, rng.randint(50, 400))
         lines = child.kill()
         assert not [line for line in lines if line.startswith("CONFLICT")]
         for line in lines:

@@ -18,14 +18,7 @@ directory in-process and checks, round after round on the same directory:
 
 from __future__ import annotations
 
-import os
-import queue
 import random
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,69 +27,13 @@ import trio
 import ujson
 
 from tests.crash._child import TOPIC, batch_digest
+from tests.support.child import Child
 from topics.engine import open_engine
 
 pytestmark = pytest.mark.crash
 
 CHILD = Path(__file__).with_name("_child.py")
-
-
-def _child_argv(
-    data_dir: Path, durability: str, writers: int, seed: int, pause_ms: float
-) -> list[str]:
-    args = [str(data_dir), durability, str(writers), str(seed), str(pause_ms)]
-    if "boot" in sys.modules:  # running from the source tree through the smoke shim
-        boot_dir = os.path.dirname(os.path.abspath(sys.modules["boot"].__file__ or ""))
-        code = (
-            f"import sys, runpy; sys.path.insert(0, {boot_dir!r}); import boot; "
-            f"sys.argv = {[str(CHILD), *args]!r}; runpy.run_path({str(CHILD)!r}, run_name='__main__')"
-        )
-        return [sys.executable, "-c", code]
-    return [sys.executable, str(CHILD), *args]
-
-
-class Child:
-    """A running child; its stdout lines arrive on a queue (read by a thread)."""
-
-    def __init__(
-        self, data_dir: Path, durability: str, writers: int, seed: int, pause_ms: float
-    ) -> None:
-        self.proc = subprocess.Popen(
-            _child_argv(data_dir, durability, writers, seed, pause_ms),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(Path(__file__).resolve().parents[2]),
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            if raw.endswith(b"\n"):  # a line cut by the kill never counts
-                self.lines.put(raw.decode().rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_ready(self, timeout: float = 15.0) -> int:
-        line = self.lines.get(timeout=timeout)
-        if line is None or not line.startswith("READY "):
-            stderr = self.proc.stderr.read().decode() if self.proc.stderr else ""
-            raise AssertionError(f"child did not start: {line!r}\n{stderr}")
-        return int(line.split()[1])
-
-    def kill_after(self, seconds: float) -> list[str]:
-        """SIGKILL after ``seconds``; every whole line printed before the kill."""
-        time.sleep(seconds)
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self._thread.join(timeout=10)
-        out = []
-        while True:
-            line = self.lines.get(timeout=10)
-            if line is None:
-                return out
-            out.append(line)
+WRITERS = 4
 
 
 def _acks(lines: list[str]) -> list[tuple[int, int, str]]:
@@ -141,10 +78,12 @@ def _run_rounds(
     rng = random.Random(seed)
     history = []
     for r in range(rounds):
-        child = Child(tmp_path, durability, writers=4, seed=seed * 100 + r, pause_ms=pause_ms)
-        start_head = child.wait_ready()
+        args = (str(tmp_path), durability, str(WRITERS), str(seed * 100 + r), str(pause_ms))
+        child = Child(CHILD, *args)
+        ready = child.wait_for("READY ", timeout_s=15.0)
+        start_head = int(ready.split()[1])
         lines = child.kill_after(rng.uniform(0.02, 0.35))
-        acks = _acks(lines)
+        acks = _acks(lines[lines.index(ready) + 1 :])
         view = trio.run(_recovered, tmp_path)
         history.append({"start_head": start_head, "acks": acks, "view": view})
     return history

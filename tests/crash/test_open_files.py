@@ -24,6 +24,7 @@ import pytest
 import trio
 import ujson
 
+from tests.support.child import child_env
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
 from topics._clock import ManualClock
@@ -44,8 +45,7 @@ def _limit_open_files() -> None:  # runs in the child, between fork and exec
 
 
 def _run_child(data_dir: Path, mode: str) -> list[str]:
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = child_env()
     env.pop("TOPICS_MAX_OPEN_FILES", None)  # the default bound is what is under test
     proc = subprocess.run(
         [sys.executable, str(CHILD), str(data_dir), mode, str(TOPICS)],

@@ -22,19 +22,16 @@ leases (the holders can ack with their lease ids); with ``false`` it holds none.
 
 from __future__ import annotations
 
-import os
-import queue
 import random
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+
+from tests.support.child import Child
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
@@ -147,57 +144,8 @@ async def child_main(data_dir: str, durable_leases: bool, seed: int, mode: str) 
 # -- the parent ---------------------------------------------------------------------------
 
 
-def _argv(data_dir: Path, durable_leases: bool, seed: int, mode: str) -> list[str]:
-    args = [str(data_dir), "1" if durable_leases else "0", str(seed), mode]
-    if "boot" in sys.modules:  # running from the source tree through the smoke shim
-        boot_dir = os.path.dirname(os.path.abspath(sys.modules["boot"].__file__ or ""))
-        code = (
-            f"import sys, runpy; sys.path.insert(0, {boot_dir!r}); import boot; "
-            f"sys.argv = {[str(HERE), *args]!r}; runpy.run_path({str(HERE)!r}, run_name='__main__')"
-        )
-        return [sys.executable, "-c", code]
-    return [sys.executable, str(HERE), *args]
-
-
-class Child:
-    def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_for(self, word: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if line is None:
-                err = self.proc.stderr.read() if self.proc.stderr else ""
-                raise AssertionError(f"child exited before {word}:\n{err}")
-            self.seen.append(line)
-            if line == word:
-                return
-        raise AssertionError(f"child did not print {word} in {timeout_s}s")
-
-    def kill(self) -> list[str]:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        while True:
-            line = self.lines.get(timeout=10)
-            if line is None:
-                break
-            self.seen.append(line)
-        return self.seen
+def _child(data_dir: Path, durable_leases: bool, seed: int, mode: str) -> Child:
+    return Child(HERE, str(data_dir), "1" if durable_leases else "0", str(seed), mode)
 
 
 class Ledger:
@@ -263,7 +211,7 @@ def test_sigkill_mid_traffic_loses_no_job(tmp_path: Path, durable_leases: bool) 
     ledger = Ledger()
     rng = random.Random(7 + durable_leases)
     for round_no in range(3):
-        child = Child(_argv(tmp_path, durable_leases, round_no + 1, "random"))
+        child = _child(tmp_path, durable_leases, round_no + 1, "random")
         child.wait_for("READY")
         time.sleep(rng.uniform(0.15, 0.5))
         ledger.read(child.kill())
@@ -278,7 +226,7 @@ def test_sigkill_mid_traffic_loses_no_job(tmp_path: Path, durable_leases: bool) 
 def test_sigkill_while_idle_restores_durable_leases_exactly(tmp_path: Path) -> None:
     ledger = Ledger()
     for round_no in range(2):
-        child = Child(_argv(tmp_path, True, 11 + round_no, "quiesce"))
+        child = _child(tmp_path, True, 11 + round_no, "quiesce")
         child.wait_for("QUIESCED")
         ledger.read(child.kill())
         seen = trio.run(_inspect, tmp_path)
@@ -293,7 +241,7 @@ def test_sigkill_while_idle_restores_durable_leases_exactly(tmp_path: Path) -> N
 
 def test_sigkill_while_idle_without_durable_leases_frees_every_job(tmp_path: Path) -> None:
     ledger = Ledger()
-    child = Child(_argv(tmp_path, False, 21, "quiesce"))
+    child = _child(tmp_path, False, 21, "quiesce")
     child.wait_for("QUIESCED")
     ledger.read(child.kill())
     assert ledger.held

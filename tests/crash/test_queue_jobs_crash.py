@@ -16,12 +16,8 @@ The parent kills it at a random moment and reopens the directory:
 
 from __future__ import annotations
 
-import queue
 import random
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +25,8 @@ from typing import Any
 import pytest
 import trio
 import trio.lowlevel
+
+from tests.support.child import Child
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
@@ -100,43 +98,8 @@ async def child_main(data_dir: str, seed: int, mode: str) -> None:
 # -- the parent ---------------------------------------------------------------------------
 
 
-class Child:
-    def __init__(self, data_dir: Path, seed: int, mode: str) -> None:
-        argv = [sys.executable, str(HERE), str(data_dir), str(seed), mode]
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_for(self, word: str, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if line is None:
-                err = self.proc.stderr.read() if self.proc.stderr else ""
-                raise AssertionError(f"child exited before {word}:\n{err}")
-            self.seen.append(line)
-            if line == word:
-                return
-        raise AssertionError(f"child did not print {word} in {timeout_s}s")
-
-    def kill(self) -> list[str]:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        while (line := self.lines.get(timeout=10)) is not None:
-            self.seen.append(line)
-        return self.seen
+def _child(data_dir: Path, seed: int, mode: str) -> Child:
+    return Child(HERE, str(data_dir), str(seed), mode)
 
 
 async def _contents(data_dir: Path) -> dict[str, list[int]]:
@@ -161,8 +124,8 @@ def test_sigkill_mid_redrive_leaves_each_job_in_exactly_one_place(tmp_path: Path
     midway = 0
     for round_no in range(4):
         data_dir = tmp_path / f"r{round_no}"
-        child = Child(data_dir, round_no + 1, "redrive")
-        child.wait_for("READY")
+        child = _child(data_dir, round_no + 1, "redrive")
+        child.wait_for("READY", timeout_s=60.0)
         time.sleep(rng.uniform(0.05, 0.3))
         lines = child.kill()
         seen = trio.run(_contents, data_dir)
@@ -175,8 +138,8 @@ def test_sigkill_mid_redrive_leaves_each_job_in_exactly_one_place(tmp_path: Path
 
 
 def test_sigkill_keeps_scheduled_jobs_and_their_keys(tmp_path: Path) -> None:
-    child = Child(tmp_path, 5, "schedule")
-    child.wait_for("READY")
+    child = _child(tmp_path, 5, "schedule")
+    child.wait_for("READY", timeout_s=60.0)
     time.sleep(0.4)
     lines = child.kill()
     wrote = [line.split()[1:] for line in lines if line.startswith("WROTE")]

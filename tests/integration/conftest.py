@@ -1,22 +1,21 @@
 """Integration fixtures: the real ``topics-server`` in a subprocess, and the ASGI app in-process.
 
 ``start_server(env)`` runs ``python -m topics.frontends.server --port 0 --memory`` with
-extra environment variables (``tests.support.server.spawn_server``, which the client, CLI,
-crash and hostile suites use too), waits for its "listening on" line and returns a handle; at
-teardown every started server gets SIGTERM and must exit 0 (graceful shutdown is part of
-what these tests check). ``inproc`` builds the ASGI app around a memory-only engine on a
+extra environment variables (``tests.support.server.servers``), waits for its "listening
+on" line and returns a handle; at teardown every server a module started gets SIGTERM and
+must exit 0 (graceful shutdown is part of what these tests check). ``inproc`` builds the ASGI app around a memory-only engine on a
 ManualClock and talks to it through httpx's ASGI transport: no sockets, deterministic.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, servers
 from topics._clock import ManualClock
 from topics.auth import KeyStore
 from topics.engine import Engine, open_engine
@@ -27,17 +26,8 @@ from topics.settings import Limits
 @pytest.fixture(scope="module")
 def start_server() -> Iterator[Callable[..., ServerProcess]]:
     """A factory of servers that all get SIGTERM at the end and must exit 0."""
-    started: list[ServerProcess] = []
-
-    def start(env: Mapping[str, str] | None = None, *args: str) -> ServerProcess:
-        server = spawn_server(env, *args)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        code = server.stop()
-        assert code == 0, f"topics-server exited {code} on SIGTERM:\n{server.stderr()}"
+    with servers() as start:
+        yield start
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +50,22 @@ SERVER_MODES: dict[str, dict[str, str]] = {
 }
 
 
-@pytest.fixture(scope="module", params=list(SERVER_MODES))
+@pytest.fixture(scope="session")
+def start_shared_server() -> Iterator[Callable[..., ServerProcess]]:
+    """:func:`start_server` for servers that live the whole session."""
+    with servers() as start:
+        yield start
+
+
+@pytest.fixture(scope="session", params=list(SERVER_MODES))
 def server_in_every_mode(
-    request: pytest.FixtureRequest, start_server: Callable[..., ServerProcess]
+    request: pytest.FixtureRequest, start_shared_server: Callable[..., ServerProcess]
 ) -> ServerProcess:
     """A dev-mode server per :data:`SERVER_MODES` entry; a module that names it as its
-    ``server`` runs every test once per mode (writes, watch and queue suites do)."""
-    return start_server(SERVER_MODES[request.param])
+    ``server`` runs every test once per mode (writes, watch and queue suites do). One
+    server per mode serves all those modules (a start costs 1-2 s, four per module added
+    up): their topic names are their own, and none counts what the server holds overall."""
+    return start_shared_server(SERVER_MODES[request.param])
 
 
 @pytest.fixture

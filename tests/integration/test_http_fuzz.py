@@ -35,9 +35,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.server import ServerProcess, spawn_server
 from topics.frontends.http import ROUTE_MODULES
 
-from .conftest import ServerProcess, spawn_server
 from .test_openapi import Contract, contract
 
 KEYS = {"full": "full-key", "ro": "ro-key", "t1": "t1-key", "bad": "not-a-key"}

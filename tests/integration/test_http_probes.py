@@ -13,9 +13,10 @@ import pytest
 import trio
 import trio.testing
 
+from tests.support.server import spawn_server
 from topics.frontends.http.pressure import PressureMonitor
 
-from .conftest import InProc, ServerProcess, spawn_server
+from .conftest import InProc, ServerProcess
 
 # -- over the real server ----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import spawn_server
+from tests.support.server import spawn_server
 
 pytestmark = pytest.mark.slow
 

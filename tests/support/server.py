@@ -2,14 +2,17 @@
 
 ``spawn_server(env, *args)`` starts ``python -m topics.frontends.server`` on a free loopback
 port (memory-only unless ``args`` holds ``--data-dir``), waits for its "listening on" line
-and returns a :class:`ServerProcess`. The integration suites wrap it in the
-``start_server`` fixture (tests/integration/conftest.py), which stops every server at
-teardown and requires exit code 0; the client, CLI, crash and hostile suites use it
-directly.
+and returns a :class:`ServerProcess`. ``servers()`` hands out a ``start`` function and, when
+its block ends, stops every server it started and requires exit code 0 (graceful shutdown
+is part of what the suites check): the ``start_server`` fixtures of tests/integration (one
+set per module) and tests/integration/client (one set per session) are that block, and
+the CLI's server is one ``start()`` of it. Tests that kill or restart a server call
+``spawn_server`` directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -17,12 +20,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import httpx
 
-__all__ = ["LISTENING", "START_TIMEOUT_S", "STOP_TIMEOUT_S", "ServerProcess", "spawn_server"]
+__all__ = [
+    "LISTENING",
+    "START_TIMEOUT_S",
+    "STOP_TIMEOUT_S",
+    "ServerProcess",
+    "servers",
+    "spawn_server",
+]
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -91,3 +101,20 @@ def spawn_server(env: Mapping[str, str] | None = None, *args: str) -> ServerProc
     proc.kill()
     proc.wait()
     raise AssertionError(f"topics-server did not start in {START_TIMEOUT_S}s:\n{server.stderr()}")
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[Callable[..., ServerProcess]]:
+    """``start(env, *args)`` spawns a server; when the block ends every one started gets
+    SIGTERM and must exit 0."""
+    started: list[ServerProcess] = []
+
+    def start(env: Mapping[str, str] | None = None, *args: str) -> ServerProcess:
+        server = spawn_server(env, *args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        code = server.stop()
+        assert code == 0, f"topics-server exited {code} on SIGTERM:\n{server.stderr()}"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.bench import BENCH
+from tests.support.bench import BENCH
 
 
 def _read_until(sock: socket.socket, marker: bytes) -> bytes:

@@ -10,9 +10,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 import topics
-from tests.spark.conftest import Server
-from tests.spark.helpers import http_records, http_write, read_seqs
-from tests.spark.test_stream import Collector, _run
+from tests.integration.spark.conftest import Server
+from tests.integration.spark.helpers import http_records, http_write, read_seqs
+from tests.integration.spark.test_stream import Collector, _run
 from topics._clock import ManualClock
 from topics.spark import OptionError
 from topics.spark._options import parse_read_options

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, spawn_server
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import topics
-from tests.spark.conftest import Server
-from tests.spark.helpers import (
+from tests.integration.spark.conftest import Server
+from tests.integration.spark.helpers import (
     http_records,
     http_write,
     read_seqs,

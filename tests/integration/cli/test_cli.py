@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import topics
+from tests.support.paths import ROOT
 from topics.cli import build_parser
 
 from .conftest import Run, ServerProcess
@@ -41,6 +42,7 @@ def no_ts(out: str) -> list[str]:
     return [re.sub(f"  {ISO}", "", line, count=1) for line in out.splitlines()]
 
 
+@pytest.mark.cli_process
 def test_write_read_stat_ls_rm(topics_cli: Run) -> None:
     t = name("w")
     out = ok(topics_cli("write", t, "--tag", "g", input='{"price":1.50}\n\n[1,2]\n"x"\n'))
@@ -77,6 +79,7 @@ def test_write_read_stat_ls_rm(topics_cli: Run) -> None:
     assert json.loads(as_json.stdout)["deleted"] is False
 
 
+@pytest.mark.cli_process
 def test_write_records_file_batches_and_progress(topics_cli: Run, tmp_path: Path) -> None:
     t = name("bulk")
     src = tmp_path / "in.jsonl"
@@ -187,6 +190,7 @@ def test_tail_from_a_seq(topics_cli: Run) -> None:
     assert no_ts(ok(topics_cli("tail", t, "--from", "0", "--count", "1"))) == [f'{t}  1  "old"']
 
 
+@pytest.mark.cli_process
 def test_tombstones_are_never_silent(topics_cli: Run) -> None:
     t = name("lossy")
     ok(topics_cli("put", t, "cap_records=2"))
@@ -202,6 +206,7 @@ def test_tombstones_are_never_silent(topics_cli: Run) -> None:
     assert no_ts(ok(tail)) == [f"{t}  3  3", f"{t}  4  4"]
 
 
+@pytest.mark.cli_process
 @pytest.mark.slow
 def test_errors_exit_codes_and_request_ids(topics_cli: Run) -> None:
     missing = topics_cli("stat", name("missing"))
@@ -230,6 +235,7 @@ def test_errors_exit_codes_and_request_ids(topics_cli: Run) -> None:
     assert "could not connect" in down.stderr
 
 
+@pytest.mark.cli_process
 @pytest.mark.slow
 def test_api_key_from_the_environment(start_keyed: ServerProcess, topics_cli: Run) -> None:
     env = {"TOPICS_URL": start_keyed.base_url}
@@ -255,5 +261,5 @@ def test_help_and_console_script() -> None:
     text = parser.format_help()
     for cmd in ("ls", "stat", "put", "rm", "write", "read", "tail", "router", "queue"):
         assert cmd in text
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'topics = "topics.cli:main"' in pyproject

@@ -19,10 +19,11 @@ import httpx
 import pytest
 
 from tests.support.chromium import Chromium
+from tests.support.paths import EXAMPLES
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "browser_eventsource.py"
+EXAMPLE = EXAMPLES / "browser_eventsource.py"
 KEY = "browser-example-key"
 
 ROWS = """[...document.querySelectorAll('#events li')]

@@ -29,8 +29,8 @@ import httpx
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from tests.spark.conftest import Server, start_server, stop_server
-from tests.spark.helpers import http_put_topic, http_write
+from tests.integration.spark.conftest import Server, start_server, stop_server
+from tests.integration.spark.helpers import http_put_topic, http_write
 from topics._storage.heads import HEADS_FILE, boot_id
 
 pytestmark = [

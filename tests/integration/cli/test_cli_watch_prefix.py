@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import Run
 from .test_cli import lines_json, name, ok
 
@@ -31,6 +33,7 @@ def test_tail_with_max_backlog_skips_a_long_backlog_and_says_so(topics_cli: Run)
     assert "skipped to seq 10" in proc.stderr
 
 
+@pytest.mark.cli_process
 def test_tail_needs_a_topic_or_a_prefix(topics_cli: Run) -> None:
     proc = topics_cli("tail")
     assert proc.returncode != 0

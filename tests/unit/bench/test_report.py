@@ -1,5 +1,5 @@
 """bench/run_all.py's report, targets and plots, rendered from a fixture results file
-(tests/bench/results_fixture.json: every benchmark's JSON shape with round numbers, one
+(tests/unit/bench/results_fixture.json: every benchmark's JSON shape with round numbers, one
 skipped and one failed benchmark), so the page can be trusted without a long run."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import _targets
 import pytest
 import run_all
 
-from tests.bench import BENCH
+from tests.support.bench import BENCH
 
 FIXTURE = Path(__file__).with_name("results_fixture.json")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -8,15 +8,13 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 import topics
+from tests.support.paths import EXAMPLES
 
 from .conftest import ServerProcess
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _run(name: str) -> str:

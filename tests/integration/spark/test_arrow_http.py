@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.spark.conftest import Server
-from tests.spark.helpers import http_put_topic, http_write
+from tests.integration.spark.conftest import Server
+from tests.integration.spark.helpers import http_put_topic, http_write
 from topics.wire.arrow import ARROW_STREAM, decode_diff
 
 

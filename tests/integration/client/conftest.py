@@ -1,8 +1,8 @@
 """Client fixtures: one real ``topics-server`` subprocess shared by the client tests.
 
-The server comes from the integration suite's :func:`spawn_server` (a free loopback port,
-memory mode unless ``--data-dir`` is given); at teardown each started server gets SIGTERM
-and must exit 0. Helpers here build fault-injecting httpx transports (a tiny fake HTTP
+The server comes from ``tests.support.server.servers`` (a free loopback port, memory mode
+unless ``--data-dir`` is given); at teardown each started server gets SIGTERM and must
+exit 0. Helpers here build fault-injecting httpx transports (a tiny fake HTTP
 layer in front of the real server) for the retry tests.
 """
 
@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 import topics
-from tests.support.server import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, servers
 
 __all__ = ["FakeTime", "Fault", "FaultyTransport", "ServerProcess", "unique"]
 
@@ -31,17 +31,9 @@ def unique(prefix: str = "t") -> str:
 
 @pytest.fixture(scope="session")
 def start_server() -> Iterator[Callable[..., ServerProcess]]:
-    started: list[ServerProcess] = []
-
-    def start(env: Mapping[str, str] | None = None, *args: str) -> ServerProcess:
-        server = spawn_server(env, *args)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        code = server.stop()
-        assert code == 0, f"topics-server exited {code} on SIGTERM:\n{server.stderr()}"
+    """The integration suite's factory, but one set of servers for the whole session."""
+    with servers() as start:
+        yield start
 
 
 @pytest.fixture(scope="session")

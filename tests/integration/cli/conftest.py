@@ -1,8 +1,11 @@
 """CLI fixtures: a real memory ``topics-server`` and a runner for the ``topics`` CLI.
 
-``topics_cli`` runs each command two ways: in-process (``topics.cli.main`` with its own
-stdin/stdout/stderr, fast: the default run) and as a real subprocess
-(``python -m topics.cli``, exactly what a user runs; marked slow, ~0.5 s per command).
+``topics_cli`` runs each command in-process (``topics.cli.main`` with its own
+stdin/stdout/stderr and environment). A test marked ``cli_process`` runs a second time with
+every command as a real subprocess (``python -m topics.cli``, exactly what a user runs:
+interpreter start, stdin and stdout pipes, ``sys.exit`` codes, the environment; marked
+slow). A command costs ~0.5 s that way, so only the tests whose subject is that boundary
+are marked; ``TOPICS_CLI_SUBPROCESS=all`` runs every test both ways.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.support.server import ServerProcess, spawn_server
+from tests.support.server import ServerProcess, servers
 from topics.cli import main
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -24,9 +27,8 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture(scope="session")
 def cli_server() -> Iterator[ServerProcess]:
-    server = spawn_server()
-    yield server
-    assert server.stop() == 0, server.stderr()
+    with servers() as start:
+        yield start()
 
 
 @contextlib.contextmanager
@@ -57,7 +59,17 @@ def _in_process(
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
-@pytest.fixture(params=["inproc", pytest.param("subprocess", marks=pytest.mark.slow)])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "topics_cli" not in metafunc.fixturenames:
+        return
+    ways: list[object] = ["inproc"]
+    every = os.environ.get("TOPICS_CLI_SUBPROCESS") == "all"
+    if every or metafunc.definition.get_closest_marker("cli_process") is not None:
+        ways.append(pytest.param("subprocess", marks=pytest.mark.slow))
+    metafunc.parametrize("topics_cli", ways, indirect=True)
+
+
+@pytest.fixture
 def topics_cli(request: pytest.FixtureRequest, cli_server: ServerProcess) -> Run:
     """Run the CLI against the server (``TOPICS_URL`` in its environment)."""
 

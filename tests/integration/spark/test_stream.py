@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import topics
-from tests.spark.conftest import Server
-from tests.spark.helpers import http_records, http_write
+from tests.integration.spark.conftest import Server
+from tests.integration.spark.helpers import http_records, http_write
 
 pytestmark = pytest.mark.slow
 

@@ -60,6 +60,7 @@ def test_url_shorthand(given: str, url: str) -> None:
     assert server_url(given) == url
 
 
+@pytest.mark.cli_process
 def test_host_port_reaches_the_server(topics_cli: Run, cli_server: ServerProcess) -> None:
     port = urlsplit(cli_server.base_url).port
     assert ok(topics_cli("health", "--url", f"127.0.0.1:{port}")).startswith("status")
@@ -117,6 +118,7 @@ def test_rm_of_a_missing_topic_exits_3(topics_cli: Run) -> None:
     assert "no such topic" in proc.stderr
 
 
+@pytest.mark.cli_process
 def test_a_bad_data_line_is_named_and_nothing_of_it_is_sent(topics_cli: Run) -> None:
     t = name("badline")
     proc = topics_cli("write", t, input='1\n{"a":\n3\n')

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.support.paths import EXAMPLES
 
 
 def _run(script: str, *args: str) -> str:

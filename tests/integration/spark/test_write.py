@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import topics
-from tests.spark.conftest import Server, start_server, stop_server
-from tests.spark.helpers import http_records, http_write, reader_records
+from tests.integration.spark.conftest import Server, start_server, stop_server
+from tests.integration.spark.helpers import http_records, http_write, reader_records
 from topics.spark._options import parse_write_options
 from topics.spark._write import _HttpAppender, producer_id
 

@@ -15,7 +15,7 @@ import _suite
 import pytest
 import run_all
 
-from tests.bench import BENCH
+from tests.support.bench import BENCH
 
 
 def _script(tmp_path: Path, body: str) -> str:
