@@ -6,14 +6,15 @@ fresh interpreter, so both trees see the same load on a shared machine:
 * ``append_b100``, ``append_b1``: bench/engine.py's append (records/s, 64 B records,
   batches of 100 and of 1, in-process, memory-only);
 * ``diff_limit1000``, ``diff_limit256``: bench/engine.py's diff (records/s over 300,000
-  raw 64 B records);
+  raw 64 B records), and ``render_ns_per_record``: the core alone (``SegmentBuffer.render``
+  of 1000 such records, where the engine's per-call costs do not blur it);
 * ``http_write_b1``, ``http_write_b100``: that tree's ``topics-server --memory`` on a free
   loopback port, one keep-alive connection posting single-record and 100-record writes
   for a fixed count (requests/s), and the server's CPU per request (``*_srv_us``, from
   /proc: less sensitive to the neighbours than a rate).
 
 Prints each case's medians and the median of the per-round B/A ratios (a rate: above 1
-is faster; ``*_srv_us``: below 1 is cheaper). Build each tree's core first
+is faster; ``*_srv_us`` and ``render_ns_per_record``: below 1 is cheaper). Build each tree's core first
 (``python setup.py build_ext --inplace``). Never asserts.
 
 Usage: python bench/ab_trees.py OLD_TREE NEW_TREE [--rounds N] [--only append,diff,http]
@@ -41,6 +42,21 @@ if "append" in sys.argv[2]:
     out["append_b1"] = trio.run(be.bench_append, 1, 64, False, 20_000)
 if "diff" in sys.argv[2]:
     out.update({f"diff_limit{n}": trio.run(be.bench_diff, n, 300_000) for n in (1000, 256)})
+    # The core alone: SegmentBuffer.render of 1000 raw 64 B records, ns per record.
+    import statistics, time, ujson
+    from topics._core import _ext
+    recs = [{"data": b'{"k":"' + b"x" * 56 + b'"}'} for _ in range(1000)]
+    limits = (1 << 20, 1 << 20, 256, 256, 1 << 20)
+    frames, _ = _ext.encode_batch(recs, 1, 1000, None, 7, limits, ujson.dumps)
+    seg = _ext.SegmentBuffer(1, 7)
+    seg.append(frames)
+    ns = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        for _ in range(50):
+            seg.render(0, 1000, 1 << 30, None, 3)
+        ns.append((time.perf_counter() - t0) / 50 / 1000 * 1e9)
+    out["render_ns_per_record"] = statistics.median(ns)
 print(json.dumps(out))
 """
 
