@@ -272,3 +272,34 @@ def test_reader_handle_refreshes_only_when_the_directory_changed(
     assert handle.fresh().head_seq("t") == 2
     assert calls == [1]
     handle.close()
+
+
+def test_an_available_now_stream_from_latest_starts_at_the_heads_it_capped(tmp_path: Any) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from topics.spark._read import TopicsStreamReader
+
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": i} for i in range(5)])
+    schema = StructType([StructField("topic", StringType()), StructField("seq", LongType())])
+    opts = parse_read_options({"path": path, "topic": "t", "from_seq": "latest"})
+    reader = TopicsStreamReader(opts, schema)
+    reader.prepareForTriggerAvailableNow()  # the query's snapshot: head 5
+    with topics.open(path) as db:  # records arrive while the query starts
+        db.write("t", [{"data": i} for i in range(3)])
+    start = reader.initialOffset()
+    assert start == {"t": 5} == reader.initialOffset()  # Spark asks twice
+    end = reader.latestOffset(start, ReadAllAvailable())
+    # A start above the capped head would read as a recreated topic (a gap row).
+    assert end == {"t": 5}
+    assert reader.partitions(start, end) == []
+    reader.stop()
+
+    later = TopicsStreamReader(parse_read_options({"path": path, "topic": "t"}), schema)
+    assert later.latestOffset({"t": 5}, ReadAllAvailable()) == {"t": 8}
+    with topics.open(path) as db:  # a change after the reader's last look is seen
+        db.write("t", [{"data": 9}])
+    assert later.latestOffset({"t": 8}, ReadAllAvailable()) == {"t": 9}
+    later.stop()
