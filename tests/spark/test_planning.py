@@ -303,3 +303,58 @@ def test_an_available_now_stream_from_latest_starts_at_the_heads_it_capped(tmp_p
         db.write("t", [{"data": 9}])
     assert later.latestOffset({"t": 8}, ReadAllAvailable()) == {"t": 9}
     later.stop()
+
+
+def test_an_available_now_stream_reads_no_heads_once_at_its_snapshot(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    import topics.spark._sources as sources
+    from topics.spark._read import TopicsStreamReader
+
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": i} for i in range(5)])
+    schema = StructType([StructField("seq", LongType())])
+    reader = TopicsStreamReader(parse_read_options({"path": path, "topic": "t"}), schema)
+    reader.prepareForTriggerAvailableNow()
+    end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    assert end == {"t": 5}
+    scans: list[str] = []
+    real = sources.directory_state
+    monkeypatch.setattr(sources, "directory_state", lambda p: scans.append(p) or real(p))
+    with topics.open(path) as db:
+        db.write("t", [{"data": 9}])
+    assert reader.latestOffset(end, ReadAllAvailable()) == end  # the query is done
+    assert scans == []
+    reader.stop()
+
+
+def test_planning_uses_a_current_view_without_refreshing_an_older_reader(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    from topics._core.columns import WANT_DATA
+    from topics.spark._sources import PathSource
+
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": 1}])
+    source = PathSource(path)
+    assert source.page("t", 0, 1, WANT_DATA).count == 1  # this process's Reader is open
+    with topics.open(path) as db:
+        db.write("t", [{"data": 2}])
+    plan = "from topics.spark._sources import PathSource as P; import sys; P(sys.argv[1]).head_seq('t')"
+    subprocess.run([sys.executable, "-c", plan, path], check=True)  # another planner's view
+    calls: list[int] = []
+    real = topics.Reader.refresh
+    monkeypatch.setattr(topics.Reader, "refresh", lambda self: calls.append(1) or real(self))
+    source.refresh()
+    assert source.head_seq("t") == 2
+    assert calls == []  # planned from the view file: no recovery
+    assert source.page("t", 1, 2, WANT_DATA).count == 1  # a read refreshes the Reader first
+    assert calls == [1]

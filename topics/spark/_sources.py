@@ -35,6 +35,11 @@ Rules:
    start. Modules only a task or a url-mode read uses (``pyarrow.compute``,
    ``pyarrow.json``, ``http.client``) are imported where they are used: 40-110 ms less
    per query start on this machine.
+7. ``refresh()`` defers refreshing the process's Reader to its next use (a page, a
+   time bound): planning reads heads and segments from the planning view, which is
+   keyed by the directory's exact file state, so a planner whose Reader is older than
+   the directory but whose view file is current (another process rebuilt it) plans
+   without a recovery.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from ..wire.arrow import ARROW_STREAM, decode_diff, diff_batch
 from ._handle import ReaderHandle, directory_state
 
 if TYPE_CHECKING:
+    from .. import Reader
     from ._http import HttpClient
 
 __all__ = ["HttpSource", "Page", "PathSource", "Source", "fixed_cuts", "segment_cuts"]
@@ -116,6 +122,7 @@ class PathSource:
         # The last view and the directory state it was built or loaded for: a stream
         # reader refreshes before every offset, mostly over an unchanged directory.
         self._seen: tuple[object, dict[str, dict[str, Any]]] | None = None
+        self._stale = False
 
     def topic_names(self, prefix: str) -> list[str]:
         return [t for t in self._plan_view() if t.startswith(prefix)]
@@ -128,8 +135,13 @@ class PathSource:
 
     def refresh(self) -> None:
         self._view = None
-        if self.handle.is_open():
-            self.handle.fresh()
+        self._stale = True  # rule 7
+
+    def _reader(self) -> Reader:
+        if self._stale:
+            self._stale = False
+            return self.handle.fresh()
+        return self.handle.get()
 
     def _plan_view(self) -> dict[str, dict[str, Any]]:
         """{topic: {"head": seq, "segments": [[first, last], ...]}} (rule 5)."""
@@ -154,6 +166,7 @@ class PathSource:
                 return self._view
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # absent, stale or unreadable: rebuild it
+        self._stale = False
         reader = self.handle.fresh()
         view = {
             t: {"head": reader.head_seq(t), "segments": reader.segments(t)} for t in reader.topics()
@@ -171,7 +184,7 @@ class PathSource:
         return view
 
     def page(self, topic: str, from_seq: int, hi: int, want: int, where: object = None) -> Page:
-        reader = self.handle.get()
+        reader = self._reader()
         tags, data, meta = bool(want & WANT_TAG), bool(want & WANT_DATA), bool(want & WANT_META)
 
         def window(cursor: int) -> DiffResult:
@@ -210,7 +223,7 @@ class PathSource:
         )
 
     def seq_before_ts(self, topic: str, ts: int) -> int:
-        res = self.handle.get().diff(
+        res = self._reader().diff(
             topic, from_ts=ts, limit=1, include_data=False, include_meta=False
         )
         return int(res.from_seq or 0)
