@@ -52,6 +52,8 @@ class Reader:
         if not self._fs.exists(self._paths.root):
             raise FileNotFoundError(f"no topics data directory at {self._paths.root}")
         self._registry = TopicRegistry()
+        # Built once: its field checks cost ~7 % of a Spark task when built per diff.
+        self._max_node_bytes = Limits().max_node_bytes
         self.refresh()
 
     def refresh(self) -> None:
@@ -120,7 +122,7 @@ class Reader:
             | (RENDER_META if bool_arg("include_meta", include_meta) else 0)
             | (RENDER_DATA if bool_arg("include_data", include_data) else 0)
         )
-        skip = node_set(node, Limits().max_node_bytes)
+        skip = node_set(node, self._max_node_bytes)
         now = SystemClock().now_ms()
         return read_diff(log, from_seq, limit, skip, flags, DIFF_BYTE_BUDGET, None, bounds, now)
 

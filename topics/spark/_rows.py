@@ -42,8 +42,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
-import pyarrow.json as pa_json  # type: ignore[import-untyped]
 
 from .._core.columns import (
     KIND_BOOL,
@@ -315,6 +313,8 @@ class RangeReader:
         arrays = [cols[f.name] for f in self.typed]
         if not reasons:
             return pa.RecordBatch.from_arrays(arrays, schema=self.typed), pa.nulls(n, pa.string())
+        import pyarrow.compute as pc  # type: ignore[import-untyped]  # (_sources rule 6)
+
         mask = np.ones(n, dtype=bool)
         mask[list(reasons)] = False
         keep = pa.array(mask)
@@ -338,6 +338,8 @@ class RangeReader:
         records at fault are found alone (each then becomes a row of NULLs)."""
         if lo >= hi:
             return
+        import pyarrow.json as pa_json  # type: ignore[import-untyped]  # (_sources rule 6)
+
         chunk = lines[starts[lo] : ends[hi - 1]]
         try:
             table = pa_json.read_json(
@@ -411,6 +413,8 @@ def _flat_array(
     )
     if kind == KIND_STRING:
         return text
+    import pyarrow.compute as pc  # (_sources rule 6)
+
     try:
         return pc.cast(text, f.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # find the rows at fault

@@ -75,7 +75,6 @@ from .._core.columns import WANT_ALL
 from .._storage.fs import DataDirLockedError
 from ..errors import TopicNotFoundError
 from ..frontends.inproc import SyncEngine
-from ._http import HttpClient, json_body
 from ._options import LEDGER, OptionError, WriteOptions
 from ._sources import HttpSource
 
@@ -224,6 +223,8 @@ def producer_id(partition: int) -> str:
 class _HttpAppender:
     def __init__(self, opts: WriteOptions, producer: str | None = None) -> None:
         assert opts.url is not None
+        from ._http import HttpClient  # only url writes need it (_sources rule 6)
+
         self.opts = opts
         self.producer = producer
         self.client = HttpClient(
@@ -250,6 +251,8 @@ class _HttpAppender:
         return _ledger_keys(page, prefix)
 
     def append(self, key: str, records: list[dict[str, Any]]) -> None:
+        from ._http import json_body
+
         opts = self.opts
         parts = [
             b'{"data":'

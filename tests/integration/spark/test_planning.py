@@ -272,3 +272,89 @@ def test_reader_handle_refreshes_only_when_the_directory_changed(
     assert handle.fresh().head_seq("t") == 2
     assert calls == [1]
     handle.close()
+
+
+def test_an_available_now_stream_from_latest_starts_at_the_heads_it_capped(tmp_path: Any) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from topics.spark._read import TopicsStreamReader
+
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": i} for i in range(5)])
+    schema = StructType([StructField("topic", StringType()), StructField("seq", LongType())])
+    opts = parse_read_options({"path": path, "topic": "t", "from_seq": "latest"})
+    reader = TopicsStreamReader(opts, schema)
+    reader.prepareForTriggerAvailableNow()  # the query's snapshot: head 5
+    with topics.open(path) as db:  # records arrive while the query starts
+        db.write("t", [{"data": i} for i in range(3)])
+    start = reader.initialOffset()
+    assert start == {"t": 5} == reader.initialOffset()  # Spark asks twice
+    end = reader.latestOffset(start, ReadAllAvailable())
+    # A start above the capped head would read as a recreated topic (a gap row).
+    assert end == {"t": 5}
+    assert reader.partitions(start, end) == []
+    reader.stop()
+
+    later = TopicsStreamReader(parse_read_options({"path": path, "topic": "t"}), schema)
+    assert later.latestOffset({"t": 5}, ReadAllAvailable()) == {"t": 8}
+    with topics.open(path) as db:  # a change after the reader's last look is seen
+        db.write("t", [{"data": 9}])
+    assert later.latestOffset({"t": 8}, ReadAllAvailable()) == {"t": 9}
+    later.stop()
+
+
+def test_an_available_now_stream_reads_no_heads_once_at_its_snapshot(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    import topics.spark._sources as sources
+    from topics.spark._read import TopicsStreamReader
+
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": i} for i in range(5)])
+    schema = StructType([StructField("seq", LongType())])
+    reader = TopicsStreamReader(parse_read_options({"path": path, "topic": "t"}), schema)
+    reader.prepareForTriggerAvailableNow()
+    end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    assert end == {"t": 5}
+    scans: list[str] = []
+    real = sources.directory_state
+    monkeypatch.setattr(sources, "directory_state", lambda p: scans.append(p) or real(p))
+    with topics.open(path) as db:
+        db.write("t", [{"data": 9}])
+    assert reader.latestOffset(end, ReadAllAvailable()) == end  # the query is done
+    assert scans == []
+    reader.stop()
+
+
+def test_planning_uses_a_current_view_without_refreshing_an_older_reader(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    from topics._core.columns import WANT_DATA
+    from topics.spark._sources import PathSource
+
+    path = str(tmp_path)
+    with topics.open(path) as db:
+        db.write("t", [{"data": 1}])
+    source = PathSource(path)
+    assert source.page("t", 0, 1, WANT_DATA).count == 1  # this process's Reader is open
+    with topics.open(path) as db:
+        db.write("t", [{"data": 2}])
+    plan = "from topics.spark._sources import PathSource as P; import sys; P(sys.argv[1]).head_seq('t')"
+    subprocess.run([sys.executable, "-c", plan, path], check=True)  # another planner's view
+    calls: list[int] = []
+    real = topics.Reader.refresh
+    monkeypatch.setattr(topics.Reader, "refresh", lambda self: calls.append(1) or real(self))
+    source.refresh()
+    assert source.head_seq("t") == 2
+    assert calls == []  # planned from the view file: no recovery
+    assert source.page("t", 1, 2, WANT_DATA).count == 1  # a read refreshes the Reader first
+    assert calls == [1]
