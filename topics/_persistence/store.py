@@ -36,6 +36,12 @@ Rules:
    write, seal or manifest meets ENOSPC/EDQUOT, or that finds the WAL stalled on a full
    disk (``WalFullError``: nothing can be covered until the WAL catches up), is retried.
    The engine keeps serving reads meanwhile and refuses writes (``_durability`` rule 4).
+9. A periodic checkpoint that would write the same manifest as the last one (no WAL entry,
+   delete, segment byte or read time since, and no superseded segment file left to drop:
+   that takes one more manifest, as the last one is the fallback) writes nothing: an idle
+   server leaves the directory as it is, so an offline reader (``topics.Reader``, the
+   Spark source) keeps its planning view instead of reloading the whole directory every
+   30 s.
 """
 
 from __future__ import annotations
@@ -181,6 +187,8 @@ class Store:
         self.extensions: list[StoreExtension] = []
         self._prev_covered = 0
         self._prev_keep: set[tuple[int, int]] = set()
+        # The body of the last manifest written here (None: none yet this boot).
+        self._written_body: dict[str, Any] | None = None
         # Every topic's head as handed out, for a recovery on this boot (heads.py); set
         # by the engine once recovery is done, None where the system cannot use one.
         self.heads: HeadTable | None = None
@@ -352,8 +360,19 @@ class Store:
                 raise WalError("the WAL failed; no checkpoint until the engine is reopened")
             covered = self.wal.next_lsn - 1
             pending = self._pending.deleted
+            idle = not pending
             work, body = self._snapshot(registry, covered, final)
             keep = {w.key for w in work}
+            if (
+                idle
+                and not final
+                and body == self._written_body
+                and not any(w.data or w.flag_offsets or w.seal for w in work)
+                and keep.issuperset(self.files)  # nor a superseded file left to drop
+            ):
+                # Nothing changed since the last one: the manifest (and its generation)
+                # stays, so an offline reader's view of the directory stays valid too.
+                return
             try:
                 await self.wal.flush()  # rule 5: nothing here is ahead of the WAL
                 await trio.to_thread.run_sync(self._write_segments, work, abandon_on_cancel=False)
@@ -374,6 +393,7 @@ class Store:
                 abandon_on_cancel=False,
             )
             self.generation = generation
+            self._written_body = body
             prev_covered, prev_keep = self._prev_covered, self._prev_keep
             self._prev_covered, self._prev_keep = covered, keep
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
