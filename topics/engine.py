@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
-from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -26,29 +24,25 @@ import trio
 from . import _args
 from ._appender import Appender
 from ._clock import Clock, SystemClock
-from ._cloudevents import check_format, to_cloudevents
-from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._cursor_ops import CursorOps
 from ._durability import Durability, open_data_dir
 from ._job_ops import JobOps
 from ._limits import DIFF_BYTE_BUDGET
-from ._log import DedupeEntry, TopicLog
+from ._log import TopicLog
 from ._names import check_topic_name
-from ._producer_state import ProducerClaim, ProducerState
-from ._producers import check_expected_head, check_producer, producer_arg
 from ._queue_ops import QueueOps
 from ._quotas import NamespaceQuotas
-from ._reads import read_bounds, read_diff
+from ._read_ops import ReadOps
 from ._registry import decode_list_cursor, encode_list_cursor
 from ._routers import Routers
 from ._storage.fs import Fs, RealFs
 from ._watch_ops import DEFAULT_BATCH_BYTES, DEFAULT_HEARTBEAT_MS, WatchOps
+from ._writes import Writes
 from .config import parse_config
 from .errors import (
     InvalidRequestError,
     TopicExistsIncompatibleError,
     TopicNotEmptyError,
-    TopicNotFoundError,
 )
 from .settings import Limits
 from .types import (
@@ -81,10 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DIFF_BYTE_BUDGET", "Engine", "open_engine"]
 
-DEFAULT_LIMIT = 256
-MAX_WAIT_MS = 30_000
 MAX_PAGE_SIZE = 1000
-IDEMPOTENCY_KEY_MAX_CHARS = 256
 RETENTION_SWEEP_S = 1.0
 
 # Auto-priority (docs/SEMANTICS.md rule 22).
@@ -110,21 +101,18 @@ class Engine:
         self._job_ops = JobOps(app, durability, self._queue_ops)
         self._cursor_ops = CursorOps(app)
         self._watch_ops = WatchOps(app, self._cursor_ops)
-        # Bound once: every request calls some of these, the write path most of them.
+        # The write and diff machinery (the hot paths), each a plain class of its own.
+        self._writes = Writes(app, durability, self._job_ops)
+        self._read_ops = ReadOps(app, self._cursor_ops)
+        # Bound once: every request calls some of these.
         self._check_ready = app.check_ready
         self._check_serving = app.check_serving
         self._live_topic = app.live_topic
         self._apply_retention = app.apply_retention
-        self._topic_for_write = app.topic_for_write
-        self._append_batch = app.append_batch
         self._wait = app.wait
         self._yield_point = app.yield_point
-        self._log_append = durability.log_append
         self._log_topic = durability.log_topic
-        self._reserved = durability.reserved
-        self._reserve = durability.reserve
         self._queue_counters = self._queue_ops.queue_counters
-        self._job_write_args = self._job_ops.job_write_args
 
     # -- topics (§1) ------------------------------------------------------------------
 
@@ -280,128 +268,20 @@ class Engine:
             res = await engine.write("orders", [{"data": {"sku": "A1"}, "tag": "o-1"}])
             res.seqs  # [1]
         """
-        app = self._app
-        # A registered name was validated when its topic was created.
-        name = (
-            topic
-            if type(topic) is str and topic in app.registry.topics
-            else check_topic_name(topic)
-        )
-        node = _args.opt_str("node", node, self.limits.max_node_bytes)
-        key = self._idempotency_key(idempotency_key)
-        return_seqs = _args.bool_arg("return_seqs", return_seqs)
-        claim = None
-        if producer_id is not None or epoch is not None:
-            claim = producer_arg(producer_id, epoch)
-        if expected_head_seq is not None:
-            expected_head_seq = _args.u64("expected_head_seq", expected_head_seq)
-        jobs = self._job_write_args(dedupe, dedupe_ms, replace)
-        self._check_serving()
-        # One clock reading serves retention and the batch's ts, unless a wait comes between.
-        now = self.clock.now_ms()
-        log, created = self._topic_for_write(name, create, config, now)
-        if app.store is not None and not created and not self._reserved(log, records):
-            log, created = await self._reserve(name, log, records, create, config)
-            now = self.clock.now_ms()
-        # From here to the append no await: the conditions hold for the append they guard.
-        state: ProducerState | None = None
-        fence = False
-        if claim is not None:
-            state = check_producer(log, claim)
-            fence = state is None or claim.epoch > state.epoch
-        if key is not None and not created:
-            hit = self._dedupe_hit(log, key, now, state)
-            if hit is not None:
-                if claim is not None and fence:
-                    await self._raise_epoch(log, claim)
-                return self._write_result(log, hit, return_seqs, created=False, deduped=True)
-        if expected_head_seq is not None:
-            check_expected_head(log, expected_head_seq)
-        plan = None
-        if jobs is not None or log.config.type == "queue":
-            records, plan = self._job_ops.plan_jobs(log, records, jobs, now)
-            if plan is not None and not records:  # every job was a duplicate
-                if claim is not None and fence:  # it still fences, as a deduped write does
-                    await self._raise_epoch(log, claim)
-                nothing = DedupeEntry(now, log.head + 1, log.head)
-                result = self._write_result(log, nothing, return_seqs, created=False, deduped=False)
-                return replace_fields(result, dedupe=plan.outcomes(log.head + 1))
-        entry, salt, frames = self._append_batch(log, records, node, created, now)
-        if plan is not None:
-            self._job_ops.settle_jobs(log, plan)
-        if key is not None:
-            log.remember_key(key, entry)
-        if claim is not None:
-            log.producers[claim.producer_id] = ProducerState(
-                claim.epoch, key, entry.first_seq, entry.last_seq
-            )
-        n = entry.last_seq - entry.first_seq + 1
-        if claim is None:  # the plain write pays nothing for the producer arguments
-            timings = await self._log_append(log, salt, frames, created, n)
-        else:
-            timings = await self._log_append(log, salt, frames, created, n, claim, key, fence=fence)
-        result = self._write_result(
-            log, entry, return_seqs, created=created, deduped=False, timings=timings
-        )
-        if plan is not None and plan.keyed:
-            return replace_fields(result, dedupe=plan.outcomes(entry.first_seq))
-        return result
-
-    def _idempotency_key(self, key: object) -> str | None:
-        if key is None:
-            return None
-        if not isinstance(key, str) or not key or len(key) > IDEMPOTENCY_KEY_MAX_CHARS:
-            raise InvalidRequestError.for_field(
-                "idempotency_key",
-                f"must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX_CHARS} characters",
-            )
-        return key
-
-    def _dedupe_hit(
-        self, log: TopicLog, key: str, now: int, producer: ProducerState | None = None
-    ) -> DedupeEntry | None:
-        if producer is not None and producer.key == key:  # no window (_producers rule 2)
-            return DedupeEntry(now, producer.first_seq, producer.last_seq)
-        log.expire_keys(now)
-        entry = log.dedupe.get(key)
-        if entry is not None and now - entry.written_at_ms > log.config.idempotency_window_ms:
-            del log.dedupe[key]  # expired is gone for good, whatever the clock does next
-            return None
-        return entry
-
-    async def _raise_epoch(self, log: TopicLog, claim: ProducerClaim) -> None:
-        """A deduped write from a newer epoch still fences the older ones (it appends
-        nothing, so its state change is a PRODUCER entry of its own, synced)."""
-        state = log.producers.get(claim.producer_id)
-        if state is None:
-            log.producers[claim.producer_id] = ProducerState(claim.epoch)
-        else:
-            state.epoch = claim.epoch
-        if self._app.store is not None:
-            await self._wait(self._app.store.log_producer(log, claim.producer_id, sync=True))
-
-    def _write_result(
-        self,
-        log: TopicLog,
-        entry: DedupeEntry,
-        return_seqs: bool,
-        *,
-        created: bool,
-        deduped: bool,
-        timings: tuple[float, float] = (0.0, 0.0),
-    ) -> WriteResult:
-        n = entry.last_seq - entry.first_seq + 1
-        return WriteResult(
-            topic=log.name,
-            first_seq=entry.first_seq,
-            last_seq=entry.last_seq,
-            seqs=list(range(entry.first_seq, entry.last_seq + 1)) if return_seqs else None,
-            head_seq=log.head,
-            count=n,
-            created=created,
-            deduped=deduped,
-            wal_append_ms=timings[0],
-            fsync_ms=timings[1],
+        return await self._writes.write(
+            topic,
+            records,
+            node,
+            idempotency_key,
+            create,
+            config,
+            return_seqs,
+            expected_head_seq,
+            producer_id,
+            epoch,
+            dedupe,
+            dedupe_ms,
+            replace,
         )
 
     # -- reads (§3) -------------------------------------------------------------------
@@ -447,71 +327,25 @@ class Engine:
             for rec in res.records: ...
             cursor = res.next_from_seq
         """
-        name = check_topic_name(topic)
-        from_seq = _args.u64("from_seq", from_seq)
-        limit = _args.u64("limit", limit) or DEFAULT_LIMIT
-        limit = min(limit, self.limits.max_limit)
-        wait_ms = min(_args.u64("wait_ms", wait_ms), MAX_WAIT_MS)
-        skip = _args.node_set(node, self.limits.max_node_bytes)
-        flags = (
-            (RENDER_TAGS if _args.bool_arg("include_tags", include_tags) else 0)
-            | (RENDER_META if _args.bool_arg("include_meta", include_meta) else 0)
-            | (RENDER_DATA if _args.bool_arg("include_data", include_data) else 0)
+        return await self._read_ops.diff(
+            topic,
+            from_seq,
+            limit,
+            node,
+            include_tags,
+            include_meta,
+            include_data,
+            wait_ms,
+            max_bytes,
+            cursor,
+            commit,
+            from_ts,
+            to_ts,
+            to_seq,
+            where,
+            format,
+            ce_type_field,
         )
-        budget = max(1, _args.u64("max_bytes", max_bytes))
-        bounds = None  # issue 18's options cost a plain diff nothing but these tests
-        if from_ts is not None or to_ts is not None or to_seq is not None or where is not None:
-            bounds = read_bounds(
-                from_seq=from_seq, from_ts=from_ts, to_ts=to_ts, to_seq=to_seq, where=where
-            )
-        fmt = type_field = ""
-        if format != "records" or ce_type_field is not None:
-            fmt, type_field = check_format(format, ce_type_field)
-            if fmt == "cloudevents":
-                flags |= RENDER_DATA | RENDER_META | RENDER_TAGS
-        if cursor is not None and from_ts is not None:
-            raise InvalidRequestError.for_field("from_ts", "give cursor or from_ts, not both")
-        cname = self._cursor_ops.cursor_read_args(from_seq, cursor, commit)
-        if commit:
-            self._check_serving()
-        else:
-            self._check_ready()
-        log = self._live_topic(name)
-        if cname is not None:
-            from_seq = self._cursor_ops.cursor_start(log, cname)
-        now = self.clock.now_ms() if bounds is not None else 0
-        result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
-        if (
-            wait_ms
-            and result.caught_up
-            and not result.record_count
-            and result.tombstone is None
-            and not result.end_reached
-        ):
-            if bounds is not None and result.from_seq is not None:  # from where from_ts was
-                from_seq, bounds = result.from_seq, replace(bounds, from_ts=None)
-            with trio.move_on_after(wait_ms / 1000):
-                await log.waiters.park()
-            if self._app.registry.get(name) is not log:  # deleted (maybe recreated) meanwhile
-                raise TopicNotFoundError.for_topic(name)
-            self._apply_retention(log)
-            now = self.clock.now_ms()
-            echo = result.from_seq
-            result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
-            if echo is not None:
-                result = replace(result, from_seq=echo)
-        else:
-            await self._yield_point()
-        if fmt == "cloudevents":
-            result = replace(
-                result,
-                records_json=to_cloudevents(name, result.records_json, type_field),
-                format=fmt,
-            )
-        log.last_read_ts = self.clock.now_ms()
-        if commit and cname is not None:
-            await self._cursor_ops.commit_read(log, cname, result.next_from_seq)
-        return result
 
     # -- deletes (§5) -----------------------------------------------------------------
 
@@ -894,6 +728,9 @@ class Engine:
         ce_type_field: str | None = None,
     ) -> WatchCreated:
         """Create a watch session (POST /v0/watch, §7.1).
+
+        Kept whole: the signature and this docstring are the public contract, and the body
+        is one call handing every argument to ``WatchOps.create_watch``.
 
         Args:
             topics: topic -> ``{"from_seq": n}`` or ``{"tail": true}`` (or ``{}``/None).

@@ -40,14 +40,7 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
 )
 
 #: Functions over the limit today without a stated reason: (path, qualified name).
-KNOWN_LONG_FUNCTIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("topics/engine.py", "Engine.write"),
-        ("topics/engine.py", "Engine.diff"),
-        ("topics/engine.py", "Engine.create_watch"),
-        ("topics/_job_ops.py", "JobOps.plan_jobs"),
-    }
-)
+KNOWN_LONG_FUNCTIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 def _sources() -> list[Path]:
