@@ -76,7 +76,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "subsystems",
         (
-            r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas|writes|read_ops)",
+            r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas|writes|read_ops|topic_ops)",
         ),
     ),
     ("facade", (r"topics\.engine", r"topics\.worker", r"topics\.consumer", r"frontends\.inproc")),
