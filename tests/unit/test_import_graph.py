@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "storage",
         (
-            r"topics\._storage(\.(fs|wal|wal_reader|segment_files|manifest|entries))?",
+            r"topics\._storage(\.(fs|wal|wal_reader|wal_io|wal_tickets|segment_files|manifest|entries))?",
             r"topics\._storage\.(handles|heads|space)",
         ),
     ),
