@@ -30,7 +30,6 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         "topics/_log.py",
         "topics/_queue.py",
         "topics/_queue_ops.py",
-        "topics/_routers.py",
         # The hub: feeds, relays, the read cache, group delivery and strong visibility
         # share each other's private state (its docstring); sessions and streams are
         # topics/_watch_session.py.
