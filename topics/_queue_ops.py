@@ -49,18 +49,12 @@ from ._queue import (
     DEAD_LETTERED,
     EXTENDED,
     RELEASED,
-    Claim,
-    Cohort,
-    Queues,
     QueueState,
-    deal,
-    encode_event,
-    leases_durable,
     new_lease_ids,
-    seq_of,
-    split_held,
     stamp_dead_letter_meta,
 )
+from ._queue_claims import Claim, Cohort, deal, seq_of, split_held
+from ._queue_store import Queues, encode_event, leases_durable
 from .config import LEASE_MS_RANGE
 from .errors import (
     BatchTooLargeError,

@@ -58,8 +58,8 @@ from .types import (
 if TYPE_CHECKING:
     from ._cursors import Cursors
     from ._persistence.store import Store, StorePaths
-    from ._queue import Queues
     from ._queue_ops import WorkSession
+    from ._queue_store import Queues
     from ._registry import TopicRegistry
     from ._storage.space import DiskSpace
     from ._storage.wal import WalStatistics
