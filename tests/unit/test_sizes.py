@@ -28,7 +28,6 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         "topics/_core/_pure.py",
         "topics/_core/_scan.pyx",
         "topics/_log.py",
-        "topics/_queue_ops.py",
         # The hub: feeds, relays, the read cache, group delivery and strong visibility
         # share each other's private state (its docstring); sessions and streams are
         # topics/_watch_session.py.
