@@ -16,9 +16,10 @@ from ._names import check_topic_name
 from .errors import InvalidRequestError
 from .router_types import Guarantee, RouterConfig
 
-__all__ = ["compile_filter", "parse_router_config"]
+__all__ = ["ROUTER_FIELDS", "compile_filter", "parse_router_config"]
 
-_FIELDS = frozenset(
+#: The fields of a router body (what auth.py classifies as names or not).
+ROUTER_FIELDS = frozenset(
     {
         "source",
         "dest",
@@ -39,7 +40,7 @@ def parse_router_config(body: object) -> RouterConfig:
         body = {}
     if not isinstance(body, Mapping):
         raise InvalidRequestError("a router body must be a JSON object", detail={"field": "body"})
-    unknown = sorted(str(k) for k in body if k not in _FIELDS)
+    unknown = sorted(str(k) for k in body if k not in ROUTER_FIELDS)
     if unknown:
         raise InvalidRequestError.for_field(unknown[0], "is not a router field")
     names = {}

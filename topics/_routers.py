@@ -44,7 +44,7 @@ from . import _args
 from ._log import TopicLog
 from ._names import check_router_name
 from ._registry import decode_list_cursor, encode_list_cursor
-from ._router_config import compile_filter, parse_router_config
+from ._router_config import ROUTER_FIELDS, compile_filter, parse_router_config
 from ._router_worker import BATCH_MAX, run_router
 from ._storage import entries
 from .config import TopicConfig
@@ -82,6 +82,8 @@ ROUTER_PUT = entries.FIRST_EXTENSION_ENTRY  # JSON: name, config, inc, ids, curs
 ROUTER_DELETE = entries.FIRST_EXTENSION_ENTRY + 1  # JSON: {"name": ...}
 SECTION_KEY = "routers"
 MAX_PAGE_SIZE = 1000
+# The router body fields under their old name here (tests/unit/test_auth_names.py).
+_FIELDS = ROUTER_FIELDS
 
 
 class Router:
