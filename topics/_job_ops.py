@@ -159,29 +159,21 @@ class JobOps:
         """The records to encode (job fields turned into meta stamps, duplicates left
         out) and the plan (rules 1 and 3); ``records`` unchanged and None when no record
         has a job field. Raises before anything changes."""
-        if log.config.type != "queue":
-            if options is not None:
-                raise InvalidRequestError.for_field(
-                    "dedupe", f'applies to queue topics; "{log.name}" is a {log.config.type}'
-                )
-            return records, None
-        if not isinstance(records, list | tuple):
-            return records, None  # the engine's batch check answers
-        fields = JOB_RECORD_FIELDS
-        try:
-            # Every key of every record in one C loop: ~35 ns a record, where a Python
-            # test per record cost ~150 (this runs for every write to a queue).
-            if fields.isdisjoint(chain.from_iterable(records)):
-                return records, None
-        except TypeError:
-            pass  # a record that is not a mapping: the encoder will say so
-        marked = [
-            i
-            for i, r in enumerate(records)
-            if (type(r) is dict or isinstance(r, Mapping)) and not fields.isdisjoint(r)
-        ]
+        marked = _marked_records(log, records, options)
         if not marked:
             return records, None
+        return self._plan_marked(log, records, marked, options, now)
+
+    def _plan_marked(
+        self,
+        log: TopicLog,
+        records: Sequence[Mapping[str, Any]],
+        marked: list[int],
+        options: JobWrite | None,
+        now: int,
+    ) -> tuple[Sequence[Mapping[str, Any]], JobPlan]:
+        """:meth:`plan_jobs` for a queue write whose ``marked`` records have job fields."""
+        fields = JOB_RECORD_FIELDS
         opts = options if options is not None else JobWrite(None, False)
         q = self._queue_ops.queue_state(log)
         plan = JobPlan()
@@ -477,3 +469,31 @@ def _redrive_copy(dlq: TopicLog, seq: int, now: int, keep_meta: bool = True) -> 
         "tag": tag.decode() if tag else None,
         "meta": stamp_meta(meta if keep_meta else None, stamps),
     }
+
+
+def _marked_records(
+    log: TopicLog, records: Sequence[Mapping[str, Any]], options: JobWrite | None
+) -> list[int] | None:
+    """The indexes of the records of a write to ``log`` that carry job fields (None or
+    empty: none does); raises for dedupe options on a log topic."""
+    if log.config.type != "queue":
+        if options is not None:
+            raise InvalidRequestError.for_field(
+                "dedupe", f'applies to queue topics; "{log.name}" is a {log.config.type}'
+            )
+        return None
+    if not isinstance(records, list | tuple):
+        return None  # the engine's batch check answers
+    fields = JOB_RECORD_FIELDS
+    try:
+        # Every key of every record in one C loop: ~35 ns a record, where a Python
+        # test per record cost ~150 (this runs for every write to a queue).
+        if fields.isdisjoint(chain.from_iterable(records)):
+            return None
+    except TypeError:
+        pass  # a record that is not a mapping: the encoder will say so
+    return [
+        i
+        for i, r in enumerate(records)
+        if (type(r) is dict or isinstance(r, Mapping)) and not fields.isdisjoint(r)
+    ]

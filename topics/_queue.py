@@ -25,7 +25,7 @@ Rules:
    state when popped, so an extended or released lease leaves only a stale entry behind.
 5. So ``ready = count - in_flight - delayed - dead_lettering - scheduled`` and
    ``in_flight = len(leases)`` are exact after ``refresh``.
-6. ``Queues`` holds every queue topic's projection by topic id and is the store extension
+6. ``Queues`` (``_queue_store.py``) holds every queue topic's projection by topic id and is the store extension
    (manifest section "queues", WAL entry types 48..63) that persists them.
 7. Durable leases (``leases_durable``): every change is described by one lifecycle event
    (``CLAIMED``, ``ACKED``, ``RELEASED``, ``EXTENDED``, ``DEAD_LETTERED``), logged by the
@@ -47,7 +47,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -58,8 +58,7 @@ from ._log import TopicLog
 from ._queue_jobs import DedupeKeys, Schedule, Stamps, scan_log
 
 if TYPE_CHECKING:
-    from ._registry import TopicRegistry
-    from ._storage.wal import WalTicket
+    from ._queue_claims import Cohort
 
 __all__ = [
     "ACKED",
@@ -68,19 +67,10 @@ __all__ = [
     "ENTRY_TYPES",
     "EXTENDED",
     "RELEASED",
-    "Claim",
-    "Cohort",
     "Lease",
     "QueueState",
-    "Queues",
     "Taken",
-    "deal",
-    "decode_event",
-    "encode_event",
-    "leases_durable",
     "new_lease_ids",
-    "seq_of",
-    "split_held",
     "stamp_dead_letter_meta",
 ]
 
@@ -587,17 +577,6 @@ def _live_seqs(log: TopicLog, last: int) -> Iterator[int]:
             idx = seg.first_live(idx + 1)
 
 
-def encode_event(topic_id: int, *body: object) -> bytes:
-    return ujson.dumps([topic_id, *body], ensure_ascii=False).encode()
-
-
-def decode_event(payload: bytes) -> tuple[int, list[Any]]:
-    value = ujson.loads(payload)
-    if not isinstance(value, list) or not value or not isinstance(value[0], int):
-        raise ValueError("queue lease entry is not [topic_id, ...]")
-    return value[0], value[1:]
-
-
 def stamp_dead_letter_meta(meta: bytes | None, source: str, deliveries: int, seq: int) -> bytes:
     """A job's ``meta`` with the §10.6 trace keys appended (the original bytes are kept
     verbatim; the stamps come last, so a reader that keeps the last of duplicate keys
@@ -614,147 +593,3 @@ def stamp_dead_letter_meta(meta: bytes | None, source: str, deliveries: int, seq
     if not inner:
         return b"{" + stamps + b"}"
     return b"{" + inner + b"," + stamps + b"}"
-
-
-# -- claims, cohorts and the set of projections ------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class Claim:
-    """One claimer in a pass: what it asked for and what it got."""
-
-    node: str
-    want: int
-    lease_ms: int
-    fragments: list[bytes] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
-    lease_ids: list[str] = field(default_factory=list)
-    ticket: WalTicket | None = None
-
-
-@dataclass(slots=True, eq=False)
-class Cohort:
-    """The claimers of one coalescing window (_queue_ops rule 2)."""
-
-    deadline: float
-    members: list[Claim] = field(default_factory=list)
-    served: bool = False
-
-
-class Queues:
-    """Every queue topic's projection, keyed by topic id; also the store extension that
-    snapshots them into the manifest section "queues" and replays their lease events."""
-
-    key = "queues"
-    entry_types = ENTRY_TYPES
-
-    def __init__(self) -> None:
-        self.states: dict[int, QueueState] = {}
-        self._sections: dict[str, Any] = {}
-        self._events: list[tuple[int, bytes]] = []
-
-    def state(self, log: TopicLog) -> QueueState:
-        q = self.states.get(log.topic_id)
-        if q is None:
-            q = self.states[log.topic_id] = QueueState(log)
-        return q
-
-    def snapshot(self) -> Any:
-        topics = {
-            str(tid): q.snapshot(leases_durable(q.log))
-            for tid, q in self.states.items()
-            if not q.log.deleted
-        }
-        return {"format": 1, "topics": topics}
-
-    def restore(self, section: Any, logged: list[tuple[int, bytes]]) -> None:
-        """Keep what recovery found until the registry is final (``bind``)."""
-        topics = section.get("topics") if isinstance(section, dict) else None
-        self._sections = dict(topics) if isinstance(topics, dict) else {}
-        self._events = list(logged)
-
-    def bind(self, registry: TopicRegistry) -> None:
-        """Rebuild the projections of durable-lease queues from the snapshot and the
-        events logged after it; other queues keep only their dead-letter count."""
-        if not self._sections and not self._events:
-            return
-        queues = {
-            log.topic_id: log for log in registry.topics.values() if log.config.type == "queue"
-        }
-        touched: dict[int, QueueState] = {}
-        for key, section in self._sections.items():
-            log = queues.get(int(key))
-            if log is not None and isinstance(section, dict):
-                q = touched[log.topic_id] = self.state(log)
-                q.load(section, leases_durable(log))
-        for kind, payload in self._events:
-            tid, body = decode_event(payload)
-            log = queues.get(tid)
-            if log is not None and leases_durable(log):
-                q = touched[tid] = self.state(log)
-                q.apply_event(kind, body)
-        for q in touched.values():
-            if leases_durable(q.log):
-                q.finish_restore()
-        self._sections, self._events = {}, []
-
-
-def leases_durable(log: TopicLog) -> bool:
-    """Whether the queue's lease events are logged (and its projection snapshotted)."""
-    return log.config.leases_durable and log.config.durability != "ephemeral"
-
-
-def split_held(
-    q: QueueState, node: str, refs: list[tuple[int, str | None]]
-) -> tuple[list[int], list[int]]:
-    """Split requested seqs into those ``node`` holds (each once) and the skipped rest."""
-    held: list[int] = []
-    skipped: list[int] = []
-    seen: set[int] = set()
-    leases = q.leases
-    for seq, lease_id in refs:
-        # (q.held inlined: once per job of every ack, nack and extend.)
-        lease = leases.get(seq)
-        if (
-            lease is not None
-            and lease.node == node
-            and (lease_id is None or lease.lease_id == lease_id)
-            and seq not in seen
-        ):
-            held.append(seq)
-            seen.add(seq)
-        else:
-            skipped.append(seq)
-    return held, skipped
-
-
-def seq_of(job: Taken) -> int:
-    return job.seq
-
-
-def deal(taken: list[Taken], wants: list[int]) -> list[list[Taken]]:
-    """Divide ``taken`` among claimers in proportion to what each wants (largest
-    remainder, ties to the earlier arrival), dealing round-robin so each share mixes
-    reclaimed and fresh jobs."""
-    n, total = len(taken), sum(wants)
-    quotas = [n * w // total for w in wants]
-    left = n - sum(quotas)
-    by_remainder = sorted(range(len(wants)), key=lambda i: -(n * wants[i] % total))
-    for i in by_remainder:
-        if left == 0:
-            break
-        if quotas[i] < wants[i]:
-            quotas[i] += 1
-            left -= 1
-    shares: list[list[Taken]] = [[] for _ in wants]
-    pos = 0
-    while pos < n:
-        before = pos
-        for i, quota in enumerate(quotas):
-            if len(shares[i]) < quota and pos < n:
-                shares[i].append(taken[pos])
-                pos += 1
-        if pos == before:  # cannot happen (quotas sum to n); never spin on a bug
-            shares[0].extend(taken[pos:])
-            break
-    return shares

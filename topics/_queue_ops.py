@@ -1,14 +1,15 @@
 """Queue endpoints behind the Engine facade (contract §10) and their engine hooks.
 
 The Engine owns one :class:`QueueOps`, built on its appender, and delegates its §10
-methods to it; the lease projection itself lives in ``_queue.py``. Hooks the Engine calls:
+methods to it; the lease projection itself lives in ``_queue.py``, a /work session
+(and the append relay) in ``_queue_work.py``. Hooks the Engine calls:
 ``start`` (after recovery), ``on_topic_deleted``, ``queues`` (the store extension that
 persists durable leases) and ``queue_counters`` (§10.7).
 
 Rules:
 1. Arguments are checked before the topic is resolved; then an absent topic is
    ``topic_not_found`` (never created) and a log topic is ``not_a_queue``.
-2. A claim pass (``_serve``) is one synchronous step: refresh the projection, pick jobs,
+2. A claim pass (``serve``) is one synchronous step: refresh the projection, pick jobs,
    lease them, log the CLAIMED events. With ``claim_jitter_ms > 0`` the claimers that
    arrive within the window form a cohort, and the first of them to wake at the window's
    end serves the whole cohort in one pass, dividing the jobs in proportion to each
@@ -49,18 +50,13 @@ from ._queue import (
     DEAD_LETTERED,
     EXTENDED,
     RELEASED,
-    Claim,
-    Cohort,
-    Queues,
     QueueState,
-    deal,
-    encode_event,
-    leases_durable,
     new_lease_ids,
-    seq_of,
-    split_held,
     stamp_dead_letter_meta,
 )
+from ._queue_claims import Claim, Cohort, deal, seq_of, split_held
+from ._queue_store import Queues, encode_event, leases_durable
+from ._queue_work import WorkSession, relay_appends
 from .config import LEASE_MS_RANGE
 from .errors import (
     BatchTooLargeError,
@@ -96,7 +92,7 @@ class QueueOps:
     module docstring)."""
 
     def __init__(self, appender: Appender, write: WriteFn) -> None:
-        self._app = appender
+        self._app = self.appender = appender
         self.clock = appender.clock
         self.limits = appender.limits
         # Engine.write, for dead letters (created, reserved and logged like any write).
@@ -140,9 +136,9 @@ class QueueOps:
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
         log = self.queue_log(name)
         q = self.queue_state(log)
-        return await self._claim_jobs(log, q, who, want, lease)
+        return await self.claim_jobs(log, q, who, want, lease)
 
-    async def _claim_jobs(
+    async def claim_jobs(
         self,
         log: TopicLog,
         q: QueueState,
@@ -156,7 +152,7 @@ class QueueOps:
         if jitter_ms:
             dead = await self._join_cohort(log, q, claim, jitter_ms)
         else:
-            dead = self._serve(log, q, [claim])
+            dead = self.serve(log, q, [claim])
         delivered = False
         try:
             if dead:
@@ -179,7 +175,7 @@ class QueueOps:
             return result
         finally:
             if not delivered:  # rule 4: cancelled (or failed) after leasing
-                self._release(log, q, claim.node, claim.seqs, claim.lease_ids)
+                self.release_leases(log, q, claim.node, claim.seqs, claim.lease_ids)
 
     async def _join_cohort(
         self, log: TopicLog, q: QueueState, claim: Claim, jitter_ms: int
@@ -196,7 +192,7 @@ class QueueOps:
         finally:
             if not woke:
                 if cohort.served:
-                    self._release(log, q, claim.node, claim.seqs, claim.lease_ids)
+                    self.release_leases(log, q, claim.node, claim.seqs, claim.lease_ids)
                 else:
                     cohort.members.remove(claim)
         if self._app.registry.get(log.name) is not log:  # deleted (maybe recreated) meanwhile
@@ -206,9 +202,9 @@ class QueueOps:
         cohort.served = True
         if q.cohort is cohort:
             q.cohort = None
-        return self._serve(log, q, cohort.members)
+        return self.serve(log, q, cohort.members)
 
-    def _serve(self, log: TopicLog, q: QueueState, claims: list[Claim]) -> list[int]:
+    def serve(self, log: TopicLog, q: QueueState, claims: list[Claim]) -> list[int]:
         """One claim pass (rule 2). Returns the seqs to dead-letter."""
         now = self.clock.now_ms()
         q.refresh(now)
@@ -364,12 +360,12 @@ class QueueOps:
         q = self.queue_state(log)
         if q.ready > 0:
             return True
-        await self._park_queue(log, q, timeout_s)
+        await self.park_queue(log, q, timeout_s)
         if self._app.registry.get(log.name) is not log:
             return False
         return self.queue_state(log).ready > 0
 
-    async def _park_queue(
+    async def park_queue(
         self, log: TopicLog, q: QueueState, timeout_s: float, full_node: str | None = None
     ) -> None:
         """Park until the queue changes, an append lands, or the next expiry is due (rule 6).
@@ -394,7 +390,7 @@ class QueueOps:
             return
         if not q.relay_running and self._app.nursery is not None:
             q.relay_running = True
-            self._app.nursery.start_soon(_relay_appends, log, q)
+            self._app.nursery.start_soon(relay_appends, log, q)
         q.waiting += 1
         try:
             with trio.move_on_after(timeout_s):
@@ -471,7 +467,7 @@ class QueueOps:
         payload = encode_event(log.topic_id, *body)
         return store.log_extension(kind, payload, sync=cfg.durability == "fsync")
 
-    def _release(
+    def release_leases(
         self, log: TopicLog, q: QueueState, node: str, seqs: Iterable[int], lease_ids: Iterable[str]
     ) -> None:
         """Release, at once, the given leases that are still current (rule 4)."""
@@ -537,171 +533,7 @@ class QueueOps:
             await self._write(target, records, return_seqs=False)
 
 
-class WorkSession:
-    """One /work connection's delivery state (see :meth:`QueueOps.open_work_session`).
-
-    Attributes:
-        node, max, lease_ms: as opened (``lease_ms`` None = the topic's default).
-        held: seq -> lease id of the jobs delivered on this session and not yet known to
-            be acked, released or expired.
-    """
-
-    def __init__(
-        self, ops: QueueOps, log: TopicLog, node: str, max_in_flight: int, lease_ms: int | None
-    ) -> None:
-        self._ops = ops
-        self._log = log
-        self.topic = log.name
-        self.node = node
-        self.max = max_in_flight
-        self.lease_ms = lease_ms
-        self.held: dict[int, str] = {}
-        self._closed = False
-        self._hooked: QueueState | None = None  # where poll left its hook
-
-    async def next_jobs(self) -> ClaimResult:
-        """Wait until at least one job can be delivered within ``max`` in flight; lease
-        and return them (never empty).
-
-        Raises: topic_not_found / not_a_queue when the topic went away or changed type.
-        """
-        ops = self._ops
-        retried = False
-        while True:
-            if self._closed:
-                raise RuntimeError("this work session is closed")
-            log = ops.queue_log(self.topic)
-            if log is not self._log:  # deleted and recreated as a queue: a new instance
-                self._log = log
-                self.held.clear()
-            q = ops.queue_state(log)
-            self._prune(q)
-            want = self.max - len(self.held)
-            if want > 0 and q.ready > 0:
-                result = await ops._claim_jobs(log, q, self.node, want, self.lease_ms, self)
-                if result.count:
-                    return result
-                # Nothing was leased (all picked jobs were dead-lettered, or the cohort
-                # took them). Jobs may have arrived while the claim awaited: look once
-                # more before parking, but never loop on a dead letter that keeps failing.
-                q = ops.queue_state(log)
-                if not retried and q.ready > 0:
-                    retried = True
-                    continue
-            retried = False
-            await ops._park_queue(log, q, math.inf, self.node if want <= 0 else None)
-
-    def poll(self, hook: Callable[[], object]) -> ClaimResult | None:
-        """:meth:`next_jobs` for a caller without a task of its own: lease what can be
-        delivered now (the result may be empty) and leave ``hook`` to be called,
-        synchronously and once, when the queue changes in a way that may let this session
-        take more (as :meth:`next_jobs` would wake), then call ``poll`` again.
-
-        Returns None, leaving no hook, when that takes waiting (a coalescing window, a
-        dead-letter write, durable leases to sync) or the topic was deleted or replaced:
-        the caller then goes back to :meth:`next_jobs`, which raises or waits. Expiry is
-        clock-driven: the caller also polls again at :meth:`next_change_ms`.
-        """
-        ops = self._ops
-        self.unhook()
-        if self._closed:
-            return None
-        log = ops._app.registry.get(self.topic)
-        if log is not self._log:
-            return None
-        cfg = log.config
-        if cfg.type != "queue":
-            return None
-        q = ops.queue_state(log)
-        if (
-            cfg.claim_jitter_ms
-            or (cfg.dead_letter is not None and q.free)  # a freed job may be due to go
-            or (cfg.durability == "fsync" and leases_durable(log))
-        ):
-            return None
-        self._prune(q)
-        want = self.max - len(self.held)
-        if want > 0 and q.ready > 0:
-            lease_ms = self.lease_ms if self.lease_ms is not None else cfg.lease_ms
-            claim = Claim(self.node, want, lease_ms)
-            ops._serve(log, q, [claim])  # never dead-letters: checked above
-            q.refresh(ops.clock.now_ms())
-            seqs = tuple(claim.seqs)
-            result = ClaimResult(
-                log.name, tuple(claim.fragments), seqs, tuple(claim.lease_ids), q.ready
-            )
-            self.held.update(zip(seqs, claim.lease_ids, strict=True))
-            want -= len(seqs)
-        else:
-            result = ClaimResult(log.name, (), (), (), q.ready)
-        if ops.queues.states.get(log.topic_id) is q:
-            q.hooked[self] = (self.node, want <= 0, hook)
-            self._hooked = q
-            if not q.relay_running and ops._app.nursery is not None:
-                q.relay_running = True
-                ops._app.nursery.start_soon(_relay_appends, log, q)
-        return result
-
-    def unhook(self) -> None:
-        """Withdraw the hook :meth:`poll` left (if it was not called yet)."""
-        q = self._hooked
-        if q is not None:
-            self._hooked = None
-            q.hooked.pop(self, None)
-
-    def next_change_ms(self) -> int | None:
-        """The clock time (ms) of the queue's next lease expiry or nack delay, if any."""
-        q = self._ops.queues.states.get(self._log.topic_id)
-        return q.next_change_ms() if q is not None else None
-
-    @property
-    def in_flight(self) -> int:
-        """Jobs delivered on this session and still leased."""
-        q = self._ops.queues.states.get(self._log.topic_id)
-        if q is not None:
-            self._prune(q)
-        return len(self.held)
-
-    def _prune(self, q: QueueState) -> None:
-        # (q.held inlined: this runs on every delivery, once per job in flight.)
-        leases, node = q.leases, self.node
-        gone = []
-        for seq, lid in self.held.items():
-            lease = leases.get(seq)
-            if lease is None or lease.lease_id != lid or lease.node != node:
-                gone.append(seq)
-        for seq in gone:
-            del self.held[seq]
-
-    def _close(self) -> None:
-        """Release every lease still held from this session (release-on-disconnect)."""
-        self._closed = True
-        self.unhook()
-        ops = self._ops
-        q = ops.queues.states.get(self._log.topic_id)
-        if q is not None and self.held:
-            ops._release(self._log, q, self.node, list(self.held), list(self.held.values()))
-        self.held.clear()
-
-
 # -- internals ----------------------------------------------------------------------------------
-
-
-async def _relay_appends(log: TopicLog, q: QueueState) -> None:
-    """Wake the queue's waiters on every append while any wait (rule 6). The relay hears
-    of changes as every subsystem does (``TopicLog.listen``, _log rule 7) and acts once
-    the publisher yields, so a burst of appends costs one pass."""
-    appended = trio.lowlevel.ParkingLot()
-    listener = appended.unpark_all
-    log.listen(listener)
-    try:
-        q.wake_claimers()  # an append between the waiter's read and this task's start
-        while (q.waiting or q.hooked) and not log.deleted:
-            await appended.park()
-            q.wake_claimers()
-    finally:
-        log.unlisten(listener)
-        q.relay_running = False
 
 
 def _lease_arg(value: object, field: str = "lease_ms") -> int:

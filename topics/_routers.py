@@ -34,16 +34,17 @@ from __future__ import annotations
 
 import bisect
 import secrets
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import trio
 import ujson
 
 from . import _args
 from ._log import TopicLog
-from ._names import check_router_name, check_topic_name
+from ._names import check_router_name
 from ._registry import decode_list_cursor, encode_list_cursor
+from ._router_config import ROUTER_FIELDS, compile_filter, parse_router_config
 from ._router_worker import BATCH_MAX, run_router
 from ._storage import entries
 from .config import TopicConfig
@@ -57,7 +58,6 @@ from .errors import (
 )
 from .router_types import (
     DeleteRouterResult,
-    Guarantee,
     PutRouterResult,
     RouterConfig,
     RouterInfo,
@@ -82,20 +82,8 @@ ROUTER_PUT = entries.FIRST_EXTENSION_ENTRY  # JSON: name, config, inc, ids, curs
 ROUTER_DELETE = entries.FIRST_EXTENSION_ENTRY + 1  # JSON: {"name": ...}
 SECTION_KEY = "routers"
 MAX_PAGE_SIZE = 1000
-
-_FIELDS = frozenset(
-    {
-        "source",
-        "dest",
-        "preserve_node",
-        "preserve_tag",
-        "create_dest",
-        "filter",
-        "allow_cycle",
-        "guarantee",
-    }
-)
-_GUARANTEES: tuple[Guarantee, ...] = ("at_least_once", "exactly_once")
+# The router body fields under their old name here (tests/unit/test_auth_names.py).
+_FIELDS = ROUTER_FIELDS
 
 
 class Router:
@@ -124,7 +112,7 @@ class Router:
     def __init__(self, name: str, config: RouterConfig, inc: int) -> None:
         self.name = name
         self.config = config
-        self.match = _compile_filter(config.filter)
+        self.match = compile_filter(config.filter)
         self.inc = inc
         self.cursor = 0
         self.forwarded_total = 0
@@ -532,67 +520,6 @@ class Routers:
             router.dropped_total = int(rec.get("dropped_total", 0))
             router.source_id, router.dest_id = source.topic_id, dest.topic_id
             self._link(router)
-
-
-def parse_router_config(body: object) -> RouterConfig:
-    """Validate a PUT body (contract §6) into a :class:`RouterConfig`. Raises invalid_request."""
-    if body is None:
-        body = {}
-    if not isinstance(body, Mapping):
-        raise InvalidRequestError("a router body must be a JSON object", detail={"field": "body"})
-    unknown = sorted(str(k) for k in body if k not in _FIELDS)
-    if unknown:
-        raise InvalidRequestError.for_field(unknown[0], "is not a router field")
-    names = {}
-    for field in ("source", "dest"):
-        value = body.get(field)
-        if value is None:
-            raise InvalidRequestError.for_field(field, "is required (a topic name)")
-        names[field] = check_topic_name(value, field)
-    if names["source"] == names["dest"]:
-        raise InvalidRequestError.for_field("dest", "must differ from source")
-    flags = {
-        field: _args.bool_arg(field, body.get(field, default))
-        for field, default in (
-            ("preserve_node", True),
-            ("preserve_tag", True),
-            ("create_dest", True),
-            ("allow_cycle", False),
-        )
-    }
-    guarantee = body.get("guarantee", "at_least_once")
-    if guarantee not in _GUARANTEES:
-        raise InvalidRequestError.for_field(
-            "guarantee", f'must be "at_least_once" or "exactly_once", got {guarantee!r}'
-        )
-    return RouterConfig(
-        source=names["source"],
-        dest=names["dest"],
-        filter=_normalize_filter(body.get("filter")),
-        guarantee=cast(Guarantee, guarantee),
-        **flags,
-    )
-
-
-def _normalize_filter(value: object) -> tuple[str, str, str] | None:
-    """The filter in its echoed tuple form (same language as a delete's ``match``)."""
-    if value is None:
-        return None
-    try:
-        op, _ = _args.match_arg(value)
-    except InvalidRequestError as exc:
-        problem = exc.message.removeprefix("match: ")
-        raise InvalidRequestError.for_field("filter", problem) from None
-    operand = value if isinstance(value, str) else cast("list[str]", value)[2]
-    return ("tag", op, operand)
-
-
-def _compile_filter(spec: tuple[str, str, str] | None) -> tuple[bool, bytes] | None:
-    """(is_prefix, bytes) for the worker's per-record tag test."""
-    if spec is None:
-        return None
-    op, operand = _args.match_arg(list(spec))
-    return (op == "Glob", operand)
 
 
 def _topic_missing(topic: str, field: str) -> TopicNotFoundError:

@@ -56,18 +56,18 @@ Rules:
    call, a cursor move and a commit; the one-by-one path of rule 1 (poll, step, cached
    read, frame lookup, write) cost about 4 us of Python per watcher on top.
 
-Why one module (~800 lines): sessions, feeds, relays, the cache and strong visibility share
-rules 1-6 and each other's private state (a feed registers with the hub's relay, a stream
-commits into its session); split, every piece would reach into the others.
+Sessions, streams and the connection caps (rules 6-7) are topics/_watch_session.py: the
+hub drives them, they call it back only when a stream closes. Why the rest is one module
+(~850 lines): feeds, relays, the cache, group delivery and strong visibility share rules
+1-5 and 8 and each other's private state (a feed registers with the hub's relay and reads
+through its cache and visible head; a pass steps the feeds); split, every piece would
+reach into the others.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import math
-import re
-import secrets
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -77,12 +77,20 @@ import trio
 
 from ._cloudevents import to_cloudevents
 from ._reads import ReadBounds, read_diff
-from ._watch_guard import FirstRead, SessionGuard, feed_guard, first_read, rewind_joins
+from ._watch_guard import FirstRead, feed_guard, first_read
+from ._watch_session import (
+    WID_RE,
+    SessionTopic,
+    StreamSlot,
+    StreamSlots,
+    WatchSession,
+    WatchStream,
+    new_wid,
+)
 from .errors import (
     InvalidRequestError,
     NotFoundError,
     ThrottledError,
-    TopicsError,
     UnauthorizedError,
 )
 from .types import Tombstone, TombstoneReason
@@ -93,7 +101,6 @@ from .watch_types import (
     SessionGoneError,
     TombstoneEvent,
     TopicDeletedEvent,
-    TopicWatermarks,
     WatchEvent,
     WatchSettings,
     WatchStatistics,
@@ -102,7 +109,6 @@ from .watch_types import (
 if TYPE_CHECKING:
     from ._log import TopicLog
     from ._storage.wal import Wal
-    from ._watch_prefix import PrefixEntry
     from .auth import Principal
 
 __all__ = [
@@ -116,15 +122,10 @@ __all__ = [
     "new_wid",
 ]
 
-WID_PREFIX = "wid_"
-_WID_RE = re.compile(r"wid_[A-Za-z0-9_-]{22}")
 _log = logging.getLogger("topics.watch")
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
 #: Reads cached per watched topic before the cache starts over (rule 3).
 CACHE_ENTRIES = 64
-#: Committed frames remembered per session for checkpoint ids. A Last-Event-ID older than
-#: this many frames rewinds only as far as the oldest remembered frame.
-CHECKPOINT_RING = 1024
 #: (lsn, head) pairs remembered per strong-watched topic (rule 5); dropping the oldest
 #: only delays visibility until a later pair is committed.
 MAX_PENDING_HEADS = 1024
@@ -133,11 +134,6 @@ MAX_PENDING_HEADS = 1024
 #: ~10-15 us per idle SSE watcher, 32 hold a write's answer back by ~0.5 ms at most.
 SYNC_FANOUT = 32
 SYNC_QUIET_S = 0.001
-
-
-def new_wid() -> str:
-    """A fresh session id: ``wid_`` + base64url of 16 random bytes (128 bits)."""
-    return WID_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
 
 
 class GroupSink(Protocol):
@@ -184,54 +180,6 @@ class _Outcome:
     caught_up: bool
     head_seq: int
     end_reached: bool = False  # a to_seq/to_ts end (issue 18)
-
-
-# -- connection caps (§11) ------------------------------------------------------------------
-
-
-class StreamSlot:
-    """One long-lived connection counted against the SSE/WebSocket caps; release once."""
-
-    __slots__ = ("_slots", "key_index", "released")
-
-    def __init__(self, slots: _Slots, key_index: int) -> None:
-        self._slots = slots
-        self.key_index = key_index
-        self.released = False
-
-    def release(self) -> None:
-        if not self.released:
-            self.released = True
-            self._slots.give_back(self.key_index)
-
-
-class _Slots:
-    def __init__(self, cap: int, per_key_cap: int) -> None:
-        self.cap = cap
-        self.per_key_cap = per_key_cap
-        self.total = 0
-        self.per_key: dict[int, int] = {}
-
-    def acquire(self, key_index: int) -> StreamSlot:
-        if self.cap and self.total >= self.cap:
-            raise ThrottledError.for_limit("max_sse_connections", self.cap)
-        # Per-key caps only with auth: a dev-mode connection has no key (index -1).
-        if key_index >= 0 and self.per_key_cap:
-            held = self.per_key.get(key_index, 0)
-            if held >= self.per_key_cap:
-                raise ThrottledError.for_limit("max_sse_connections_per_key", self.per_key_cap)
-            self.per_key[key_index] = held + 1
-        self.total += 1
-        return StreamSlot(self, key_index)
-
-    def give_back(self, key_index: int) -> None:
-        self.total -= 1
-        if key_index >= 0 and self.per_key_cap:
-            held = self.per_key.get(key_index, 0) - 1
-            if held > 0:
-                self.per_key[key_index] = held
-            else:
-                self.per_key.pop(key_index, None)
 
 
 # -- feeds ------------------------------------------------------------------------------------
@@ -458,157 +406,6 @@ class WatchFeed:
         return False
 
 
-# -- sessions and streams --------------------------------------------------------------------
-
-
-class SessionTopic:
-    """A session's state for one topic: the cursor its streams have sent (rule 6)."""
-
-    __slots__ = ("commit_to", "cursor", "done", "guard", "log", "name", "opts")
-
-    def __init__(self, name: str, log: TopicLog | None, cursor: int) -> None:
-        self.name = name
-        self.log = log
-        self.cursor = cursor
-        #: Its own read options (a to_seq/to_ts end, issue 18), None: the session's.
-        self.opts: FeedOptions | None = None
-        self.done = False
-        #: ``max_backlog`` and the prefix join of this topic (_watch_guard), or None.
-        self.guard: SessionGuard | None = None
-        #: The named cursor its streams' sent frames commit to (``commit: true``), or None.
-        self.commit_to: str | None = None
-
-
-class WatchSession:
-    """A watch session: subscription, cursors, owner and the stream open on it."""
-
-    __slots__ = (
-        "frames",
-        "heartbeat_ms",
-        "last_access_ms",
-        "opts",
-        "owner",
-        "prefixes",
-        "ring",
-        "stream",
-        "topics",
-        "wid",
-    )
-
-    def __init__(
-        self,
-        wid: str,
-        owner: Principal | None,
-        opts: FeedOptions,
-        heartbeat_ms: int,
-        topics: dict[str, SessionTopic],
-        now_ms: int,
-    ) -> None:
-        self.wid = wid
-        self.owner = owner
-        self.opts = opts
-        self.heartbeat_ms = heartbeat_ms
-        self.topics = topics
-        self.last_access_ms = now_ms
-        self.stream: WatchStream | None = None
-        self.frames = 0  # frame numbers handed out (checkpoint ids)
-        # (frame_no, topic, cursor before, done before) of committed checkpoint frames;
-        # created by the first one (a deque allocates ~600 B at once, and only sessions
-        # of more than 64 topics use checkpoints).
-        self.ring: deque[tuple[int, str, int, bool]] | None = None
-        #: The ``topic_prefix`` entries it covers (_watch_prefix), None for none.
-        self.prefixes: tuple[PrefixEntry, ...] | None = None
-
-    def cursors(self) -> dict[str, int]:
-        return {st.name: st.cursor for st in self.topics.values()}
-
-    def rewind(self, target: Mapping[str, int] | int | None) -> None:
-        """Apply a Last-Event-ID: a cursor map (per-topic minimum: rewind, never advance)
-        or a checkpoint frame number (undo the frames committed after it)."""
-        if target is None:
-            return
-        if isinstance(target, int):
-            ring = self.ring
-            while ring is not None and ring and ring[-1][0] > target:
-                _, name, cursor, done = ring.pop()
-                st = self.topics.get(name)
-                if st is not None:
-                    st.cursor, st.done = cursor, done
-            return
-        for name, seq in target.items():
-            st = self.topics.get(name)
-            if st is not None and seq < st.cursor:
-                st.cursor = seq
-        if self.prefixes is not None:
-            rewind_joins(self.topics.values(), target)
-
-
-class WatchStream:
-    """One open stream on a session (engine side; the frontend owns the socket)."""
-
-    __slots__ = ("_hub", "active", "closed", "end", "feed", "on_stop", "session", "slot")
-
-    def __init__(self, hub: WatchHub, session: WatchSession, slot: StreamSlot) -> None:
-        self._hub = hub
-        self.session = session
-        self.slot = slot
-        self.feed = WatchFeed(hub)
-        self.active = True
-        self.closed = False
-        #: Why the server ends this stream (set by ``stop``): "superseded", or an error.
-        self.end: TopicsError | str | None = None
-        #: Called by ``stop`` so the frontend can interrupt its idle wait.
-        self.on_stop: Callable[[], None] | None = None
-
-    def watermarks(self) -> dict[str, TopicWatermarks]:
-        """Where each live topic of the stream starts, with its current watermarks."""
-        out = {}
-        for name, ft in self.feed.topics.items():
-            out[name] = TopicWatermarks(ft.cursor, ft.log.head, ft.log.earliest)
-        return out
-
-    def next_frame_no(self) -> int:
-        """A session-wide frame number (for checkpoint ids)."""
-        self.session.frames += 1
-        return self.session.frames
-
-    def commit(self, topic: str, cursor: int, frame_no: int | None, deleted: bool) -> None:
-        """The frame carrying ``topic``'s new ``cursor`` has been sent (rule 6)."""
-        if not self.active:
-            return
-        st = self.session.topics.get(topic)
-        if st is None:
-            return
-        if frame_no is not None:
-            ring = self.session.ring
-            if ring is None:
-                ring = self.session.ring = deque(maxlen=CHECKPOINT_RING)
-            ring.append((frame_no, topic, st.cursor, st.done))
-        st.cursor = cursor
-        if st.commit_to is not None and st.log is not None and self._hub.on_delivered:
-            self._hub.on_delivered(st.log, st.commit_to, cursor)
-        if deleted:
-            st.done = True
-
-    def stop(self, reason: TopicsError | str) -> None:
-        """End this stream (rule 7): its commits stop counting; the frontend is told."""
-        if self.end is not None:
-            return
-        self.active = False
-        self.end = reason
-        if self.on_stop is not None:
-            self.on_stop()
-
-    def close(self) -> None:
-        """The connection is gone: stop reading, free the slot, start the idle clock."""
-        if self.closed:
-            return
-        self.closed = True
-        self.feed.close()
-        self.slot.release()
-        self._hub._stream_closed(self)
-
-
 # -- per-topic fan-out ---------------------------------------------------------------------
 
 
@@ -676,7 +473,7 @@ class WatchHub:
         self.max_sessions = max_sessions
         self.max_sessions_per_key = max_sessions_per_key
         self.settings = settings if settings is not None else WatchSettings()
-        self.slots = _Slots(max_connections, max_connections_per_key)
+        self.slots = StreamSlots(max_connections, max_connections_per_key)
         self._sessions: dict[str, WatchSession] = {}
         # Sessions without a stream, oldest use first (rule 6).
         self._idle: OrderedDict[str, WatchSession] = OrderedDict()
@@ -733,7 +530,7 @@ class WatchHub:
     ) -> WatchStream:
         """Open a stream on session ``wid``: 400 malformed, 404 unknown or collected,
         401 not the creating key, 429 at a connection cap (rules 6, 7)."""
-        if not isinstance(wid, str) or _WID_RE.fullmatch(wid) is None:
+        if not isinstance(wid, str) or WID_RE.fullmatch(wid) is None:
             shown = wid if isinstance(wid, str) and len(wid) <= 64 else "(too long)"
             raise InvalidRequestError(
                 f"malformed watch session id {shown!r}; it is wid_ + 22 base64url characters",
@@ -757,7 +554,7 @@ class WatchHub:
         if old is not None:
             old.stop("superseded")
         session.rewind(rewind)
-        stream = WatchStream(self, session, slot)
+        stream = WatchStream(self, session, slot, WatchFeed(self))
         for st in session.topics.values():
             if not st.done and st.log is not None:
                 guard = None if st.guard is None else feed_guard(st.guard, st.cursor)

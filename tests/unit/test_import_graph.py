@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "storage",
         (
-            r"topics\._storage(\.(fs|wal|wal_reader|segment_files|manifest|entries))?",
+            r"topics\._storage(\.(fs|wal|wal_reader|wal_io|wal_tickets|segment_files|manifest|entries))?",
             r"topics\._storage\.(handles|heads|space)",
         ),
     ),
@@ -76,7 +76,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "subsystems",
         (
-            r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas)",
+            r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas|writes|read_ops|topic_ops)",
         ),
     ),
     ("facade", (r"topics\.engine", r"topics\.worker", r"topics\.consumer", r"frontends\.inproc")),

@@ -27,26 +27,25 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         "topics/_core/_ext.pyx",
         "topics/_core/_pure.py",
         "topics/_core/_scan.pyx",
+        # One concern: TopicLog, a topic's segments with their floors, retention, deletes,
+        # dedupe keys and gap markers, which every method reads and moves together; a
+        # split would put one class's methods in two files (mixins, which issue 16 removed).
         "topics/_log.py",
-        "topics/_queue.py",
-        "topics/_queue_ops.py",
-        "topics/_routers.py",
-        "topics/_storage/wal.py",
+        # The hub: feeds, relays, the read cache, group delivery and strong visibility
+        # share each other's private state (its docstring); sessions and streams are
+        # topics/_watch_session.py.
         "topics/_watch.py",
         "topics/client/_protocol.py",
+        # The facade on purpose: one Engine class whose public methods carry their full
+        # docstrings (the API reference) and delegate in one call each; the machinery is
+        # in _writes, _read_ops, _topic_ops and the subsystems. Splitting the class by area
+        # would bring back mixins (docs/ARCHITECTURE.md, the size rule).
         "topics/engine.py",
     }
 )
 
 #: Functions over the limit today without a stated reason: (path, qualified name).
-KNOWN_LONG_FUNCTIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("topics/engine.py", "Engine.write"),
-        ("topics/engine.py", "Engine.diff"),
-        ("topics/engine.py", "Engine.create_watch"),
-        ("topics/_job_ops.py", "JobOps.plan_jobs"),
-    }
-)
+KNOWN_LONG_FUNCTIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 def _sources() -> list[Path]:

@@ -5,7 +5,8 @@ returned ticket; the single writer task ``run()`` takes everything queued, write
 with one ``pwrite`` and, when any taken frame asked for it (or the periodic tick is due),
 one ``fdatasync``, both in one worker-thread call (a write alone: Rule 8); then it
 resolves the tickets.
-The format and the reader live in ``wal_reader`` (re-exported here).
+The format and the reader live in ``wal_reader``, the tickets, batches, errors and
+statistics in ``wal_tickets`` (both re-exported here), the disk calls in ``wal_io``.
 (ARCHITECTURE.md, "Storage", WAL; STYLE.md §5: request tasks never own a durability step.)
 
 Rule 1: LSNs are assigned in ``submit()`` order, consecutively, and frames reach the file
@@ -51,29 +52,32 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import errno
 import itertools
 import math
-import time
-from dataclasses import dataclass
 
 import trio
 
-from .fs import Buffer, FileHandle, Fs, is_no_space
+from .fs import Buffer, Fs
+from .wal_io import IoResult, NoSpace, WalFile, create_file, do_io
 from .wal_reader import (
     FRAME_HEADER_SIZE,
     HEADER_SIZE,
     MAX_PAYLOAD_BYTES,
     WalCorruptionError,
     WalEntry,
-    encode_frames,
-    encode_header,
     last_lsn,
-    new_salt,
     read_wal_header,
     scan_wal,
     wal_files,
     wal_path,
+)
+from .wal_tickets import (
+    LatencyHistogram,
+    WalBatch,
+    WalError,
+    WalFullError,
+    WalStatistics,
+    WalTicket,
 )
 
 __all__ = [
@@ -111,273 +115,6 @@ RETRY_MIN_S = 0.05
 RETRY_MAX_S = 2.0
 
 
-class WalError(Exception):
-    """A WAL write or fsync failed (the Wal is now read-only), or the Wal is closed."""
-
-
-class WalFullError(WalError):
-    """The frame's batch is stalled on a full disk (Rule 9): not written yet, and written
-    later if space returns before the Wal closes. Not a read-only Wal."""
-
-
-#: The process or the system is out of file descriptors: a passing shortage.
-_NO_DESCRIPTOR = frozenset({errno.EMFILE, errno.ENFILE})
-
-
-class _NoSpace(Exception):
-    """The batch hit a full disk and was cut back cleanly (Rule 9; private to the writer)."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-@dataclass(frozen=True, slots=True)
-class LatencyHistogram:
-    """Per-bucket counts: ``counts[i]`` for values <= ``bounds_us[i]`` (and above
-    ``bounds_us[i-1]``); ``counts[-1]`` for values above the last bound."""
-
-    bounds_us: tuple[float, ...]
-    counts: tuple[int, ...]
-    sum_us: float
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class WalStatistics:
-    frames_total: int
-    batches_total: int
-    fsyncs_total: int
-    bytes_written_total: int
-    rotations_total: int
-    queue_depth: int
-    queue_depth_peak: int
-    submit_full_total: int
-    read_only: bool
-    fsync_latency_us: LatencyHistogram
-    full: bool = False
-    stalls_total: int = 0
-
-
-class _Batch:
-    """Frames taken together; every ticket of a batch resolves at the same moment."""
-
-    __slots__ = (
-        "append_ms",
-        "changed",
-        "done",
-        "error",
-        "frames",
-        "fsync_ms",
-        "nbytes",
-        "stall",
-        "sync",
-    )
-
-    def __init__(self) -> None:
-        self.frames: list[tuple[int, int, bytes]] = []
-        self.nbytes = 0
-        self.sync = False
-        self.done = trio.Event()
-        # Set when done, or when the batch stalls on a full disk (Rule 9); a new Event
-        # replaces it when the stall ends, so waiters never spin on a set one.
-        self.changed = trio.Event()
-        self.stall: OSError | None = None
-        self.error: BaseException | None = None
-        self.append_ms = 0.0
-        self.fsync_ms = 0.0
-
-    def resolve(self) -> None:
-        self.done.set()
-        self.changed.set()
-
-    def fail(self, error: BaseException) -> None:
-        if not self.done.is_set():
-            self.error = error
-            self.resolve()
-
-    def set_stall(self, error: OSError | None) -> None:
-        if error is not None:
-            self.stall = error
-            self.changed.set()
-        elif self.stall is not None:
-            self.stall = None
-            self.changed = trio.Event()
-
-
-class WalTicket:
-    """The promise for one submitted frame."""
-
-    __slots__ = ("_batch", "lsn")
-
-    def __init__(self, lsn: int, batch: _Batch) -> None:
-        self.lsn = lsn
-        self._batch = batch
-
-    @property
-    def done(self) -> bool:
-        return self._batch.done.is_set()
-
-    @property
-    def failed(self) -> bool:
-        """Done without being committed (``wait()`` would raise WalError)."""
-        return self._batch.done.is_set() and self._batch.error is not None
-
-    @property
-    def stalled(self) -> bool:
-        """Not done, and waiting for disk space (``wait()`` would raise WalFullError)."""
-        return not self._batch.done.is_set() and self._batch.stall is not None
-
-    async def wait(self) -> tuple[float, float]:
-        """Wait until the frame is written (and synced, for a synced batch).
-
-        Returns:
-            ``(wal_append_ms, fsync_ms)`` measured for the frame's batch (fsync_ms is 0
-            when the batch was not synced).
-
-        Raises:
-            WalFullError: the frame's batch is stalled on a full disk (Rule 9): it is
-                still queued, so its outcome is unknown; raised at once, not after the stall.
-            WalError: the batch's write or fsync failed, or the Wal closed first.
-        """
-        batch = self._batch
-        while not batch.done.is_set():
-            if batch.stall is not None:
-                raise WalFullError(
-                    f"WAL frame {self.lsn} is waiting for disk space or a file descriptor "
-                    f"({batch.stall}); it is written if one returns before the WAL closes"
-                ) from batch.stall
-            await batch.changed.wait()
-        error = batch.error
-        if error is not None:
-            raise WalError(f"WAL frame {self.lsn} was not committed: {error}") from error
-        return self._batch.append_ms, self._batch.fsync_ms
-
-
-@dataclass(slots=True)
-class _OpenFile:
-    handle: FileHandle
-    file_no: int
-    first_lsn: int
-    salt: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class _IoResult:
-    append_ms: float
-    fsync_ms: float
-    fsyncs: int
-    new_file: _OpenFile | None
-    bytes_written: int
-
-
-def _create_file(fs: Fs, dir: str, file_no: int, first_lsn: int) -> _OpenFile:
-    path = wal_path(dir, file_no)
-    if fs.exists(path):
-        raise FileExistsError(f"WAL file {path} already exists")
-    try:
-        handle = fs.open(path, create=True)
-    except OSError as exc:
-        # No inode or no descriptor left: nothing was created, and both pass, so the
-        # batch stalls and retries like a full disk (Rule 9) instead of failing the WAL.
-        if is_no_space(exc) or exc.errno in _NO_DESCRIPTOR:
-            raise _NoSpace(exc) from exc
-        raise
-    salt = new_salt()
-    created = False
-    try:
-        try:
-            handle.write_at(0, encode_header(file_no, salt, first_lsn))
-        except OSError as exc:
-            if not is_no_space(exc):
-                raise
-            # Rule 9: the file holds no frame, so it can go; a retry creates it again.
-            # (A failed removal is raised instead: the retry would find the file there.)
-            handle.close()
-            fs.remove(path)
-            raise _NoSpace(exc) from exc
-        # The header (file and directory entry) is durable before any frame is written,
-        # so a torn header can only ever belong to a file that holds nothing (Rule 5).
-        handle.sync_all()
-        fs.sync_dir(dir)
-        created = True
-    finally:
-        if not created:
-            handle.close()
-    return _OpenFile(handle, file_no, first_lsn, salt, HEADER_SIZE)
-
-
-def _do_io(
-    fs: Fs,
-    dir: str,
-    current: _OpenFile,
-    frames: list[tuple[int, int, bytes]],
-    sync: bool,
-    rotate: bool,
-    old_unsynced: bool,
-) -> _IoResult:
-    """Worker-thread body: [rotate,] encode, write, [fdatasync]."""
-    fsyncs = 0
-    new_file = None
-    if rotate:
-        # Old file first: everything in it is durable before the next file exists, so
-        # only the newest file can ever have a torn tail (Rule 5).
-        if old_unsynced:
-            current.handle.sync_data()
-            fsyncs += 1
-        new_file = _create_file(fs, dir, current.file_no + 1, frames[0][0])
-    target = new_file or current
-    done = False
-    try:
-        buf = encode_frames(frames, target.salt) if frames else bytearray()
-        t0 = time.perf_counter()
-        if buf:
-            try:
-                target.handle.write_at(target.size, buf)
-            except OSError as exc:
-                if not is_no_space(exc):
-                    raise
-                _cut_back(fs, dir, target, new=new_file is not None)  # raises: Rule 4
-                raise _NoSpace(exc) from exc
-        t1 = time.perf_counter()
-        if sync:
-            target.handle.sync_data()
-            fsyncs += 1
-        t2 = time.perf_counter()
-        done = True
-    except OSError:
-        # The batch is reported failed, so its bytes must not be replayed by the next open:
-        # cut them off (best effort: the Wal turns read-only either way).
-        with contextlib.suppress(OSError):
-            target.handle.truncate(target.size)
-        raise
-    finally:
-        if new_file is not None:
-            # On success the old file is finished; on failure the Wal keeps the old one
-            # as current (it goes read-only) and the new handle must not leak.
-            (current if done else new_file).handle.close()
-    fsync_ms = (t2 - t1) * 1e3 if sync else 0.0
-    return _IoResult((t1 - t0) * 1e3, fsync_ms, fsyncs, new_file, len(buf))
-
-
-def _cut_back(fs: Fs, dir: str, target: _OpenFile, *, new: bool) -> None:
-    """Rule 9: undo a write the disk could not hold, so the retry finds the file as it was.
-
-    A short write may have left part of a frame; truncating to the pre-write length
-    removes it (the bytes before were whole frames). No fsync: a crash that resurrects the
-    cut bytes leaves a torn tail, which recovery repairs, or whole frames of a batch whose
-    callers were told its outcome is unknown. A rotated file that got no frame is removed
-    instead, with its directory entry synced, so the retry can create it again.
-    """
-    if new:
-        target.handle.close()
-        fs.remove(wal_path(dir, target.file_no))
-        fs.sync_dir(dir)
-    else:
-        target.handle.truncate(target.size)
-
-
 class Wal:
     """The write-ahead log of one data directory (see the module docstring for the rules).
 
@@ -396,7 +133,7 @@ class Wal:
         self,
         fs: Fs,
         dir: str,
-        current: _OpenFile,
+        current: WalFile,
         closed_files: list[tuple[int, int | None]],
         *,
         max_file_bytes: int,
@@ -417,8 +154,8 @@ class Wal:
         self._written_lsn = current.first_lsn - 1
         self._synced_lsn = current.first_lsn - 1
         self._unsynced_since: float | None = None
-        self._open = _Batch()
-        self._inflight: _Batch | None = None
+        self._open = WalBatch()
+        self._inflight: WalBatch | None = None
         self._queued_bytes = 0
         self._wakeup = trio.Event()
         self._progress = trio.Event()
@@ -426,7 +163,7 @@ class Wal:
         self._failure: BaseException | None = None
         # Rule 9: the batch waiting for disk space (retried first), the backoff before its
         # next attempt, and an event that cuts the backoff short when the Wal closes.
-        self._stalled: _Batch | None = None
+        self._stalled: WalBatch | None = None
         self._retry_delay_s = RETRY_MIN_S
         self._close_requested = trio.Event()
         self._closing = False
@@ -484,7 +221,7 @@ class Wal:
                 closed.append((no, read_wal_header(fs, wal_path(dir, no)).first_lsn))
             except WalCorruptionError:
                 closed.append((no, None))  # never trimmed past: its bounds are unknown
-        current = _create_file(fs, dir, file_no, next_lsn)
+        current = create_file(fs, dir, file_no, next_lsn)
         return cls(
             fs,
             dir,
@@ -622,7 +359,7 @@ class Wal:
         try:
             while self._failure is None:
                 if self._stalled is not None:
-                    batch: _Batch | None = await self._wait_for_space()
+                    batch: WalBatch | None = await self._wait_for_space()
                 else:
                     batch = await self._wait_for_work()
                 if batch is None:
@@ -649,13 +386,13 @@ class Wal:
             and trio.current_time() >= self._unsynced_since + self._sync_interval_s
         )
 
-    async def _wait_for_work(self) -> _Batch | None:
+    async def _wait_for_work(self) -> WalBatch | None:
         while True:
             unsynced = self._written_lsn > self._synced_lsn
             # Closing syncs what is left (after a stall, aclose's own flush could not).
             due = self._sync_requested or self._closing or self._sync_due()
             if self._open.frames or (unsynced and due):
-                batch, self._open = self._open, _Batch()
+                batch, self._open = self._open, WalBatch()
                 return batch
             self._sync_requested = False  # nothing unsynced: a flush is already satisfied
             if self._closing:
@@ -667,7 +404,7 @@ class Wal:
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
 
-    async def _wait_for_space(self) -> _Batch:
+    async def _wait_for_space(self) -> WalBatch:
         """Rule 9: back off, then hand back the stalled batch for another attempt. A close
         cuts the wait short: the last attempt happens at once."""
         assert self._stalled is not None
@@ -676,7 +413,7 @@ class Wal:
         self._retry_delay_s = min(self._retry_delay_s * 2, RETRY_MAX_S)
         return self._stalled
 
-    async def _commit(self, batch: _Batch) -> None:
+    async def _commit(self, batch: WalBatch) -> None:
         sync = batch.sync or self._sync_requested or self._sync_interval_s == 0 or self._sync_due()
         self._sync_requested = False
         rotate = bool(batch.frames) and self._file.size >= self._max_file_bytes
@@ -688,7 +425,7 @@ class Wal:
         try:
             if sync or rotate or batch.nbytes > _INLINE_WRITE_MAX_BYTES:
                 result = await trio.to_thread.run_sync(
-                    _do_io,
+                    do_io,
                     *args,
                     old_unsynced,
                     limiter=self._limiter,
@@ -698,8 +435,8 @@ class Wal:
                 # Rule 8: a batch with nothing to sync only copies into the page cache,
                 # which costs less than the thread round trip (a wake-up each way, GIL
                 # hand-offs, context switches) that it would take to run it elsewhere.
-                result = _do_io(*args, old_unsynced)
-        except _NoSpace as exc:
+                result = do_io(*args, old_unsynced)
+        except NoSpace as exc:
             self._inflight = None
             self._stall(batch, exc.error)
             return
@@ -711,7 +448,7 @@ class Wal:
         self._inflight = None
         self._apply(batch, result, sync)
 
-    def _apply(self, batch: _Batch, result: _IoResult, sync: bool) -> None:
+    def _apply(self, batch: WalBatch, result: IoResult, sync: bool) -> None:
         if batch is self._stalled:  # Rule 9: space came back; the queue moves again
             self._stalled = None
             self._retry_delay_s = RETRY_MIN_S
@@ -742,7 +479,7 @@ class Wal:
         self._progress.set()
         self._progress = trio.Event()
 
-    def _stall(self, batch: _Batch, exc: OSError) -> None:
+    def _stall(self, batch: WalBatch, exc: OSError) -> None:
         """Rule 9: the batch was cut back cleanly; keep it first in line and tell waiters."""
         if self._closing:
             # The last attempt of a closing Wal: nothing will retry, so this is final.
@@ -768,7 +505,7 @@ class Wal:
             self._stalled.fail(error)
             self._stalled = None
         self._open.fail(error)
-        self._open = _Batch()
+        self._open = WalBatch()
         self._queued_bytes = 0
         self._progress.set()
 

@@ -1,0 +1,231 @@
+"""The write path behind ``Engine.write`` (contract §2; docs/SEMANTICS.md rule 18).
+
+``Engine.write`` keeps the public signature and its docstring and hands its arguments
+here in one call; this module owns the machinery: the argument checks, the idempotency
+key's dedupe hit, producer fencing (topics/_producers.py), the glue to a queue's job plan
+(topics/_job_ops.py), the append and the result.
+
+Rules:
+1. Every argument is checked before the first mutation (engine rule 2), and from the
+   topic lookup to the append there is no await unless the durable reservation needs one
+   (the clock is then read again): the conditions checked hold for the append they guard.
+2. A write that appends nothing (a dedupe hit, or a queue write whose every job is a
+   held duplicate) still fences older epochs of its producer, with a PRODUCER entry of
+   its own. These rare answers are methods of their own so the common path stays short.
+3. The hot path reads the appender's and the durability's methods bound once here, as the
+   Engine did; the plain write (no producer, no idempotency key, a log topic) pays for
+   none of the options it does not use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace as replace_fields
+from typing import TYPE_CHECKING, Any
+
+from . import _args
+from ._log import DedupeEntry
+from ._names import check_topic_name
+from ._producer_state import ProducerClaim, ProducerState
+from ._producers import check_expected_head, check_producer, producer_arg
+from .errors import InvalidRequestError
+from .types import WriteResult
+
+if TYPE_CHECKING:
+    from ._appender import Appender
+    from ._durability import Durability
+    from ._job_ops import JobOps, JobPlan
+    from ._log import TopicLog
+
+__all__ = ["IDEMPOTENCY_KEY_MAX_CHARS", "Writes"]
+
+IDEMPOTENCY_KEY_MAX_CHARS = 256
+
+
+class Writes:
+    """``Engine.write``'s machinery over the appender, the durability and the job options."""
+
+    def __init__(self, appender: Appender, durability: Durability, job_ops: JobOps) -> None:
+        self._app = appender
+        self.clock = appender.clock
+        self.limits = appender.limits
+        self._job_ops = job_ops
+        # Bound once: every write calls most of these.
+        self._check_serving = appender.check_serving
+        self._topic_for_write = appender.topic_for_write
+        self._append_batch = appender.append_batch
+        self._wait = appender.wait
+        self._log_append = durability.log_append
+        self._reserved = durability.reserved
+        self._reserve = durability.reserve
+        self._job_write_args = job_ops.job_write_args
+
+    async def write(
+        self,
+        topic: str,
+        records: Sequence[Mapping[str, Any]],
+        node: str | None,
+        idempotency_key: str | None,
+        create: bool | None,
+        config: Mapping[str, Any] | None,
+        return_seqs: bool,
+        expected_head_seq: int | None,
+        producer_id: str | None,
+        epoch: int | None,
+        dedupe: str | None,
+        dedupe_ms: int | None,
+        replace: bool | None,
+    ) -> WriteResult:
+        """``Engine.write`` (its docstring is the contract), checks in rule 18's order.
+
+        Kept whole: it is the hot path of every write, and its steps share their locals
+        (the log, the clock reading, the claim and its fence, the key, the job plan) across
+        the stretch with no await from the topic lookup to the append (rule 1); the rare
+        answers are methods of their own already, and a split of the rest would pass those
+        locals back and forth at a call's cost on every write.
+        """
+        app = self._app
+        # A registered name was validated when its topic was created.
+        name = (
+            topic
+            if type(topic) is str and topic in app.registry.topics
+            else check_topic_name(topic)
+        )
+        node = _args.opt_str("node", node, self.limits.max_node_bytes)
+        key = idempotency_key_arg(idempotency_key)
+        return_seqs = _args.bool_arg("return_seqs", return_seqs)
+        claim = None
+        if producer_id is not None or epoch is not None:
+            claim = producer_arg(producer_id, epoch)
+        if expected_head_seq is not None:
+            expected_head_seq = _args.u64("expected_head_seq", expected_head_seq)
+        jobs = self._job_write_args(dedupe, dedupe_ms, replace)
+        self._check_serving()
+        # One clock reading serves retention and the batch's ts, unless a wait comes between.
+        now = self.clock.now_ms()
+        log, created = self._topic_for_write(name, create, config, now)
+        if app.store is not None and not created and not self._reserved(log, records):
+            log, created = await self._reserve(name, log, records, create, config)
+            now = self.clock.now_ms()
+        # From here to the append no await: the conditions hold for the append they guard.
+        state: ProducerState | None = None
+        fence = False
+        if claim is not None:
+            state = check_producer(log, claim)
+            fence = state is None or claim.epoch > state.epoch
+        if key is not None and not created:
+            hit = self._dedupe_hit(log, key, now, state)
+            if hit is not None:
+                return await self._deduped(log, hit, return_seqs, claim if fence else None)
+        if expected_head_seq is not None:
+            check_expected_head(log, expected_head_seq)
+        plan = None
+        if jobs is not None or log.config.type == "queue":
+            records, plan = self._job_ops.plan_jobs(log, records, jobs, now)
+            if plan is not None and not records:  # every job was a duplicate
+                return await self._all_held(log, plan, now, return_seqs, claim if fence else None)
+        entry, salt, frames = self._append_batch(log, records, node, created, now)
+        if plan is not None:
+            self._job_ops.settle_jobs(log, plan)
+        if key is not None:
+            log.remember_key(key, entry)
+        if claim is not None:
+            log.producers[claim.producer_id] = ProducerState(
+                claim.epoch, key, entry.first_seq, entry.last_seq
+            )
+        n = entry.last_seq - entry.first_seq + 1
+        if claim is None:  # the plain write pays nothing for the producer arguments
+            timings = await self._log_append(log, salt, frames, created, n)
+        else:
+            timings = await self._log_append(log, salt, frames, created, n, claim, key, fence=fence)
+        result = write_result(
+            log, entry, return_seqs, created=created, deduped=False, timings=timings
+        )
+        if plan is not None and plan.keyed:
+            return replace_fields(result, dedupe=plan.outcomes(entry.first_seq))
+        return result
+
+    async def _deduped(
+        self, log: TopicLog, hit: DedupeEntry, return_seqs: bool, fencing: ProducerClaim | None
+    ) -> WriteResult:
+        """The answer to a write its idempotency key deduplicated (``fencing``: the
+        claim of a newer epoch, which still fences; rule 2)."""
+        if fencing is not None:
+            await self._raise_epoch(log, fencing)
+        return write_result(log, hit, return_seqs, created=False, deduped=True)
+
+    async def _all_held(
+        self,
+        log: TopicLog,
+        plan: JobPlan,
+        now: int,
+        return_seqs: bool,
+        fencing: ProducerClaim | None,
+    ) -> WriteResult:
+        """The answer to a queue write whose every job was a held duplicate: nothing is
+        appended, it still fences as a deduped write does (rule 2)."""
+        if fencing is not None:
+            await self._raise_epoch(log, fencing)
+        nothing = DedupeEntry(now, log.head + 1, log.head)
+        result = write_result(log, nothing, return_seqs, created=False, deduped=False)
+        return replace_fields(result, dedupe=plan.outcomes(log.head + 1))
+
+    def _dedupe_hit(
+        self, log: TopicLog, key: str, now: int, producer: ProducerState | None = None
+    ) -> DedupeEntry | None:
+        if producer is not None and producer.key == key:  # no window (_producers rule 2)
+            return DedupeEntry(now, producer.first_seq, producer.last_seq)
+        log.expire_keys(now)
+        entry = log.dedupe.get(key)
+        if entry is not None and now - entry.written_at_ms > log.config.idempotency_window_ms:
+            del log.dedupe[key]  # expired is gone for good, whatever the clock does next
+            return None
+        return entry
+
+    async def _raise_epoch(self, log: TopicLog, claim: ProducerClaim) -> None:
+        """A deduped write from a newer epoch still fences the older ones (it appends
+        nothing, so its state change is a PRODUCER entry of its own, synced)."""
+        state = log.producers.get(claim.producer_id)
+        if state is None:
+            log.producers[claim.producer_id] = ProducerState(claim.epoch)
+        else:
+            state.epoch = claim.epoch
+        if self._app.store is not None:
+            await self._wait(self._app.store.log_producer(log, claim.producer_id, sync=True))
+
+
+def idempotency_key_arg(key: object) -> str | None:
+    """A write's ``idempotency_key``, checked (None when none was given)."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > IDEMPOTENCY_KEY_MAX_CHARS:
+        raise InvalidRequestError.for_field(
+            "idempotency_key",
+            f"must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX_CHARS} characters",
+        )
+    return key
+
+
+def write_result(
+    log: TopicLog,
+    entry: DedupeEntry,
+    return_seqs: bool,
+    *,
+    created: bool,
+    deduped: bool,
+    timings: tuple[float, float] = (0.0, 0.0),
+) -> WriteResult:
+    """The answer to a write that appended (or deduplicated to) ``entry``'s seqs."""
+    n = entry.last_seq - entry.first_seq + 1
+    return WriteResult(
+        topic=log.name,
+        first_seq=entry.first_seq,
+        last_seq=entry.last_seq,
+        seqs=list(range(entry.first_seq, entry.last_seq + 1)) if return_seqs else None,
+        head_seq=log.head,
+        count=n,
+        created=created,
+        deduped=deduped,
+        wal_append_ms=timings[0],
+        fsync_ms=timings[1],
+    )
