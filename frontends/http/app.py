@@ -9,7 +9,8 @@ hypercorn for what the lane hands over), which in one pass:
    ``X-Request-ID`` if well formed, else a fresh UUID);
 2. refuses framing two parsers could read differently (a lower-case method, both
    Content-Length and Transfer-Encoding, two Content-Lengths: 400, connection closed),
-   then matches the route table (404 not_found / 405 method_not_allowed);
+   then matches the route table, once: a fast-lane request arrives matched (404
+   not_found / 405 method_not_allowed);
 3. authenticates the bearer key (401) and checks the route's scopes and the key's name
    prefixes against the path name (403);
 4. sheds what cannot be served: 503 not_ready during recovery, 429 throttled under CPU
@@ -74,7 +75,14 @@ from . import (
 from .asgi import Message, Receive, Scope, Send
 from .connection import connection_of
 from .errors import reply_for
-from .requests import ClientDisconnected, drain_body, framing_error, read_body
+from .requests import (
+    BODY_BUFFERED,
+    ROUTED,
+    ClientDisconnected,
+    drain_body,
+    framing_error,
+    read_body,
+)
 from .respond import send_reply
 from .routing import Route, RouteTable
 from .state import HttpSettings, HttpState, Reply, RequestContext
@@ -170,11 +178,16 @@ class TopicsHttpApp:
             state, scope["method"], scope["path"], headers, scope["query_string"], request_id, t0
         )
         problem = None
+        extensions = scope.get("extensions")
         try:
-            problem = framing_error(ctx.method, raw_headers, scope.get("extensions"))
+            problem = framing_error(ctx.method, raw_headers, extensions)
             if problem is not None:
                 raise InvalidRequestError(f"{problem}; the connection is closed")
-            route, ctx.name = self.table.match(ctx.method, ctx.path)
+            routed = extensions.get(ROUTED) if extensions else None
+            if type(routed) is tuple:  # the lane matched it already (lane rule 6)
+                route, ctx.name = routed
+            else:
+                route, ctx.name = self.table.match(ctx.method, ctx.path)
             ctx.route = route
             self._admit(ctx, route)
         except Exception as exc:  # the gate's 4xx/5xx (or a bug in it)
@@ -188,7 +201,8 @@ class TopicsHttpApp:
         try:
             if route.body or _has_body(headers):
                 try:
-                    receive = await self._consume_body(ctx, route, receive)
+                    buffered = bool(extensions and extensions.get(BODY_BUFFERED))
+                    receive = await self._consume_body(ctx, route, receive, buffered)
                 except ClientDisconnected:
                     return
                 except Exception as exc:  # 408/413/415/400 before any parsing
@@ -216,10 +230,18 @@ class TopicsHttpApp:
             if not streaming:
                 state.release_slot(ctx.principal)
 
-    async def _consume_body(self, ctx: RequestContext, route: Route, receive: Receive) -> Receive:
+    async def _consume_body(
+        self, ctx: RequestContext, route: Route, receive: Receive, buffered: bool
+    ) -> Receive:
         """Read the body into ``ctx.body`` (a route that takes one) or drain it (step 5);
-        the whole body must arrive within ``body_timeout_s`` (408)."""
+        the whole body must arrive within ``body_timeout_s`` (408) unless the server says
+        it is ``buffered`` already (``requests.BODY_BUFFERED``)."""
         state = self.state
+        if route.body and buffered:
+            # The server holds the whole body already: reading it cannot wait on the
+            # client, so the deadline (a cancel scope per request) has nothing to bound.
+            ctx.body = await read_body(ctx.headers, receive, state.max_body_bytes)
+            return receive
         with trio.move_on_after(state.settings.body_timeout_s) as deadline:
             if route.body:
                 ctx.body = await read_body(ctx.headers, receive, state.max_body_bytes)

@@ -52,6 +52,9 @@ Rules:
    long-poll diff's disconnect watch) reads the socket and reports ``http.disconnect`` at
    EOF, keeping any bytes of a pipelined next request. A send to a vanished client is
    dropped (as hypercorn does); the connection then closes.
+   The scope's extensions carry what the lane already knows: ``accepts``' verdict
+   (``ROUTED``) and, when the whole body came with the head, ``BODY_BUFFERED`` (its read
+   cannot wait, so the dispatcher sets no deadline around it).
    A streamed body is chunked; once its head is out, :meth:`LaneConnection.stream_lock`
    lets a stream write whole chunks to the socket itself (watch rule 7), and every write
    of the lane's own then takes the same lock, so the two never interleave.
@@ -74,7 +77,7 @@ import trio
 
 from .asgi import Message
 from .connection import CONNECTION_KEY
-from .requests import FOLDED_HEADERS
+from .requests import BODY_BUFFERED, FOLDED_HEADERS, ROUTED
 
 __all__ = ["HEAD_TIMEOUT_S", "MAX_BODY", "MAX_HEAD", "Lane", "LaneConnection", "parse_head"]
 
@@ -114,8 +117,6 @@ Head = tuple[str, str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
 
 _METHODS = {b"POST": "POST", b"GET": "GET"}
 _SERVED = frozenset(_METHODS.values())
-#: What a head with an obs-folded line tells the app (its dispatcher refuses it).
-_OBS_FOLD = {FOLDED_HEADERS: True}
 
 
 def parse_head(head: bytes, max_body: int = MAX_BODY) -> Head | None:
@@ -191,7 +192,10 @@ class Lane:
 
     Args:
         app: the ASGI app (called directly, without hypercorn's wrapper).
-        accepts: ``(method, path) -> bool``: does the app serve it on its fast path.
+        accepts: ``(method, path) -> verdict``: a true verdict when the app serves the
+            request on its fast path (rule 2). The verdict is handed to the app as the
+            scope's ``ROUTED`` extension, so an app that matched its route table to answer
+            (``serve.lane_routes``: ``(route, param)``) does not match again.
         keep_alive_timeout, read_timeout, max_requests: hypercorn's settings of the same
             names (``keep_alive_max_requests`` for the last).
         head_timeout: seconds from a head's first byte to its end (rule 4).
@@ -202,7 +206,7 @@ class Lane:
     def __init__(
         self,
         app: AsgiApp,
-        accepts: Callable[[str, str], bool],
+        accepts: Callable[[str, str], object],
         *,
         keep_alive_timeout: float,
         head_timeout: float = HEAD_TIMEOUT_S,
@@ -299,12 +303,15 @@ class LaneConnection:
             method, path, raw_path, query, headers, length, close = head
             # A case-variant method or conflicting framing goes to the app whatever the
             # route: its dispatcher refuses both before routing (rules 1-2).
-            if method in _SERVED and length >= 0 and not lane.accepts(method, path):
-                return self.buf
+            routed = None
+            if method in _SERVED and length >= 0:
+                routed = lane.accepts(method, path)
+                if not routed:
+                    return self.buf
             self.buf = self.buf[end + 4 :]
             served += 1
             self.closing = close or served >= lane.max_requests
-            await self._serve(method, path, raw_path, query, headers, length)
+            await self._serve(method, path, raw_path, query, headers, length, routed)
             if self.unread:  # answered without reading the body: no next request to find
                 self.closing = True
             if self.closing or self.dead or lane.terminated:
@@ -383,9 +390,18 @@ class LaneConnection:
         query: bytes,
         headers: list[tuple[bytes, bytes]],
         length: int,
+        routed: object,
     ) -> None:
-        """Call the app for one request; ``length`` < 0 is a refused head (``parse_head``)."""
+        """Call the app for one request; ``length`` < 0 is a refused head (``parse_head``),
+        ``routed`` what ``accepts`` said of it (handed to the app: rule 6)."""
         lane = self.lane
+        extensions: dict[str, object]
+        if length == -2:
+            extensions = {FOLDED_HEADERS: True}
+        else:
+            extensions = {ROUTED: routed}
+            if 0 < length <= len(self.buf):
+                extensions[BODY_BUFFERED] = True
         scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.1"},
@@ -401,7 +417,7 @@ class LaneConnection:
             "server": self.server,
             "state": lane.lifespan_state.copy(),
             CONNECTION_KEY: self.info,
-            "extensions": _OBS_FOLD if length == -2 else {},
+            "extensions": extensions,
         }
         self._reset(max(length, 0))
         try:

@@ -32,7 +32,9 @@ __all__ = [
     "ClientDisconnected",
     "check_content_type",
     "decode_json_object",
+    "BODY_BUFFERED",
     "FOLDED_HEADERS",
+    "ROUTED",
     "framing_error",
     "read_body",
 ]
@@ -48,6 +50,14 @@ _METHOD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 #: The ASGI scope extension by which a server tells the app a head had obs-folded lines
 #: (the fast lane does; h11 unfolds them, which RFC 9112 §5.2 also allows).
 FOLDED_HEADERS = "topics.obs_fold"
+#: The ASGI scope extension by which a server tells the app that the request's whole body
+#: is already in its buffer (the fast lane, for a body that came with its head): reading
+#: it cannot wait on the client, so the dispatcher needs no body deadline around it.
+BODY_BUFFERED = "topics.body_buffered"
+#: The ASGI scope extension by which a server hands the app the route it already matched
+#: to decide who serves the request (the fast lane asks ``accepts``): ``(route, param)``,
+#: so a request is matched against the route table once.
+ROUTED = "topics.routed"
 
 
 def framing_error(

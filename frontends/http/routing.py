@@ -141,11 +141,14 @@ class RouteTable:
                         return methods, value
         return None, ""
 
-    def find(self, method: str, path: str) -> Route | None:
-        """The route for ``method path``, or None (no error built: the lane asks this of
-        every request head, hostile ones included)."""
-        methods, _ = self._lookup(path)
-        return None if methods is None else methods.get(method)
+    def find(self, method: str, path: str) -> tuple[Route, str] | None:
+        """The route for ``method path`` and its parameter value, or None (no error built:
+        the lane asks this of every request head, hostile ones included)."""
+        methods, param = self._lookup(path)
+        if methods is None:
+            return None
+        route = methods.get(method)
+        return None if route is None else (route, param)
 
     def match(self, method: str, path: str) -> tuple[Route, str]:
         """The route for ``method path`` and its parameter value ("" when none).

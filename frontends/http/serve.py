@@ -35,6 +35,7 @@ from hypercorn.utils import repr_socket_addr, wrap_app
 from .app import TopicsHttpApp
 from .connection import CONNECTION_KEY, ConnectionInfo, GuardedStream, run_guarded
 from .lane import HEAD_TIMEOUT_S, MAX_BODY, AsgiApp, Lane, LaneConnection
+from .routing import Route
 
 __all__ = ["lane_supported", "serve"]
 
@@ -62,10 +63,12 @@ class _HandedOver(TCPServer):
         await super()._read_data()
 
 
-def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], bool]:
-    """``(method, path) -> bool`` (lane rule 2): a POST the dispatcher serves itself with a
-    body, or a GET it serves itself (the watch and ``/work`` streams; a WebSocket GET
-    carries ``Upgrade``, which the lane leaves to hypercorn).
+def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], tuple[Route, str] | None]:
+    """``(method, path) -> (route, param) | None`` (lane rule 2): the match of a POST the
+    dispatcher serves itself with a body, or of a GET it serves itself (the watch and
+    ``/work`` streams; a WebSocket GET carries ``Upgrade``, which the lane leaves to
+    hypercorn). The lane hands the match to the dispatcher (``requests.ROUTED``), which
+    then does not match again.
 
     The verdict is a property of the route, so it is kept per route (a bounded set), never
     per path: paths carry unbounded topic names, and a cache keyed on them let
@@ -76,16 +79,16 @@ def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], bool]:
     }
     find = app.table.find
 
-    def accepts(method: str, path: str) -> bool:
-        route = find(method, path)
-        return route is not None and verdicts[id(route)]
+    def accepts(method: str, path: str) -> tuple[Route, str] | None:
+        found = find(method, path)
+        return found if found is not None and verdicts[id(found[0])] else None
 
     return accepts
 
 
 def _lane(
     app: AsgiApp,
-    accepts: Callable[[str, str], bool],
+    accepts: Callable[[str, str], object],
     config: Config,
     head_timeout: float,
     max_body: int,
@@ -124,7 +127,7 @@ async def serve(
     config: Config,
     *,
     lane: bool = True,
-    accepts: Callable[[str, str], bool] | None = None,
+    accepts: Callable[[str, str], object] | None = None,
     max_body: int = MAX_BODY,
     head_timeout: float = HEAD_TIMEOUT_S,
     shutdown_trigger: Callable[[], Awaitable[None]],
@@ -132,7 +135,7 @@ async def serve(
 ) -> None:
     """Serve ``app`` until ``shutdown_trigger`` returns, then drain (module docstring).
 
-    ``accepts`` (``(method, path) -> bool``) and ``max_body`` say what the lane takes; for a
+    ``accepts`` (``(method, path) -> verdict``, lane rule 2) and ``max_body`` say what the lane takes; for a
     :class:`TopicsHttpApp` they default to its fast routes and its body limit.
     ``head_timeout`` bounds how long a lane connection may take to send a whole request
     head once its first byte has arrived.

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+import ujson
 
 from tests.support.http1 import take_response
 from topics.frontends.http.lane import MAX_BODY, MAX_HEAD, Lane, LaneConnection, parse_head
+from topics.frontends.http.requests import BODY_BUFFERED, ROUTED
 
 Message = dict[str, Any]
 
@@ -256,6 +258,38 @@ async def test_pipelined_and_byte_by_byte_requests_are_both_served() -> None:
             await peer.send(bytes([byte]))
         assert (await peer.response())[2] == b'{"slow":true}'
         await peer.stream.aclose()
+
+
+async def test_the_scope_says_whether_the_body_is_buffered_and_carries_the_verdict() -> None:
+    """Rule 6: a body that came with its head is marked ``BODY_BUFFERED`` (the dispatcher
+    then sets no body deadline); one still on its way is not; ``accepts``' verdict rides
+    along as ``ROUTED`` so the app does not match the route again."""
+    app = Echo()
+    verdict = ("the route", "t")
+    lane = Lane(
+        app,
+        lambda method, path: verdict if path.startswith("/v0/topics/") else None,
+        keep_alive_timeout=5.0,
+        read_timeout=None,
+        max_requests=1000,
+    )
+    conn, peer = await serve_pair(lane)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, conn)
+        await peer.send(request(b"[1]"))
+        assert (await peer.response())[2] == b"[1]"
+        whole = request(b"[2]")
+        await peer.send(whole[:-2])
+        await trio.testing.wait_all_tasks_blocked()
+        await peer.send(whole[-2:])
+        assert (await peer.response())[2] == b"[2]"
+        await peer.send(request(b""))
+        assert (await peer.response())[2] == b""
+        await peer.stream.aclose()
+    first, split, empty = (scope["extensions"] for scope in app.scopes)
+    assert first == {ROUTED: verdict, BODY_BUFFERED: True}
+    assert split == {ROUTED: verdict}
+    assert empty == {ROUTED: verdict}
 
 
 async def test_connection_close_is_answered_then_closed() -> None:
@@ -615,3 +649,41 @@ def test_the_lanes_verdicts_are_kept_per_route_not_per_path() -> None:
     assert table.find("PUT", "/v0/topics/a") is None
     cells = accepts.__closure__ or ()
     assert all(len(c.cell_contents) <= 2 for c in cells if isinstance(c.cell_contents, dict))
+
+
+@pytest.mark.parametrize("lane_matches", [True, False])
+async def test_the_dispatcher_matches_a_lane_request_once(lane_matches: bool) -> None:
+    """Issue 15: the lane's route verdict is the dispatcher's match, so a fast-lane write is
+    looked up in the route table once; a server that hands no match over (hypercorn, or
+    an ``accepts`` that only says yes) gets the dispatcher's own lookup."""
+    from topics.engine import open_engine
+    from topics.frontends.http import HttpSettings, create_app
+    from topics.frontends.http.serve import lane_routes
+
+    async with open_engine(None) as engine:
+        app = create_app(engine, HttpSettings())
+        table = app.table
+        lookups: list[str] = []
+        find, match = table.find, table.match
+
+        def counted_find(method: str, path: str) -> Any:
+            lookups.append("find")
+            return find(method, path)
+
+        def counted_match(method: str, path: str) -> Any:
+            lookups.append("match")
+            return match(method, path)
+
+        table.find = counted_find  # type: ignore[method-assign]
+        table.match = counted_match  # type: ignore[method-assign]
+        accepts = lane_routes(app) if lane_matches else (lambda method, path: True)
+        lane = Lane(app, accepts, keep_alive_timeout=5.0, read_timeout=None, max_requests=10)
+        conn, peer = await serve_pair(lane)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve, conn)
+            await peer.send(request(b'{"records":[{"data":{"n":1}}]}'))
+            status, _, body = await peer.response()
+            await peer.stream.aclose()
+        assert status.startswith(b"HTTP/1.1 201"), body
+        assert lookups == (["find"] if lane_matches else ["match"])
+        assert ujson.loads(body)["seqs"] == [1]
