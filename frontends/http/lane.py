@@ -340,13 +340,16 @@ class LaneConnection:
     async def _read_head(self) -> int | None:
         """Read until ``buf`` holds a whole head; the index of its closing CRLFCRLF, -1
         when hypercorn must judge it (too long, or bare LF: rules 1 and 3), or None when
-        the connection is over (EOF, a deadline, shutdown)."""
+        the connection is over (EOF, a deadline, shutdown).
+
+        One cancel scope serves the whole wait: its deadline is the keep-alive timeout
+        until the head's first byte, then the head timeout (rule 4), and shutdown cancels
+        it (rule 5). Not a scope per read: every request passes here, and a scope's entry
+        and exit are most of the lane's own cost before the app runs."""
         lane = self.lane
-        deadline = trio.current_time() + lane.keep_alive_timeout
-        started = bool(self.buf)
-        if started:  # pipelined: the head began arriving with the last request
-            deadline = trio.current_time() + lane.head_timeout
-        with trio.CancelScope() as waiting:
+        started = bool(self.buf)  # pipelined: the head began arriving with the last request
+        timeout = lane.head_timeout if started else lane.keep_alive_timeout
+        with trio.CancelScope(deadline=trio.current_time() + timeout) as waiting:
             lane.idle_scopes.add(waiting)
             if lane.terminated and not self.buf:
                 return None
@@ -357,23 +360,32 @@ class LaneConnection:
                         return end
                     if len(self.buf) > MAX_HEAD or b"\n\n" in self.buf:
                         return -1
-                    if not await self._fill(deadline):
+                    if not await self._recv():
                         return None
                     if not started:
                         started = True
-                        deadline = trio.current_time() + lane.head_timeout
+                        waiting.deadline = trio.current_time() + lane.head_timeout
             finally:
                 lane.idle_scopes.discard(waiting)
-        return None  # shutdown cancelled the wait (rule 5)
+        self.eof = True  # the deadline passed, or shutdown cancelled the wait (rule 5)
+        return None
 
     async def _fill(self, deadline: float) -> bool:
         """Read more bytes into ``buf``; False at EOF, a broken socket or the deadline."""
         with trio.move_on_at(deadline) as scope:
-            try:
-                data = await self.stream.receive_some(MAX_RECV)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-        if scope.cancelled_caught or not data:
+            return await self._recv()
+        assert scope.cancelled_caught
+        self.eof = True
+        return False
+
+    async def _recv(self) -> bool:
+        """One read into ``buf``; False at EOF or a broken socket (the caller's scope
+        bounds the wait)."""
+        try:
+            data = await self.stream.receive_some(MAX_RECV)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = b""
+        if not data:
             self.eof = True
             return False
         self.buf += data
