@@ -38,8 +38,6 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         # share each other's private state (its docstring); sessions and streams are
         # topics/_watch_session.py.
         "topics/_watch.py",
-        # Every /v0 call as a value (a Call per endpoint): due to be split by area.
-        "topics/client/_protocol.py",
         # The facade on purpose: one Engine class whose public methods carry their full
         # docstrings (the API reference) and delegate in one call each; the machinery is
         # in _writes, _read_ops, _topic_ops and the subsystems. Splitting the class by area
