@@ -30,10 +30,6 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         # The pure-Python twin of the core's extensions, one module as their API is one.
         "topics/_core/_pure.py",
         "topics/_core/_scan.pyx",
-        # The hub: feeds, relays, the read cache, group delivery and strong visibility
-        # share each other's private state (its docstring); sessions and streams are
-        # topics/_watch_session.py.
-        "topics/_watch.py",
         # The facade on purpose: one Engine class whose public methods carry their full
         # docstrings (the API reference) and delegate in one call each; the machinery is
         # in _writes, _read_ops, _topic_ops and the subsystems. Splitting the class by area
