@@ -26,7 +26,8 @@ Rules (docs/SEMANTICS.md has the user-facing version):
 6. A gap marker (``add_gap``; routers' ``source_trim``, docs/ROUTERS.md) is a seq that holds
    no record: the tail segment is sealed first, so a marker always falls between two
    segments and rule 1 still holds. ``gaps`` is ascending; markers below ``evict_floor``
-   are forgotten (the eviction tombstone a reader below it gets covers them).
+   are forgotten (the eviction tombstone a reader below it gets covers them), and at most
+   ``MAX_GAP_MARKERS`` are kept (``_gap_markers`` holds the marker and both bounds).
 7. Change notification is one protocol (``wake``): every change calls each registered
    listener (``listen``) synchronously, in registration order, then unparks the tasks
    parked on ``waiters``. A subsystem that wants to act inside the change registers a
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import trio
 
 from ._core import SegmentBuffer, TagTrie
+from ._gap_markers import GapMarker, first_gap_from, keep_new_gap, kept_gaps
 from .config import TopicConfig
 from .types import TombstoneReason
 
@@ -57,16 +59,12 @@ if TYPE_CHECKING:
     from ._producer_state import ProducerState
     from ._storage.wal import WalTicket
 
-__all__ = ["DedupeEntry", "GapMarker", "ReadWindow", "TopicLog"]
+__all__ = ["DedupeEntry", "ReadWindow", "TopicLog"]
 
 #: A segment stops taking appends once it holds this many bytes (soft: a batch is never
 #: split, so one big batch may overshoot). Small enough that retention frees memory
 #: promptly, large enough that per-segment bookkeeping is noise.
 SEGMENT_TARGET_BYTES = 1 << 20
-#: Gap markers kept per topic; past this the oldest is forgotten (each one stands for a
-#: whole run of records a router's source lost, so reaching this takes a pathological
-#: dest that is never trimmed while its source keeps outrunning the router).
-MAX_GAP_MARKERS = 10_000
 
 
 class DedupeEntry(NamedTuple):
@@ -75,21 +73,6 @@ class DedupeEntry(NamedTuple):
     written_at_ms: int
     first_seq: int
     last_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class GapMarker:
-    """A seq holding no record that stands for records lost upstream (rule 6).
-
-    ``source_from``/``source_to`` is the source's seq range a router could not forward;
-    ``missed_estimate`` how many records that range held at most.
-    """
-
-    seq: int
-    reason: TombstoneReason
-    missed_estimate: int
-    source_from: int
-    source_to: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,29 +207,17 @@ class TopicLog:
             self.segments[-1].seal()
         self.head += 1
         marker = GapMarker(self.head, reason, missed_estimate, source_from, source_to)
-        self.gaps.append(marker)
-        if len(self.gaps) > MAX_GAP_MARKERS:
-            del self.gaps[0]
+        keep_new_gap(self.gaps, marker)
         self._settle_front()  # a wholly dead sealed tail goes; earliest may pass the marker
         return marker
 
     def gap_from(self, seq: int) -> GapMarker | None:
         """The first gap marker at or above ``seq``, forgetting those below ``evict_floor``."""
-        gaps = self.gaps
-        if not gaps:
-            return None
-        floor = self.evict_floor
-        if gaps[0].seq < floor:
-            del gaps[: bisect.bisect_left(gaps, floor, key=_gap_seq)]
-        i = bisect.bisect_left(gaps, seq, key=_gap_seq)
-        return gaps[i] if i < len(gaps) else None
+        return first_gap_from(self.gaps, seq, self.evict_floor) if self.gaps else None
 
     def restore_gaps(self, markers: list[GapMarker]) -> None:
         """Adopt persisted markers (recovery): those within the log and above the floor."""
-        floor = self.evict_floor
-        self.gaps = sorted((m for m in markers if floor <= m.seq <= self.head), key=_gap_seq)[
-            -MAX_GAP_MARKERS:
-        ]
+        self.gaps = kept_gaps(markers, self.evict_floor, self.head)
 
     # -- retention --------------------------------------------------------------------
 
@@ -603,10 +574,6 @@ class TopicLog:
         else:
             next_from = self.head if end is None else min(end, self.head)
         return ReadWindow(b"[" + b",".join(parts) + b"]", emitted, examined, next_from)
-
-
-def _gap_seq(marker: GapMarker) -> int:
-    return marker.seq
 
 
 def _last_ts(seg: SegmentBuffer) -> int:

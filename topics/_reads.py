@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import _args
-from ._log import GapMarker, ReadWindow, TopicLog
+from ._gap_markers import GapMarker
+from ._log import ReadWindow, TopicLog
 from ._where import Predicate, compile_where
 from .errors import InvalidRequestError
 from .types import DiffResult, Tombstone, TombstoneReason

@@ -30,7 +30,7 @@ from .watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
     from ._log import TopicLog
-    from ._watch import FeedOptions
+    from ._watch_feed import FeedOptions
 
 __all__ = ["TopicBounds", "apply_from_ts", "split_topic_bounds", "stream_options", "topic_options"]
 

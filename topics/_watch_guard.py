@@ -40,7 +40,7 @@ from .watch_types import BacklogExceededError, BacklogExceededEvent, TopicAddedE
 
 if TYPE_CHECKING:
     from ._log import TopicLog
-    from ._watch import FeedTopic
+    from ._watch_feed import FeedTopic
     from ._watch_session import SessionTopic
     from .watch_types import WatchEvent
 

@@ -30,8 +30,9 @@ from . import _args
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._limits import DIFF_BYTE_BUDGET, DIFF_BYTE_CEILING
 from ._names import check_topic_name
-from ._watch import FeedOptions, StreamSlot, WatchFeed, WatchHub, WatchStream
+from ._watch import StreamSlot, WatchHub, WatchStream
 from ._watch_bounds import apply_from_ts, split_topic_bounds, stream_options, topic_options
+from ._watch_feed import FeedOptions, WatchFeed
 from ._watch_options import WatchGuardArgs as _WatchGuard
 from ._watch_prefix import FeedJoiner, join_existing
 from .errors import InvalidRequestError, TopicNotFoundError

@@ -40,7 +40,8 @@ from .watch_types import TopicWatermarks
 if TYPE_CHECKING:
     from ._log import TopicLog
     from ._registry import TopicRegistry
-    from ._watch import FeedOptions, WatchFeed, WatchHub, WatchSession
+    from ._watch import WatchHub, WatchSession
+    from ._watch_feed import FeedOptions, WatchFeed
     from .auth import Principal
 
     class _Watches(Protocol):

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import _args
-from ._watch import FeedOptions, WatchFeed
+from ._watch_feed import FeedOptions, WatchFeed
 from ._watch_guard import FirstRead, SessionGuard
 from ._watch_session import SessionTopic, WatchStream
 from .errors import ForbiddenError, InvalidRequestError

@@ -2,7 +2,7 @@
 
 The hub (topics/_watch.py) creates sessions, opens streams on them and collects idle ones;
 this module holds what a session and a stream are. A stream reads through its own
-:class:`~topics._watch.WatchFeed`, which the hub hands it.
+:class:`~topics._watch_feed.WatchFeed`, which the hub hands it.
 
 Rules (the hub's rules 6 and 7):
 1. A session's cursors are what its streams have *sent* (``WatchStream.commit`` after the
@@ -29,7 +29,8 @@ from .watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
     from ._log import TopicLog
-    from ._watch import FeedOptions, WatchFeed, WatchHub
+    from ._watch import WatchHub
+    from ._watch_feed import FeedOptions, WatchFeed
     from ._watch_guard import SessionGuard
     from ._watch_prefix import PrefixEntry
     from .auth import Principal

@@ -63,7 +63,8 @@ if TYPE_CHECKING:
     from ._registry import TopicRegistry
     from ._storage.space import DiskSpace
     from ._storage.wal import WalStatistics
-    from ._watch import StreamSlot, WatchFeed, WatchHub, WatchStream
+    from ._watch import StreamSlot, WatchHub, WatchStream
+    from ._watch_feed import WatchFeed
     from .auth import Principal
     from .cursor_types import CursorInfo, DeleteCursorResult
     from .queue_types import AckResult, ClaimResult, ExtendResult, NackResult, RedriveResult

@@ -67,7 +67,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "logs",
-        (r"topics\._log", r"topics\._reads", r"topics\._registry", r"topics\._producer_state"),
+        (
+            r"topics\._log",
+            r"topics\._gap_markers",
+            r"topics\._reads",
+            r"topics\._registry",
+            r"topics\._producer_state",
+        ),
     ),
     # What joins storage to topic logs: logging and recovering them, and reading them offline.
     ("persistence", (r"topics\._persistence(\..*)?", r"topics\.reader")),

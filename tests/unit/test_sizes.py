@@ -30,16 +30,6 @@ KNOWN_LARGE_FILES: frozenset[str] = frozenset(
         # The pure-Python twin of the core's extensions, one module as their API is one.
         "topics/_core/_pure.py",
         "topics/_core/_scan.pyx",
-        # One concern: TopicLog, a topic's segments with their floors, retention, deletes,
-        # dedupe keys and gap markers, which every method reads and moves together; a
-        # split would put one class's methods in two files (mixins, which issue 16 removed).
-        "topics/_log.py",
-        # The hub: feeds, relays, the read cache, group delivery and strong visibility
-        # share each other's private state (its docstring); sessions and streams are
-        # topics/_watch_session.py.
-        "topics/_watch.py",
-        # Every /v0 call as a value (a Call per endpoint): due to be split by area.
-        "topics/client/_protocol.py",
         # The facade on purpose: one Engine class whose public methods carry their full
         # docstrings (the API reference) and delegate in one call each; the machinery is
         # in _writes, _read_ops, _topic_ops and the subsystems. Splitting the class by area

@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core import SegmentBuffer, frame_seq, iter_frames
-from .._log import GapMarker, TopicLog
+from .._gap_markers import GapMarker
+from .._log import TopicLog
 from .._producer_state import (
     ProducerState,
     decode_append_producer,

@@ -54,7 +54,8 @@ from typing import Any, Protocol
 
 import trio
 
-from .._log import GapMarker, TopicLog
+from .._gap_markers import GapMarker
+from .._log import TopicLog
 from .._producer_state import (
     ProducerClaim,
     encode_append_producer,

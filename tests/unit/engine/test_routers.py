@@ -703,7 +703,7 @@ def test_markers_below_the_evict_floor_are_forgotten_and_restored_markers_checke
     assert res.tombstone.reason == "cap"
     assert log.gaps == []
     fresh = _log_with([10, 20], gaps_after=[])
-    from topics._log import GapMarker
+    from topics._gap_markers import GapMarker
 
     fresh.restore_gaps([GapMarker(9, "source_trim", 1, 1, 1), GapMarker(2, "source_trim", 1, 1, 1)])
     assert [g.seq for g in fresh.gaps] == [2]  # seq 9 is past the head

@@ -11,7 +11,7 @@ import trio.testing
 import ujson
 
 from topics._clock import ManualClock
-from topics._watch import WatchFeed
+from topics._watch_feed import WatchFeed
 from topics.engine import Engine
 from topics.errors import InvalidRequestError
 from topics.watch_types import CaughtUpEvent, EndReachedEvent, RecordBatch, WatchEvent

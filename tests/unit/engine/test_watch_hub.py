@@ -20,7 +20,8 @@ import ujson
 
 from tests.support.fakedisk import FakeDisk
 from topics._clock import ManualClock
-from topics._watch import WatchFeed, WatchStream
+from topics._watch import WatchStream
+from topics._watch_feed import WatchFeed
 from topics.auth import Principal
 from topics.engine import Engine, open_engine
 from topics.errors import (
@@ -675,7 +676,7 @@ async def test_listeners_see_a_batch_only_after_its_wal_entry_is_submitted(
 
 
 class FakeSink:
-    """An idle one-topic direct stream as the hub sees it (``topics._watch.GroupSink``):
+    """An idle one-topic direct stream as the hub sees it (``topics._watch_feed.GroupSink``):
     records every group call and takes the batch unless told to decline."""
 
     groups: ClassVar[list[tuple[list[int], int]]] = []  # (seqs, sinks in the call)

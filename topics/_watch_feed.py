@@ -1,0 +1,302 @@
+"""Watch feeds: the events of a set of topic cursors, read for one connection (contract §7,
+§7.x; docs/WATCH.md "Fan-out").
+
+An SSE stream (through its session's :class:`~topics._watch_session.WatchStream`) and a
+WebSocket connection each read through one :class:`WatchFeed`; the hub (topics/_watch.py)
+marks its topics dirty on every publish and, for an idle directly written stream, reads and
+delivers for it (the hub's rules 1 and 8). A feed reads through the hub: its retention, its
+per-topic read cache and its strong visibility (topics/_watch_topic.py, rules 3 and 5).
+
+Rules (numbered as the hub's, whose docstring lists them all):
+4. A feed topic emits ``caught-up`` on every backlog -> live transition: its first read,
+   and any read that drains it after one that did not. On its first read a loss tombstone
+   (cap/ttl/mixed) is reported as ``from_seq_too_old`` (the cursor fell off the start
+   before this stream began); later ones keep the engine's reason, as do ``recreated`` and
+   gap markers (``source_trim``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import trio
+
+from ._watch_guard import FirstRead, first_read
+from .types import Tombstone, TombstoneReason
+from .watch_types import (
+    CaughtUpEvent,
+    EndReachedEvent,
+    RecordBatch,
+    TombstoneEvent,
+    TopicDeletedEvent,
+    WatchEvent,
+)
+
+if TYPE_CHECKING:
+    from ._log import TopicLog
+    from ._watch import WatchHub
+    from ._watch_topic import TopicWatch
+
+__all__ = ["FeedOptions", "FeedTopic", "GroupSink", "WatchFeed"]
+
+_LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
+
+
+class GroupSink(Protocol):
+    """A frontend stream that takes a ready batch of its one topic without a task (the
+    hub's rule 8).
+
+    ``write_group`` is the same function for every sink of one frontend (a static method):
+    the pass calls it once per group with the batch and the group's sinks, and it returns
+    the sinks it could not take the batch for (they are served one by one, as the hub's rule 1 says).
+    A sink that took the batch has its bytes sent, or queued behind a partial write, and
+    commits its session cursor itself once they left.
+    """
+
+    @staticmethod
+    def write_group(batch: RecordBatch, sinks: list[Any]) -> list[Any]: ...
+
+
+class FeedOptions(NamedTuple):
+    """How a feed topic reads: window, byte budget, projection, node filter, consistency.
+
+    A named tuple, not a dataclass: it is part of every read-cache key, looked up once per
+    watcher per change, and a tuple hashes and compares in C (equal options of different
+    sessions share cache entries)."""
+
+    limit: int
+    budget: int
+    flags: int
+    skip: frozenset[bytes] | None
+    strong: bool
+    #: Issue 18 (topics/_watch_bounds.py): the ``where`` predicate, the CloudEvents type
+    #: field (None: records), and a topic's own inclusive end.
+    keep: Any = None
+    ce_type: str | None = None
+    to_seq: int | None = None
+    to_ts: int | None = None
+
+
+class FeedTopic:
+    """One topic of a feed: its read cursor and delivery state (rule 4)."""
+
+    __slots__ = (
+        "commit_to",
+        "cursor",
+        "degraded",
+        "feed",
+        "first",
+        "guard",
+        "live",
+        "log",
+        "name",
+        "opts",
+        "removed",
+        "tw",
+    )
+
+    def __init__(
+        self, feed: WatchFeed, name: str, log: TopicLog, cursor: int, opts: FeedOptions
+    ) -> None:
+        self.feed = feed
+        self.name = name
+        self.log = log
+        self.cursor = cursor
+        self.opts = opts
+        self.first = True
+        self.live = False
+        self.degraded = False
+        self.removed = False
+        self.tw: TopicWatch | None = None
+        #: The named cursor this topic's deliveries commit to (``commit: true``), or None.
+        self.commit_to: str | None = None
+        #: What its first read must do before reading (_watch_guard): a ``topic-added``
+        #: frame, the ``max_backlog`` check. None (the common case) costs nothing later.
+        self.guard: FirstRead | None = None
+
+    @property
+    def lossy(self) -> bool:
+        """A topic that drops records by itself (TTL, or caps with discard "old")."""
+        cfg = self.log.config
+        return bool(cfg.ttl_ms) or bool((cfg.cap_records or cfg.cap_bytes) and cfg.discard == "old")
+
+
+class WatchFeed:
+    """The events of a set of topic cursors, for one connection (rules 1, 4).
+
+    ``poll()`` reads every dirty topic once (round robin) and returns the events in order;
+    ``await wait()`` returns once a topic is dirty again. Close it when done.
+    """
+
+    __slots__ = ("_event", "_hub", "closed", "deliver", "ended", "marked", "sink", "topics")
+
+    def __init__(self, hub: WatchHub) -> None:
+        self._hub = hub
+        self.topics: dict[str, FeedTopic] = {}
+        #: Topics due for a read, in marking order (``poll`` reads them round robin). The
+        #: hub's pass marks them directly, then calls ``notify`` once per feed (rule 1).
+        self.marked: dict[FeedTopic, None] = {}
+        # Created by ``wait`` only: an idle SSE stream that is delivered to directly never
+        # waits, and keeps no event (rule 1 holds: ``wait`` checks the marks first).
+        self._event: trio.Event | None = None
+        self.closed = False
+        #: Set by a frontend that can deliver without waking a task (an idle SSE stream):
+        #: the relay calls it after marking a topic of this feed dirty, and wakes ``wait``
+        #: only when it returns False (it could not, or topics are still behind).
+        self.deliver: Callable[[], bool] | None = None
+        #: Set by a frontend while its stream is one idle, directly written topic: the
+        #: pass may then hand it a batch read once for every such watcher (rule 8).
+        self.sink: GroupSink | None = None
+        #: Topics that reached their to_seq/to_ts end (issue 18), until subscribed again:
+        #: the frames of their last read still commit to a ``commit: true`` named cursor.
+        #: Created by the first end (an idle watcher pays nothing for it).
+        self.ended: dict[str, FeedTopic] | None = None
+
+    def add(
+        self,
+        name: str,
+        log: TopicLog,
+        cursor: int,
+        opts: FeedOptions,
+        guard: FirstRead | None = None,
+    ) -> FeedTopic:
+        """Start delivering ``name`` after ``cursor`` (replaces an earlier subscription)."""
+        self.remove(name)
+        if self.ended:
+            self.ended.pop(name, None)
+        ft = FeedTopic(self, name, log, cursor, opts)
+        ft.guard = guard
+        self.topics[name] = ft
+        self._hub.listen(ft)  # rule 1: registered before the first read
+        self._mark(ft)
+        return ft
+
+    def remove(self, name: str) -> bool:
+        ft = self.topics.pop(name, None)
+        if ft is None:
+            return False
+        self._drop(ft)
+        return True
+
+    def close(self) -> None:
+        for ft in list(self.topics.values()):
+            self._drop(ft)
+        self.topics.clear()
+        self.closed = True
+        self._hub.joiners.pop(self, None)  # no more prefix joins (_watch_prefix)
+
+    @property
+    def has_dirty(self) -> bool:
+        """Some topic is marked for a read (``poll`` has work)."""
+        return bool(self.marked)
+
+    def dirty_topics(self) -> list[str]:
+        return [ft.name for ft in self.marked]
+
+    def degrade_lossy(self) -> list[str]:
+        """The outbound queue stayed full past its grace: every lossy topic jumps to its
+        head with a ``from_seq_too_old`` tombstone at its next read. Returns their names."""
+        names = []
+        for ft in self.topics.values():
+            if ft.lossy and not ft.removed:
+                ft.degraded = True
+                self._mark(ft)
+                names.append(ft.name)
+        return names
+
+    def poll(self) -> list[WatchEvent]:
+        """Read each dirty topic once; topics still behind stay dirty (round robin)."""
+        out: list[WatchEvent] = []
+        if not self.marked:
+            return out
+        batch = list(self.marked)
+        self.marked.clear()
+        for ft in batch:
+            if not ft.removed and self._step(ft, out):
+                self.marked[ft] = None
+        return out
+
+    async def wait(self) -> None:
+        """Return once some topic may have something to deliver."""
+        try:
+            while not self.marked:
+                event = self._event = trio.Event()
+                await event.wait()
+        finally:
+            self._event = None  # ``_mark`` sets only an event someone waits on
+
+    def notify(self) -> None:
+        """Topics were marked by a relay: deliver directly if the frontend can, else wake
+        ``wait``."""
+        deliver = self.deliver
+        if (deliver is None or not deliver()) and self._event is not None:
+            self._event.set()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _mark(self, ft: FeedTopic) -> None:
+        self.marked[ft] = None
+        if self._event is not None:
+            self._event.set()
+
+    def _drop(self, ft: FeedTopic) -> None:
+        ft.removed = True
+        self.marked.pop(ft, None)
+        self._hub.unlisten(ft)
+
+    def _step(self, ft: FeedTopic, out: list[WatchEvent]) -> bool:
+        """One read of ``ft``; append its events. Returns True while it is behind."""
+        hub = self._hub
+        log = ft.log
+        if log.deleted:
+            out.append(TopicDeletedEvent(ft.name, log.head, ft.cursor))
+            if self.topics.get(ft.name) is ft:
+                del self.topics[ft.name]
+            self._drop(ft)
+            return False
+        if log is not hub.retained:
+            hub.retention(log)
+        assert ft.tw is not None
+        upto = ft.tw.visible_head() if ft.opts.strong else log.head
+        if ft.degraded:
+            ft.degraded = False
+            if upto > ft.cursor:
+                lost = Tombstone(
+                    ft.cursor + 1, upto, "from_seq_too_old", upto - ft.cursor, log.earliest, upto
+                )
+                ft.cursor = upto
+                out.append(TombstoneEvent(ft.name, lost, upto))
+        first = ft.first
+        if first:
+            ft.first = False
+            if ft.guard is not None:
+                first_read(ft, upto, out)  # topic-added, the backlog guard
+        outcome = hub.read(ft, upto)
+        tomb = outcome.tombstone
+        if tomb is not None:
+            if first and tomb.reason in _LOSS:
+                tomb = replace(tomb, reason="from_seq_too_old")
+            out.append(TombstoneEvent(ft.name, tomb, tomb.gap_to))
+        if outcome.batch is not None:
+            out.append(outcome.batch)
+        ft.cursor = outcome.next_from_seq
+        if outcome.end_reached:  # issue 18: terminal for this topic, like a deletion
+            out.append(EndReachedEvent(ft.name, log.head, ft.cursor))
+            if self.topics.get(ft.name) is ft:
+                del self.topics[ft.name]
+                if self.ended is None:
+                    self.ended = {}
+                self.ended[ft.name] = ft
+            self._drop(ft)
+            return False
+        if not outcome.caught_up:
+            ft.live = False
+            return True
+        if not ft.live:
+            ft.live = True
+            out.append(CaughtUpEvent(ft.name, outcome.head_seq, ft.cursor))
+        if ft.opts.strong and upto < log.head:
+            hub.wait_committed(ft)
+        return False
