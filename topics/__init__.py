@@ -2,7 +2,8 @@
 
 The public surface: the async :class:`Engine` (also ``AsyncEngine``) opened with
 :func:`open_engine`, the synchronous facade :func:`open`, configuration and result
-types, and every error class.
+types, and every error class. The types and errors load with the package; the engine,
+its facades, the Reader and the HTTP client load when first named.
 """
 
 from __future__ import annotations
@@ -14,23 +15,17 @@ from ._clock import ManualClock as ManualClock
 from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
 from .config import TopicConfig as TopicConfig
-from .consumer import consume as consume
 from .cursor_types import ConsumeStats as ConsumeStats
 from .cursor_types import CursorInfo as CursorInfo
 from .cursor_types import DeleteCursorResult as DeleteCursorResult
-from .engine import Engine as Engine
-from .engine import open_engine as open_engine
 from .errors import *  # noqa: F403 - the error classes are public by design
 from .errors import __all__ as _errors_all
-from .frontends.inproc import SyncEngine as SyncEngine
-from .frontends.inproc import open as open
 from .queue_types import AckResult as AckResult
 from .queue_types import ClaimResult as ClaimResult
 from .queue_types import ExtendResult as ExtendResult
 from .queue_types import Job as Job
 from .queue_types import NackResult as NackResult
 from .queue_types import RedriveResult as RedriveResult
-from .reader import Reader as Reader
 from .router_types import DeleteRouterResult as DeleteRouterResult
 from .router_types import PutRouterResult as PutRouterResult
 from .router_types import RouterConfig as RouterConfig
@@ -48,24 +43,49 @@ from .types import TopicPage as TopicPage
 from .types import TopicState as TopicState
 from .types import TopicSummary as TopicSummary
 from .types import WriteResult as WriteResult
-from .worker import Worker as Worker
-from .worker import WorkerStats as WorkerStats
-from .worker import run_worker as run_worker
 
 if TYPE_CHECKING:
     from .client import AsyncClient as AsyncClient
     from .client import Client as Client
-
-AsyncEngine = Engine
+    from .consumer import consume as consume
+    from .engine import Engine as AsyncEngine
+    from .engine import Engine as Engine
+    from .engine import open_engine as open_engine
+    from .frontends.inproc import SyncEngine as SyncEngine
+    from .frontends.inproc import open as open
+    from .reader import Reader as Reader
+    from .worker import Worker as Worker
+    from .worker import WorkerStats as WorkerStats
+    from .worker import run_worker as run_worker
 
 
 def __getattr__(name: str) -> Any:
-    # The HTTP client pulls in httpx and wsproto (~100 ms); embedded users never pay for it.
-    if name in ("Client", "AsyncClient"):
-        from . import client
+    # The engine, its facades and the Reader bring in trio and the storage and subsystem
+    # modules (~0.2 s), the HTTP client httpx and wsproto (~0.1 s). They load on first
+    # use, so a process that needs only the types and errors, such as the one Spark starts
+    # for every streaming query to plan it, never pays for them.
+    module: Any
+    if name in ("Engine", "AsyncEngine", "open_engine"):
+        from . import engine as module
+    elif name in ("SyncEngine", "open"):
+        from .frontends import inproc as module
+    elif name == "Reader":
+        from . import reader as module
+    elif name in ("Worker", "WorkerStats", "run_worker"):
+        from . import worker as module
+    elif name == "consume":
+        from . import consumer as module
+    elif name in ("Client", "AsyncClient"):
+        from . import client as module
+    else:
+        raise AttributeError(f"module 'topics' has no attribute {name!r}")
+    value = getattr(module, "Engine" if name == "AsyncEngine" else name)
+    globals()[name] = value  # later lookups find it without this function
+    return value
 
-        return getattr(client, name)
-    raise AttributeError(f"module 'topics' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __version__ = "0.1.0"

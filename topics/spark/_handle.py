@@ -24,9 +24,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..reader import Reader
+if TYPE_CHECKING:
+    from ..reader import Reader
 
 __all__ = ["ReaderHandle", "directory_state"]
 
@@ -49,6 +50,14 @@ def directory_state(path: str) -> tuple[tuple[str, int, int, int], ...]:
                     st = entry.stat(follow_symlinks=False)
                     out.append((entry.path, st.st_ino, st.st_size, st.st_mtime_ns))
     return tuple(sorted(out))
+
+
+def _open_reader(path: str) -> Reader:
+    # Imported here: the Reader brings in the storage and log modules and trio, which a
+    # planner that finds its view file (_sources rule 5) never needs.
+    from ..reader import Reader
+
+    return Reader(path)
 
 
 class ReaderHandle:
@@ -85,7 +94,7 @@ class ReaderHandle:
             now = time.monotonic()
             if cached is None:
                 files = directory_state(self.path)
-                _CACHE[key] = (Reader(self.path), now, files)
+                _CACHE[key] = (_open_reader(self.path), now, files)
             elif self.max_age_s is not None and now - cached[1] > self.max_age_s:
                 return self._refresh(key, cached)
             return _CACHE[key][0]
@@ -112,7 +121,7 @@ class ReaderHandle:
             if cached is not None:
                 return self._refresh(key, cached)
             files = directory_state(self.path)
-            reader = Reader(self.path)
+            reader = _open_reader(self.path)
             _CACHE[key] = (reader, time.monotonic(), files)
             return reader
 

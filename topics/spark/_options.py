@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from .._names import check_topic_name
-from .._reads import read_bounds
+from .._where import compile_where
 from ..errors import TopicsError
 
 __all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
@@ -276,7 +276,7 @@ def _where(raw: str | None) -> object:
     except ValueError:
         raise OptionError(f"where: not JSON: {raw!r}") from None
     try:
-        read_bounds(where=where)
+        compile_where(where)
     except TopicsError as exc:
         raise OptionError(f"where: {exc.message}") from None
     return where

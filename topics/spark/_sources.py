@@ -32,9 +32,10 @@ Rules:
    written.
 6. A streaming query plans in a Python process Spark starts afresh for that query (the
    stream reader's runner), so every import of this package is part of each query's
-   start. Modules only a task or a url-mode read uses (``pyarrow.compute``,
-   ``pyarrow.json``, ``http.client``) are imported where they are used: 40-110 ms less
-   per query start on this machine.
+   start. Modules only a task, a url-mode read or a write uses (``pyarrow.compute``,
+   ``pyarrow.json``, ``http.client``; the Reader, in ``_handle``; the engine, in
+   ``_write``) are imported where they are used, and ``import topics`` leaves the engine
+   and trio unloaded: a planner that finds its view file (rule 5) imports none of them.
 7. ``refresh()`` defers refreshing the process's Reader to its next use (a page, a
    time bound): planning reads heads and segments from the planning view, which is
    keyed by the directory's exact file state, so a planner whose Reader is older than

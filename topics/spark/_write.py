@@ -61,7 +61,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -74,9 +74,11 @@ from pyspark.sql.types import ArrayType, MapType, Row, StringType, StructType
 from .._core.columns import WANT_ALL
 from .._storage.fs import DataDirLockedError
 from ..errors import TopicNotFoundError
-from ..frontends.inproc import SyncEngine
 from ._options import LEDGER, OptionError, WriteOptions
 from ._sources import HttpSource
+
+if TYPE_CHECKING:
+    from ..frontends.inproc import SyncEngine
 
 __all__ = ["LEDGER_TOPIC", "TopicsCommitMessage", "TopicsStreamWriter", "TopicsWriter"]
 
@@ -390,6 +392,10 @@ class _PathAppender:
 
 
 def _open_engine(path: str, timeout_s: float) -> SyncEngine:
+    # Here, not at the top: the engine and trio are for path writes only, and every
+    # streaming query's planner process imports this module (_sources rule 6).
+    from ..frontends.inproc import SyncEngine
+
     deadline = time.monotonic() + timeout_s
     delay = 0.05
     while True:
