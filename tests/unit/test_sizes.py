@@ -23,8 +23,6 @@ REASON = "Kept whole:"
 #: Modules over the limit today (path relative to the repository).
 KNOWN_LARGE_FILES: frozenset[str] = frozenset(
     {
-        # The pure-Python twin of the core's extensions, one module as their API is one.
-        "topics/_core/_pure.py",
         # The facade on purpose: one Engine class whose public methods carry their full
         # docstrings (the API reference) and delegate in one call each; the machinery is
         # in _writes, _read_ops, _topic_ops and the subsystems. Splitting the class by area
