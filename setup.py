@@ -12,6 +12,8 @@ from setuptools import Extension, setup
 DEBUG = os.environ.get("TOPICS_CYTHON_DEBUG") == "1"
 
 macros = [("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [("NDEBUG", "1")]
+# No depends= lists: cythonize follows each .pyx's include statements, so editing a .pxi
+# re-cythonizes (and so recompiles) the extension that includes it.
 extensions = [
     Extension(
         "topics._core._ext",

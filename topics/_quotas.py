@@ -28,8 +28,9 @@ import bisect
 from collections.abc import Iterable, Sequence
 
 from .errors import ThrottledError
+from .settings import Limits
 
-__all__ = ["NamespaceQuotas", "count_under"]
+__all__ = ["NamespaceQuotas", "count_under", "quotas_for"]
 
 # Sorts after every character a name may hold ([A-Za-z0-9._:-]): name < prefix + _TOP for
 # every name that starts with prefix.
@@ -87,3 +88,13 @@ class NamespaceQuotas:
         for prefixes in self.namespaces:
             if name.startswith(prefixes) and count_under(names, prefixes) >= cap:
                 raise ThrottledError.for_limit(limit, cap)
+
+
+def quotas_for(namespaces: Iterable[Sequence[str]], limits: Limits) -> NamespaceQuotas | None:
+    """The quotas ``limits`` puts on these namespaces, or None when none applies (rule 5)."""
+    quotas = NamespaceQuotas(
+        namespaces,
+        max_topics=limits.max_topics_per_key,
+        max_routers=limits.max_routers_per_key,
+    )
+    return quotas if quotas.active else None

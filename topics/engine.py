@@ -33,7 +33,7 @@ from ._job_ops import JobOps
 from ._limits import DIFF_BYTE_BUDGET
 from ._log import TopicLog
 from ._queue_ops import QueueOps
-from ._quotas import NamespaceQuotas
+from ._quotas import NamespaceQuotas, quotas_for
 from ._read_ops import ReadOps
 from ._routers import Routers
 from ._storage.fs import Fs, RealFs
@@ -777,13 +777,7 @@ class Engine:
         Every creation path checks them, the engine's own (dead letters, router dests)
         included. The HTTP app calls this with its keys; without it no quota applies.
         """
-        limits = self.limits
-        quotas = NamespaceQuotas(
-            namespaces,
-            max_topics=limits.max_topics_per_key,
-            max_routers=limits.max_routers_per_key,
-        )
-        self._app.quotas = quotas if quotas.active else None
+        self._app.quotas = quotas_for(namespaces, self.limits)
 
 
 @asynccontextmanager

@@ -1,0 +1,185 @@
+"""The JSON syntax check (``json_check``) and the split of a batch dumps() text per value."""
+
+from __future__ import annotations
+
+import re
+
+from ._pure_format import Buffer, FrameError, as_bytes
+
+_MAX_DEPTH = 512
+
+
+_WS = re.compile(rb"[ \t\n\r]*")
+_DIGITS = re.compile(rb"[0-9]*")
+_STR_BODY = re.compile(rb'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _json_fail(pos: int) -> FrameError:
+    return FrameError(f"invalid JSON at byte {pos}", -1, "data", "json")
+
+
+def _ws(buf: bytes, pos: int) -> int:
+    m = _WS.match(buf, pos)
+    assert m is not None  # the pattern matches the empty string
+    return m.end()
+
+
+def _string(buf: bytes, pos: int) -> int:
+    """Scan the string opening at ``pos``; return the offset after its closing quote."""
+    body = _STR_BODY.match(buf, pos + 1)
+    assert body is not None
+    stop = body.end()
+    try:
+        buf[pos + 1 : stop].decode()
+    except UnicodeDecodeError as exc:
+        raise _json_fail(pos + 1 + exc.start) from None
+    if stop < len(buf) and buf[stop] == 0x22:
+        return stop + 1
+    if stop < len(buf) and buf[stop] == 0x5C:  # a bad escape: blame its first bad byte
+        bad = stop + 1
+        if bad < len(buf) and buf[bad] == 0x75:
+            bad += 1
+            while bad < len(buf) and buf[bad] in _HEX:
+                bad += 1
+        stop = bad
+    raise _json_fail(min(stop, len(buf)))
+
+
+def _number(buf: bytes, pos: int) -> int:
+    end = len(buf)
+    if buf[pos] == 0x2D:
+        pos += 1
+    if pos < end and buf[pos] == 0x30:
+        pos += 1
+    elif pos < end and 0x31 <= buf[pos] <= 0x39:
+        pos = _DIGITS.match(buf, pos + 1).end()  # type: ignore[union-attr]
+    else:
+        raise _json_fail(pos)
+    if pos < end and buf[pos] == 0x2E:
+        pos += 1
+        stop = _DIGITS.match(buf, pos).end()  # type: ignore[union-attr]
+        if stop == pos:
+            raise _json_fail(pos)
+        pos = stop
+    if pos < end and buf[pos] in b"eE":
+        pos += 1
+        if pos < end and buf[pos] in b"+-":
+            pos += 1
+        stop = _DIGITS.match(buf, pos).end()  # type: ignore[union-attr]
+        if stop == pos:
+            raise _json_fail(pos)
+        pos = stop
+    return pos
+
+
+def _literal(buf: bytes, pos: int) -> int:
+    for word in (b"true", b"false", b"null"):
+        if buf[pos] == word[0]:
+            for k, ch in enumerate(word):
+                if pos + k >= len(buf) or buf[pos + k] != ch:
+                    raise _json_fail(min(pos + k, len(buf)))
+            return pos + len(word)
+    raise _json_fail(pos)
+
+
+def _key(buf: bytes, pos: int) -> int:
+    """Scan ``"key" :`` at ``pos``; return the offset of the member's value."""
+    if pos >= len(buf) or buf[pos] != 0x22:
+        raise _json_fail(min(pos, len(buf)))
+    pos = _ws(buf, _string(buf, pos))
+    if pos >= len(buf) or buf[pos] != 0x3A:
+        raise _json_fail(min(pos, len(buf)))
+    return _ws(buf, pos + 1)
+
+
+def _value(buf: bytes, pos: int) -> tuple[int, int]:
+    """Scan the one JSON value that starts at ``pos`` (no whitespace skipped before it).
+
+    Returns (offset just after it, member count if it is an object else -1); raises
+    FrameError at the first bad byte. Stops at the value's last byte whatever follows, so a
+    value inside a larger text scans exactly as it would on its own.
+    """
+    end = len(buf)
+    stack = bytearray()  # the open brackets, innermost last
+    members = -1
+    while True:
+        if pos >= end:
+            raise _json_fail(end)
+        c = buf[pos]
+        if c in b"[{":
+            if len(stack) >= _MAX_DEPTH:
+                raise _json_fail(pos)
+            stack.append(c)
+            if c == 0x7B and len(stack) == 1:
+                members = 0
+            pos = _ws(buf, pos + 1)
+            if pos < end and buf[pos] == c + 2:  # "]" / "}" follow "[" / "{" by 2
+                stack.pop()
+                pos += 1
+            else:
+                if c == 0x7B:
+                    pos = _key(buf, pos)
+                    members += len(stack) == 1
+                continue
+        elif c == 0x22:
+            pos = _string(buf, pos)
+        elif c == 0x2D or 0x30 <= c <= 0x39:
+            pos = _number(buf, pos)
+        else:
+            pos = _literal(buf, pos)
+        while True:  # after a value: close containers until a "," or the end
+            if not stack:
+                return pos, members
+            pos = _ws(buf, pos)
+            if pos >= end:
+                raise _json_fail(end)
+            if buf[pos] == 0x2C:
+                pos = _ws(buf, pos + 1)
+                if stack[-1] == 0x7B:
+                    pos = _key(buf, pos)
+                    members += len(stack) == 1
+                break
+            if buf[pos] != stack[-1] + 2:
+                raise _json_fail(pos)
+            stack.pop()
+            pos += 1
+
+
+def json_check(data: Buffer) -> int:
+    buf = as_bytes(data)
+    pos, members = _value(buf, _ws(buf, 0))
+    pos = _ws(buf, pos)
+    if pos != len(buf):
+        raise _json_fail(pos)
+    return members
+
+
+def split_array(buf: bytes, count: int) -> list[tuple[int, int, int]]:
+    """Split what dumps() made of a list of ``count`` values into one span per value.
+
+    The encoders this is used with write a list as "[" + ",".join(texts) + "]", each text
+    exactly what they make of that value alone; a span (start, stop, members) runs from
+    just after one delimiter to just before the next (whitespace included, as a standalone
+    text would have it) and must hold exactly one valid JSON value (json_check's rules).
+    Returns the ``count`` spans when the whole text splits cleanly, else []: an element
+    that does not check (NaN or Infinity, say), a missing delimiter or a wrong count means
+    the values go through dumps() one by one, and that path reports the failing record
+    exactly. (No prefix is trusted: a text from ujson's verbatim __json__ hook that holds
+    a "," shifts every span after it.)
+    """
+    spans: list[tuple[int, int, int]] = []
+    if count == 0 or not buf.startswith(b"["):
+        return []
+    pos = 0
+    for j in range(count):
+        try:
+            stop, members = _value(buf, _ws(buf, pos + 1))
+        except FrameError:
+            return []
+        stop = _ws(buf, stop)
+        if stop >= len(buf) or buf[stop] != (0x2C if j + 1 < count else 0x5D):
+            return []
+        spans.append((pos + 1, stop, members))
+        pos = stop
+    return spans if pos == len(buf) - 1 else []
