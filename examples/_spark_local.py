@@ -44,8 +44,11 @@ def local_spark(app: str) -> Iterator[SparkSession]:
         try:
             yield running
         finally:
-            for key, value in saved.items():
-                running.conf.set(key, value)
+            for key, old in saved.items():
+                if old is None:
+                    running.conf.unset(key)
+                else:
+                    running.conf.set(key, old)
         return
     spark = (
         SparkSession.builder.master("local[2]")
