@@ -56,6 +56,7 @@ def test_lookup_udf_example_enriches_seqs_through_the_embedded_reader(
     assert "lookups/s" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_each_example_s_command_line_starts(script: str) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
