@@ -27,9 +27,29 @@ from topics.client import Client
 LISTENING = "topics-server listening on "
 
 
-def local_spark(app: str) -> SparkSession:
+@contextmanager
+def local_spark(app: str) -> Iterator[SparkSession]:
     """``local[2]``, no UI or progress bars, two shuffle partitions, UTC, the ``topics``
-    format registered."""
+    format registered; stopped after.
+
+    When this process already runs a SparkSession (the test suite runs the examples
+    against its own, so each run does not start a JVM), the example uses that one with
+    these SQL settings, puts its settings back after and leaves it running."""
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        settings = {"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"}
+        saved = {key: running.conf.get(key) for key in settings}
+        for key, value in settings.items():
+            running.conf.set(key, value)
+        try:
+            yield running
+        finally:
+            for key, old in saved.items():
+                if old is None:
+                    running.conf.unset(key)
+                else:
+                    running.conf.set(key, old)
+        return
     spark = (
         SparkSession.builder.master("local[2]")
         .appName(app)
@@ -41,7 +61,10 @@ def local_spark(app: str) -> SparkSession:
     )
     spark.sparkContext.setLogLevel("ERROR")
     topics.spark.register(spark)
-    return spark
+    try:
+        yield spark
+    finally:
+        spark.stop()
 
 
 def start_server(data_dir: str) -> tuple[subprocess.Popen[str], str]:
@@ -67,11 +90,8 @@ def spark_and_server(app: str, data_dir: str) -> Iterator[tuple[SparkSession, st
     """A topics-server on ``data_dir`` and a local SparkSession, both stopped after."""
     proc, url = start_server(data_dir)
     try:
-        spark = local_spark(app)
-        try:
+        with local_spark(app) as spark:
             yield spark, url
-        finally:
-            spark.stop()
     finally:
         stop_server(proc)
 

@@ -111,7 +111,6 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=100_000)
     args = parser.parse_args()
     data_dir = tempfile.mkdtemp(prefix="topics-spark-lookup-")
-    spark = None
     try:
         with topics.open(data_dir) as db:
             for start in range(0, args.records, 10_000):
@@ -125,29 +124,29 @@ def main() -> None:
                 )
             db.delete_records("prices", before_seq=11)  # seqs 1..10 are gone: NULLs
         print(f"wrote {args.records} records into {data_dir}")
-        spark = local_spark("topics-spark-lookup")
-        pairs = spark.range(args.lookups, numPartitions=4).select(
-            F.lit("prices").alias("topic"),
-            ((F.col("id") * 7919) % (args.records + 5) + 1).alias("seq"),  # a few past the head
-        )
-        enriched = pairs.mapInArrow(make_lookup(ReaderHandle(data_dir)), OUT_SCHEMA)
-        enriched.count()  # warm-up: workers start and open the Reader
-        t = time.perf_counter()
-        rows = enriched.collect()
-        seconds = time.perf_counter() - t
-        by_seq = {r.seq: r for r in rows}
-        assert by_seq[5].data is None  # deleted
-        assert by_seq[args.records + 3].data is None  # past the head
-        assert by_seq[12].data == '{"sku":11,"price":11.5}'
-        assert by_seq[12].tag == "s11"
-        print(f"collect(): {len(rows)} enriched rows to the driver in {seconds:.2f} s")
-        t = time.perf_counter()
-        enriched.write.format("noop").mode("overwrite").save()
-        seconds = time.perf_counter() - t
-        print(f"{args.lookups} lookups in {seconds:.2f} s: {args.lookups / seconds:,.0f} lookups/s")
+        with local_spark("topics-spark-lookup") as spark:
+            pairs = spark.range(args.lookups, numPartitions=4).select(
+                F.lit("prices").alias("topic"),
+                ((F.col("id") * 7919) % (args.records + 5) + 1).alias("seq"),  # a few past the head
+            )
+            enriched = pairs.mapInArrow(make_lookup(ReaderHandle(data_dir)), OUT_SCHEMA)
+            enriched.count()  # warm-up: workers start and open the Reader
+            t = time.perf_counter()
+            rows = enriched.collect()
+            seconds = time.perf_counter() - t
+            by_seq = {r.seq: r for r in rows}
+            assert by_seq[5].data is None  # deleted
+            assert by_seq[args.records + 3].data is None  # past the head
+            assert by_seq[12].data == '{"sku":11,"price":11.5}'
+            assert by_seq[12].tag == "s11"
+            print(f"collect(): {len(rows)} enriched rows to the driver in {seconds:.2f} s")
+            t = time.perf_counter()
+            enriched.write.format("noop").mode("overwrite").save()
+            seconds = time.perf_counter() - t
+            print(
+                f"{args.lookups} lookups in {seconds:.2f} s: {args.lookups / seconds:,.0f} lookups/s"
+            )
     finally:
-        if spark is not None:
-            spark.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
