@@ -47,6 +47,7 @@ from topics.engine import open_engine
 from topics.settings import Limits
 
 from .http import HttpSettings, create_app
+from .http.connection import CLOSE_HANDSHAKE_TIMEOUT_S
 from .http.serve import serve
 from .http.state import HttpState
 
@@ -78,6 +79,10 @@ ENV_VARS: dict[str, tuple[str, str]] = {
         "30000",
         "a request body must be whole this long after its head (408)",
     ),
+    "TOPICS_WS_CLOSE_TIMEOUT_MS": (
+        str(round(CLOSE_HANDSHAKE_TIMEOUT_S * 1000)),
+        "a WebSocket client must answer the server's close frame this soon",
+    ),
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -101,6 +106,7 @@ class ServerConfig:
     http_lane: bool = True
     keep_alive_timeout_s: float = 5.0
     head_timeout_s: float = 10.0
+    ws_close_timeout_s: float = CLOSE_HANDSHAKE_TIMEOUT_S
 
 
 def _env_bool(env: Mapping[str, str], name: str) -> bool:
@@ -199,12 +205,13 @@ def load_config(args: argparse.Namespace, env: Mapping[str, str]) -> ServerConfi
     drain = args.drain_timeout_ms
     if drain is None:
         drain = _env_number(env, "TOPICS_DRAIN_TIMEOUT_MS", 10_000.0)
-    keep_alive, head, body = (
+    keep_alive, head, body, ws_close = (
         _env_positive(env, name, float(ENV_VARS[name][0]))
         for name in (
             "TOPICS_HTTP_KEEP_ALIVE_MS",
             "TOPICS_HTTP_HEAD_TIMEOUT_MS",
             "TOPICS_HTTP_BODY_TIMEOUT_MS",
+            "TOPICS_WS_CLOSE_TIMEOUT_MS",
         )
     )
     return ServerConfig(
@@ -226,6 +233,7 @@ def load_config(args: argparse.Namespace, env: Mapping[str, str]) -> ServerConfi
         http_lane=_env_bool({"TOPICS_HTTP_LANE": "1", **env}, "TOPICS_HTTP_LANE"),
         keep_alive_timeout_s=keep_alive / 1000,
         head_timeout_s=head / 1000,
+        ws_close_timeout_s=ws_close / 1000,
     )
 
 
@@ -326,6 +334,7 @@ async def serve_forever(cfg: ServerConfig, listening: trio.Event | None = None) 
                         _hypercorn_config(cfg),
                         lane=cfg.http_lane,
                         head_timeout=cfg.head_timeout_s,
+                        close_timeout=cfg.ws_close_timeout_s,
                         shutdown_trigger=stop.wait,
                         task_status=task_status,
                     )

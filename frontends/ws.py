@@ -26,7 +26,7 @@ Rules:
    sends ``error`` ``shutting_down`` and closes with 1001; a slow consumer gets ``error``
    ``slow_consumer`` and 1013.
 6. Once the server has sent its close frame (the session ended, or hypercorn refused an
-   oversized message with 1009), the client has ``CLOSE_HANDSHAKE_TIMEOUT_S`` (5 s) to
+   oversized message with 1009), the client has ``TOPICS_WS_CLOSE_TIMEOUT_MS`` (5 s) to
    answer; then the connection is dropped (``http/connection.py`` rule 4).
 """
 

@@ -22,8 +22,9 @@ Rules:
    session ended, or it refused an oversized message with 1009 and kept the up to 16 MiB
    it had buffered), waits for the client's close frame for as long as the client likes;
    :class:`GuardedStream`, the stream hypercorn is given, sees the close frame go out and
-   gives the client :data:`CLOSE_HANDSHAKE_TIMEOUT_S` to answer (RFC 6455 §7.1.1 lets
-   the server then drop the TCP connection).
+   gives the client ``close_timeout`` (``TOPICS_WS_CLOSE_TIMEOUT_MS``, by default
+   :data:`CLOSE_HANDSHAKE_TIMEOUT_S`) to answer (RFC 6455 §7.1.1 lets the server then
+   drop the TCP connection).
 5. The head deadline holds on connections hypercorn owns too: :class:`GuardedStream`
    arms it when bytes arrive while no request is in flight, and the dispatcher disarms
    it when a request reaches the app (:meth:`ConnectionInfo.request_started`, and
@@ -53,7 +54,8 @@ log = logging.getLogger("topics.http.connection")
 
 #: Where a connection's :class:`ConnectionInfo` sits in the ASGI scope's ``state``.
 CONNECTION_KEY = "topics.connection"
-#: Rule 4: how long a client may take to answer the server's WebSocket close frame.
+#: Rule 4: how long a client may take to answer the server's WebSocket close frame, unless
+#: the server is told otherwise.
 CLOSE_HANDSHAKE_TIMEOUT_S = 5.0
 _SWITCHING = b"HTTP/1.1 101 "
 
@@ -116,21 +118,26 @@ class GuardedStream(trio.abc.HalfCloseableStream):
     write that starts with a close frame's first byte is the close frame.
     """
 
-    __slots__ = ("_head_timeout", "_info", "_stream", "_upgraded", "socket")
+    __slots__ = ("_close_timeout", "_head_timeout", "_info", "_stream", "_upgraded", "socket")
 
     def __init__(
-        self, stream: trio.SocketStream, info: ConnectionInfo, head_timeout: float = math.inf
+        self,
+        stream: trio.SocketStream,
+        info: ConnectionInfo,
+        head_timeout: float = math.inf,
+        close_timeout: float = CLOSE_HANDSHAKE_TIMEOUT_S,
     ) -> None:
         self._stream = stream
         self._info = info
         self._upgraded = False
         self._head_timeout = head_timeout
+        self._close_timeout = close_timeout
         self.socket = stream.socket
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if self._upgraded:
             if data[:1] == b"\x88":  # FIN + opcode 8 (close); a server never masks
-                self._info.close_within(CLOSE_HANDSHAKE_TIMEOUT_S)
+                self._info.close_within(self._close_timeout)
         elif bytes(data[: len(_SWITCHING)]) == _SWITCHING:
             self._upgraded = True
         await self._stream.send_all(data)

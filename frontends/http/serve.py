@@ -33,7 +33,13 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from .app import TopicsHttpApp
-from .connection import CONNECTION_KEY, ConnectionInfo, GuardedStream, run_guarded
+from .connection import (
+    CLOSE_HANDSHAKE_TIMEOUT_S,
+    CONNECTION_KEY,
+    ConnectionInfo,
+    GuardedStream,
+    run_guarded,
+)
 from .lane import HEAD_TIMEOUT_S, MAX_BODY, AsgiApp, Lane, LaneConnection
 from .routing import Route
 
@@ -130,6 +136,7 @@ async def serve(
     accepts: Callable[[str, str], object] | None = None,
     max_body: int = MAX_BODY,
     head_timeout: float = HEAD_TIMEOUT_S,
+    close_timeout: float = CLOSE_HANDSHAKE_TIMEOUT_S,
     shutdown_trigger: Callable[[], Awaitable[None]],
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -138,7 +145,8 @@ async def serve(
     ``accepts`` (``(method, path) -> verdict``, lane rule 2) and ``max_body`` say what the lane takes; for a
     :class:`TopicsHttpApp` they default to its fast routes and its body limit.
     ``head_timeout`` bounds how long a lane connection may take to send a whole request
-    head once its first byte has arrived.
+    head once its first byte has arrived; ``close_timeout`` how long a WebSocket client
+    may take to answer the server's close frame (``connection.py`` rule 4).
 
     Kept whole: the nesting of its three nurseries (lifespan, connections, accepting) is
     the shutdown order, and follows ``hypercorn.trio.serve`` so the two can be compared.
@@ -164,7 +172,7 @@ async def serve(
         stream: trio.SocketStream, info: ConnectionInfo, read_ahead: bytes
     ) -> None:
         state = ConnectionState({**lifespan_state, CONNECTION_KEY: info})
-        guarded = GuardedStream(stream, info, head_timeout)
+        guarded = GuardedStream(stream, info, head_timeout, close_timeout)
         server: TCPServer
         if read_ahead:
             server = _HandedOver(wrapped, config, context, state, guarded, read_ahead=read_ahead)
