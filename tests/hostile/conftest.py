@@ -5,7 +5,8 @@ Each test module that uses ``target`` runs twice, once with the fast lane
 (``TOPICS_HTTP_LANE=1``) and once without it (``0``). The server is shared by a module's
 tests of one lane mode (starting one costs ~1-2 s); it runs with keys
 (:data:`KEYS`) and short connection deadlines (:data:`HEAD_TIMEOUT_MS`,
-:data:`BODY_TIMEOUT_MS`, :data:`KEEP_ALIVE_MS`) so slowloris cases finish in about a second.
+:data:`BODY_TIMEOUT_MS`, :data:`KEEP_ALIVE_MS`, :data:`WS_CLOSE_TIMEOUT_MS`) so slowloris
+cases finish in about a second.
 
 Rules:
 1. An attack that kills the server fails its own test, not the rest: ``target`` starts a
@@ -42,6 +43,8 @@ DRAIN_TIMEOUT_MS = 500
 #: An idle connection (no byte of a next request) is closed after this long; longer than
 #: the head deadline + slack, so a head test cannot pass on the idle timeout instead.
 KEEP_ALIVE_MS = 4000
+#: How long a WebSocket client may leave the server's close frame unanswered.
+WS_CLOSE_TIMEOUT_MS = 1000
 #: How late past a deadline a close may come (2 shared cores, a loaded CI box).
 SLACK_S = 2.0
 SEED_TOPIC = "hostile-seed"
@@ -57,6 +60,7 @@ def server_env(lane: str, **extra: str) -> dict[str, str]:
         "TOPICS_HTTP_BODY_TIMEOUT_MS": str(BODY_TIMEOUT_MS),
         "TOPICS_DRAIN_TIMEOUT_MS": str(DRAIN_TIMEOUT_MS),
         "TOPICS_HTTP_KEEP_ALIVE_MS": str(KEEP_ALIVE_MS),
+        "TOPICS_WS_CLOSE_TIMEOUT_MS": str(WS_CLOSE_TIMEOUT_MS),
         **extra,
     }
 
