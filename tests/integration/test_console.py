@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.chromium import HEADLESS_FLAGS, Chromium, find_chromium
+from tests.support.chromium import HEADLESS_FLAGS, Browser, Chromium, find_chromium
 from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
 
 from .conftest import ServerProcess
@@ -292,9 +292,17 @@ def keyed(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     return start_server({"TOPICS_API_KEYS": KEY})
 
 
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One chromium for the module's console tests: each test's page gets a browser
+    context of its own (``_console``), so no storage or open stream outlives its test."""
+    with Chromium.launch(tmp_path_factory.mktemp("chromium") / "profile") as shared:
+        yield shared
+
+
 @contextlib.contextmanager
-def _console(server: ServerProcess, tmp_path: Path) -> Iterator[Chromium]:
-    with Chromium.open(f"{server.base_url}/console", tmp_path / "profile") as page:
+def _console(server: ServerProcess, browser: Browser) -> Iterator[Chromium]:
+    with browser.page(f"{server.base_url}/console") as page:
         # Without the key every call is refused (and the script is running: typing before
         # it is would submit the bare form instead).
         page.wait_for("document.querySelector('#status').textContent.startsWith('401')")
@@ -332,12 +340,12 @@ def _text(page: Chromium, selector: str) -> str:
 
 
 def test_console_produces_browses_by_seq_and_time_and_shows_cursors(
-    keyed: ServerProcess, tmp_path: Path
+    keyed: ServerProcess, browser: Browser
 ) -> None:
     with keyed.client(KEY) as http:
         http.post("/v0/topics/c-orders", json={"records": [{"data": {"n": 1}}]}).raise_for_status()
         http.put("/v0/topics/c-orders/cursors/billing", json={"seq": 1}).raise_for_status()
-        with _console(keyed, tmp_path) as page:
+        with _console(keyed, browser) as page:
             _open_topic(page, "c-orders")
             page.wait_for("document.querySelector('#cursors .cursor-name') !== null")
             assert _text(page, "#cursors .cursor-lag") == "0"
@@ -378,10 +386,10 @@ def test_console_produces_browses_by_seq_and_time_and_shows_cursors(
             )
 
 
-def test_console_edits_a_topic_config(keyed: ServerProcess, tmp_path: Path) -> None:
+def test_console_edits_a_topic_config(keyed: ServerProcess, browser: Browser) -> None:
     with keyed.client(KEY) as http:
         http.put("/v0/topics/c-config", json={"cap_records": 10}).raise_for_status()
-        with _console(keyed, tmp_path) as page:
+        with _console(keyed, browser) as page:
             _open_topic(page, "c-config")
             config = json.loads(
                 _text(page, "#config-json")
@@ -402,12 +410,12 @@ def test_console_edits_a_topic_config(keyed: ServerProcess, tmp_path: Path) -> N
 
 
 def test_console_deletes_records_and_a_topic_only_after_confirmation(
-    keyed: ServerProcess, tmp_path: Path
+    keyed: ServerProcess, browser: Browser
 ) -> None:
     with keyed.client(KEY) as http:
         records = [{"data": i} for i in range(5)]
         http.post("/v0/topics/c-doomed", json={"records": records}).raise_for_status()
-        with _console(keyed, tmp_path) as page:
+        with _console(keyed, browser) as page:
             _open_topic(page, "c-doomed")
             _set(page, "#delete-before", "3")
             _submit(page, "#delete-records-form")
@@ -440,7 +448,7 @@ def test_console_deletes_records_and_a_topic_only_after_confirmation(
 
 
 def test_console_shows_dead_letter_counts_and_redrives(
-    keyed: ServerProcess, tmp_path: Path
+    keyed: ServerProcess, browser: Browser
 ) -> None:
     with keyed.client(KEY) as http:
         http.put(
@@ -452,7 +460,7 @@ def test_console_shows_dead_letter_counts_and_redrives(
         http.post("/v0/topics/c-jobs/nack", json={"node": "w", "seqs": [1]}).raise_for_status()
         assert http.post("/v0/topics/c-jobs/claim", json={"node": "w"}).json()["count"] == 0
         assert http.get("/v0/topics/c-jobs-dlq").json()["count"] == 1
-        with _console(keyed, tmp_path) as page:
+        with _console(keyed, browser) as page:
             row = "[...document.querySelectorAll('#queues tbody tr')].find((tr) => tr.cells[0].textContent === 'c-jobs')"
             page.wait_for(f"!!{row} && {row}.querySelector('.dlq-count').textContent === '1'")
             assert page.evaluate(f"{row}.querySelector('.dead').textContent") == "1"
@@ -697,10 +705,12 @@ def _server_error(http: httpx.Client, path: str, body: dict[str, Any]) -> str:
     return f"400 invalid_request: {error['message']}"
 
 
-def test_console_tails_with_since_until_to_and_where(keyed: ServerProcess, tmp_path: Path) -> None:
+def test_console_tails_with_since_until_to_and_where(
+    keyed: ServerProcess, browser: Browser
+) -> None:
     with keyed.client(KEY) as http:
         records = _orders(http, "c-refunds")
-        with _console(keyed, tmp_path) as page:
+        with _console(keyed, browser) as page:
             # since + to seq + where: the refunds among seqs 1-5, then the end.
             _set(page, "#tail-since", "1h")
             _set(page, "#tail-to", "5")
@@ -774,11 +784,11 @@ def test_console_tails_with_since_until_to_and_where(keyed: ServerProcess, tmp_p
 
 
 def test_console_browses_to_an_end_with_a_where_and_agrees_with_the_cli(
-    keyed: ServerProcess, tmp_path: Path
+    keyed: ServerProcess, browser: Browser
 ) -> None:
     with keyed.client(KEY) as http:
         _orders(http, "c-browse")
-        with _console(keyed, tmp_path) as page:
+        with _console(keyed, browser) as page:
             # The page's own copy of filters.js reads the table as the CLI does.
             _assert_agrees_with_the_cli(
                 page.evaluate(f"({_JS_TABLES})(TopicsFilters, {_tables_args()})")
