@@ -69,7 +69,7 @@ async def _write_and_drain(n: int, workers: int, batch: int, kind: str) -> tuple
                 res = await engine.claim("jobs", node=f"w{k}", max=batch)
                 if not res.count:
                     with trio.move_on_after(0.05):
-                        await engine._wait_claimable("jobs")
+                        await engine.wait_claimable("jobs")
                     continue
                 await engine.ack("jobs", node=f"w{k}", seqs=res.seqs, lease_ids=res.lease_ids)
                 acked += res.count

@@ -127,7 +127,7 @@ async def _inproc(n: int, workers: int, batch: int, jitter_ms: int, concurrent: 
                 res = await engine.claim("jobs", node=node, max=batch)
                 if not res.count:
                     with trio.move_on_after(0.05):
-                        await engine._wait_claimable("jobs")
+                        await engine.wait_claimable("jobs")
                     continue
                 latencies.append((time.perf_counter() - t0) * 1e6)
                 await engine.ack("jobs", node=node, seqs=res.seqs, lease_ids=res.lease_ids)

@@ -63,6 +63,16 @@ class CursorOps:
     async def put_cursor(
         self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
     ) -> CursorInfo:
+        """Commit ``seq`` to the named cursor of ``topic`` (rules 1-3), creating it.
+
+        Raises: invalid_request (bad name, seq above the head), topic_not_found,
+        cursor_conflict (``expect_seq`` differs from the committed seq), throttled
+        (``MAX_CURSORS_PER_TOPIC``).
+
+        Example::
+
+            await engine.put_cursor("orders", "billing", 41, expect_seq=40)
+        """
         name = check_topic_name(topic)
         cname = check_cursor_name(cursor)
         seq = _args.u64("seq", seq)
@@ -91,6 +101,7 @@ class CursorOps:
         return self._cursor_info(log, cname)
 
     async def get_cursor(self, topic: str, cursor: str) -> CursorInfo:
+        """The named cursor with its lag. Raises: topic_not_found, cursor_not_found."""
         name = check_topic_name(topic)
         cname = check_cursor_name(cursor)
         self._app.check_ready()
@@ -101,6 +112,7 @@ class CursorOps:
         return self._cursor_info(log, cname)
 
     async def list_cursors(self, topic: str) -> list[CursorInfo]:
+        """Every cursor of ``topic`` in name order, with its lag. Raises: topic_not_found."""
         name = check_topic_name(topic)
         self._app.check_ready()
         log = self._app.live_topic(name)
@@ -108,6 +120,7 @@ class CursorOps:
         return [self._cursor_info(log, c) for c in sorted(self.cursors.of(log.topic_id))]
 
     async def delete_cursor(self, topic: str, cursor: str) -> DeleteCursorResult:
+        """Forget the named cursor (absent: ``deleted=False``). Raises: topic_not_found."""
         name = check_topic_name(topic)
         cname = check_cursor_name(cursor)
         self._app.check_serving()
@@ -121,6 +134,7 @@ class CursorOps:
         return DeleteCursorResult(name, cname, deleted)
 
     def cursor_lags(self, include: Callable[[str], bool] | None = None) -> list[CursorInfo]:
+        """Every cursor of every topic ``include`` accepts (for /v0/metrics)."""
         out: list[CursorInfo] = []
         by_topic = self.cursors.by_topic
         if not by_topic:

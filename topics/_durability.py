@@ -98,6 +98,7 @@ class Durability:
         return await app.wait(ticket)
 
     def storage_gauges(self) -> dict[str, int]:
+        """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
         space = self._app.space
         return {
             "topics_storage_degraded": int(self._app.storage_state() != "ok"),
@@ -207,6 +208,7 @@ class Durability:
                 del unreleased[log]
 
     def wal_statistics(self) -> WalStatistics | None:
+        """WAL counters for /v0/metrics, or None for a memory-only engine."""
         store = self._app.store
         return store.wal.statistics() if store is not None else None
 

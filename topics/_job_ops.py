@@ -252,6 +252,24 @@ class JobOps:
         where: Mapping[str, Any] | None = None,
         may_touch: Callable[[str], bool] | None = None,
     ) -> RedriveResult:
+        """Move dead-lettered jobs from ``topic`` back to their queue (or ``to``).
+
+        Each job goes to ``to`` if given, else to the queue its ``$dead_letter_from``
+        stamp names. The copy keeps ``data``, ``$tag`` and ``meta`` and gets provenance
+        stamps (``$redrive_from``, ``$redrive_src_seq``, ``$redrive_origin``,
+        ``$redrive_origin_seq``, ``$redrive_at``); it is a fresh job (deliveries start
+        again). Jobs move in seq order, one atomic batch per target (module rule 4).
+
+        Args:
+            max: jobs to move at most (default 1000, at most 100000).
+            where: ``{"origin": queue}`` only jobs dead-lettered from that queue;
+                ``{"match": <tag match as in a delete>}`` only jobs whose tag matches.
+            may_touch: the caller's name allowlist; a target outside it is ``forbidden``
+                before anything moves.
+
+        Raises: invalid_request, topic_not_found (``topic``, or ``to``), not_a_queue
+        (``to`` is a log topic), forbidden.
+        """
         name = check_topic_name(topic)
         target_name = check_topic_name(to) if to is not None else None
         limit = REDRIVE_DEFAULT if max is None else _args.u64("max", max)

@@ -128,6 +128,25 @@ class QueueOps:
     async def claim(
         self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
     ) -> ClaimResult:
+        """Lease up to ``max`` claimable jobs to ``node`` (§10.2).
+
+        Args:
+            node: the worker's identity (required; at most ``max_node_bytes``).
+            max: jobs wanted, clamped to ``limits.max_claim`` (fewer, even none, is normal).
+            lease_ms: lease duration (default the topic's ``lease_ms``), clamped
+                [100, 86400000].
+
+        Returns: the jobs ascending by seq, each with its ``lease_id``, absolute
+        ``deadline`` and ``deliveries``; and ``ready``, what is claimable afterwards.
+
+        Raises: invalid_request, topic_not_found, not_a_queue.
+
+        Example::
+
+            res = await engine.claim("jobs", node="w1", max=16)
+            for job in res.claimed: ...
+            await engine.ack("jobs", node="w1", seqs=res.seqs, lease_ids=res.lease_ids)
+        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         want = self._claim_max(max)
@@ -243,6 +262,14 @@ class QueueOps:
         seqs: Sequence[int],
         lease_ids: Sequence[str] | None = None,
     ) -> AckResult:
+        """Complete jobs held by ``node``: each is permanently deleted (§10.4).
+
+        Seqs not currently leased to ``node`` (or whose lease id does not match, when
+        ``lease_ids`` is given: one per seq) are skipped and reported; acking is idempotent.
+        On an fsync-class queue the delete is synced before this returns.
+
+        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
+        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         refs = self._lease_refs(seqs, lease_ids)
@@ -280,6 +307,11 @@ class QueueOps:
         delay_ms: int = 0,
         lease_ids: Sequence[str] | None = None,
     ) -> NackResult:
+        """Release leases held by ``node``; each job is claimable again after ``delay_ms``
+        (clamped [0, 86400000]; until then it counts as neither ready nor in flight) (§10.5).
+
+        Raises: invalid_request, batch_too_large, topic_not_found, not_a_queue.
+        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         delay = min(_args.u64("delay_ms", delay_ms), DELAY_MS_MAX)
@@ -311,6 +343,13 @@ class QueueOps:
         lease_ms: int,
         lease_ids: Sequence[str] | None = None,
     ) -> ExtendResult:
+        """Set the deadline of leases held by ``node`` to now + ``lease_ms`` (§10.6).
+
+        Expired (reclaimed) or foreign leases are skipped; deliveries do not change.
+
+        Raises: invalid_request (also for a missing lease_ms), batch_too_large,
+        topic_not_found, not_a_queue.
+        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         if lease_ms is None:
@@ -341,6 +380,17 @@ class QueueOps:
     async def open_work_session(
         self, topic: str, *, node: str, max: int = 1, lease_ms: int | None = None
     ) -> AsyncIterator[WorkSession]:
+        """A PUSH-mode delivery session: keeps up to ``max`` jobs leased to this session.
+
+        ``await session.next_jobs()`` waits until it can lease at least one more job
+        without exceeding ``max`` in flight on this session, and returns them (a claim that
+        joins the coalescing window like any other). Jobs are acked, nacked and extended
+        through the ordinary methods. When the block exits (the connection closed, however),
+        every lease delivered on this session and still held is released at once.
+
+        Raises (at open): invalid_request, topic_not_found, not_a_queue. ``next_jobs``
+        raises topic_not_found / not_a_queue if the topic is deleted or stops being a queue.
+        """
         name = check_topic_name(topic)
         who = self._node_arg(node)
         want = self._claim_max(max)
@@ -355,6 +405,11 @@ class QueueOps:
             session._close()
 
     async def wait_claimable(self, topic: str, *, timeout_s: float = math.inf) -> bool:
+        """Wait until the queue may have claimable jobs (or timeout); True if it has now.
+
+        Wakes on appends, nacks, releases and acks, and when a lease or nack delay is due.
+        Used by the worker helper for its idle wait.
+        """
         self._app.check_ready()
         log = self.queue_log(check_topic_name(topic))
         q = self.queue_state(log)

@@ -1,7 +1,7 @@
 """The diff behind ``Engine.diff`` (contract §3; issue 18's bounds, filter and format).
 
-``Engine.diff`` keeps the public signature and its docstring and hands its arguments
-here in one call. The read itself is ``topics/_reads.py``'s (shared with the offline
+``Engine.diff`` is :meth:`ReadOps.diff` (topics/_facade.py): its signature and
+docstring are the API reference. The read itself is ``topics/_reads.py``'s (shared with the offline
 Reader); this module checks the arguments, resolves a named cursor's start, long-polls a
 caught-up read and commits the answer to the cursor.
 
@@ -25,6 +25,7 @@ import trio
 from . import _args
 from ._cloudevents import check_format, to_cloudevents
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from ._limits import DIFF_BYTE_BUDGET
 from ._names import check_topic_name
 from ._reads import ReadBounds, read_bounds, read_diff
 from .errors import InvalidRequestError, TopicNotFoundError
@@ -42,7 +43,7 @@ MAX_WAIT_MS = 30_000
 
 
 class ReadOps:
-    """``Engine.diff``'s machinery over the appender and the named cursors."""
+    """``Engine.diff`` over the appender and the named cursors."""
 
     def __init__(self, appender: Appender, cursor_ops: CursorOps) -> None:
         self._app = appender
@@ -58,24 +59,43 @@ class ReadOps:
     async def diff(
         self,
         topic: str,
-        from_seq: int,
-        limit: int,
-        node: str | list[str] | None,
-        include_tags: bool,
-        include_meta: bool,
-        include_data: bool,
-        wait_ms: int,
-        max_bytes: int,
-        cursor: str | None,
-        commit: bool,
-        from_ts: int | None,
-        to_ts: int | None,
-        to_seq: int | None,
-        where: object,
-        format: str,
-        ce_type_field: str | None,
+        *,
+        from_seq: int = 0,
+        limit: int = 0,
+        node: str | list[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        include_data: bool = True,
+        wait_ms: int = 0,
+        max_bytes: int = DIFF_BYTE_BUDGET,
+        cursor: str | None = None,
+        commit: bool = False,
+        from_ts: int | None = None,
+        to_ts: int | None = None,
+        to_seq: int | None = None,
+        where: object = None,
+        format: str = "records",
+        ce_type_field: str | None = None,
     ) -> DiffResult:
-        """``Engine.diff`` (its docstring is the contract).
+        """Records after ``from_seq`` (exclusive), windowed, with any tombstone (§3).
+
+        Issue 18: ``from_ts`` starts at the first record with ``$ts >= from_ts`` (instead
+        of ``from_seq``; echoed as ``result.from_seq``), ``to_ts``/``to_seq`` end the read
+        inclusively (``result.end_reached``), ``where`` filters (topics/_where.py), and
+        ``format="cloudevents"`` answers CloudEvents (``result.events``; the type from
+        meta's ``ce_type_field``, default "type"). docs/SEMANTICS.md rules 29-32.
+
+        ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
+        write (at most 30 s). ``cursor`` starts after a named cursor's committed seq
+        instead of ``from_seq`` (_cursor_ops rule 1); ``commit`` then commits the answer's
+        ``next_from_seq`` to it before answering (at most once: an answer lost on the way
+        is not read again). Raises: invalid_request, topic_not_found (never creates).
+
+        Example::
+
+            res = await engine.diff("orders", from_seq=0, limit=100)
+            for rec in res.records: ...
+            cursor = res.next_from_seq
 
         Kept whole: it is the hot path of every read, a straight sequence of argument
         checks (all before the lookup, rule 1) and one read; the long poll is a method of

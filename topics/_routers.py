@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -162,10 +162,37 @@ class Routers:
     def __len__(self) -> int:
         return len(self.routers)
 
-    # -- the endpoints (called by the Engine facade) -------------------------------------
+    # -- the endpoints: Engine.put_router, get_router, list_routers, delete_router --------
 
-    async def put(self, name: str, body: object) -> PutRouterResult:
-        name = check_router_name(name)
+    async def put(self, router: str, body: Mapping[str, Any] | None = None) -> PutRouterResult:
+        """Create a router or apply a changed definition (idempotent upsert, §6).
+
+        Forwarding is asynchronous and derived: a background worker copies every record
+        appended to ``source`` after the router's creation into ``dest``; a write to
+        ``source`` never waits for it. A PUT that changes ``source`` restarts at the new
+        source's head; any other change keeps the router's cursor. An absent ``source``
+        is auto-created on the router's behalf (default topic config), and so is an absent
+        ``dest`` unless ``create_dest`` is false; only once every check passed, so a
+        refused router leaves no topic behind.
+
+        Args:
+            router: the router name (topic charset plus ``>``, e.g. ``"orders->audit"``).
+            body: ``source`` and ``dest`` (required), ``preserve_node``, ``preserve_tag``,
+                ``create_dest``, ``filter``, ``allow_cycle``, ``guarantee``.
+
+        Returns: ``created`` True only when this call made the router.
+
+        Raises: invalid_request (bad field, missing source/dest, source == dest, bad
+        filter), topic_not_found (dest absent with ``create_dest`` false),
+        router_cycle (``detail.cycle``), topic_exists_incompatible (``detail.reason``
+        ``router_dest_fan_in``), throttled (``max_routers``, or ``max_topics`` and the
+        namespace quotas for the topics it would create).
+
+        Example::
+
+            await engine.put_router("orders->audit", {"source": "orders", "dest": "audit"})
+        """
+        name = check_router_name(router)
         config = parse_router_config(body)
         app = self.appender
         app.check_serving()
@@ -182,51 +209,53 @@ class Routers:
             dest = app.registry.create(config.dest, TopicConfig())
         # Rule 6: everything below up to the awaits is one synchronous step.
         restart = old is None or old.config.source != config.source
-        router = Router(name, config, _new_inc())
-        router.cursor = source.head  # rule 5
+        fresh = Router(name, config, _new_inc())
+        fresh.cursor = source.head  # rule 5
         if old is not None:
             self._unlink(old)
             if not restart:
-                router.inc, router.cursor = old.inc, old.cursor
-            router.forwarded_total = old.forwarded_total
-            router.dropped_total = old.dropped_total
-        router.source_id, router.dest_id = source.topic_id, dest.topic_id
-        self._link(router)
+                fresh.inc, fresh.cursor = old.inc, old.cursor
+            fresh.forwarded_total = old.forwarded_total
+            fresh.dropped_total = old.dropped_total
+        fresh.source_id, fresh.dest_id = source.topic_id, dest.topic_id
+        self._link(fresh)
         made = [log for log in (source, dest) if log.name in created]
-        tickets = self._log_put(router, made, restart)
-        self._spawn(router)
+        tickets = self._log_put(fresh, made, restart)
+        self._spawn(fresh)
         for ticket in tickets:
             await app.wait(ticket)
         if not tickets:
             await trio.lowlevel.checkpoint()
         return PutRouterResult(name, old is None, config)
 
-    async def get(self, name: str) -> RouterInfo:
-        name = check_router_name(name)
+    async def get(self, router: str) -> RouterInfo:
+        """A router's definition and forwarding state (§6). Raises: router_not_found."""
+        name = check_router_name(router)
         self.appender.check_ready()
-        router = self.routers.get(name)
-        if router is None:
+        held = self.routers.get(name)
+        if held is None:
             raise RouterNotFoundError.for_router(name)
-        source = self.appender.registry.get(router.config.source)
-        lag = max(0, source.head - router.cursor) if source is not None else 0
+        source = self.appender.registry.get(held.config.source)
+        lag = max(0, source.head - held.cursor) if source is not None else 0
         await trio.lowlevel.checkpoint()
         return RouterInfo(
-            name,
-            router.config,
-            router.cursor,
-            router.forwarded_total,
-            router.dropped_total,
-            lag,
+            name, held.config, held.cursor, held.forwarded_total, held.dropped_total, lag
         )
 
     async def page(
         self,
-        prefix: str | None,
-        source: str | None,
-        dest: str | None,
-        page_size: int,
-        cursor: str | None,
+        *,
+        prefix: str | None = None,
+        source: str | None = None,
+        dest: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
     ) -> RouterPage:
+        """One page of routers in name order, optionally only those with this ``source``
+        or ``dest`` (§6). ``next_cursor`` is set only when more follow.
+
+        Raises: invalid_request (bad page_size, malformed cursor).
+        """
         for field, value in (("prefix", prefix), ("source", source), ("dest", dest)):
             if value is not None and not isinstance(value, str):
                 raise InvalidRequestError.for_field(field, "must be a string")
@@ -255,18 +284,20 @@ class Routers:
         await trio.lowlevel.checkpoint()
         return RouterPage(out, encode_list_cursor(last) if last is not None else None)
 
-    async def delete(self, name: str) -> DeleteRouterResult:
-        name = check_router_name(name)
+    async def delete(self, router: str) -> DeleteRouterResult:
+        """Delete a router: its worker stops at once; copies already in dest stay (§6).
+        Absent: ``deleted=False``."""
+        name = check_router_name(router)
         self.appender.check_serving()
-        router = self.routers.get(name)
-        if router is not None:
-            self._unlink(router)
-        ticket = self._log_delete(name) if router is not None else None
+        held = self.routers.get(name)
+        if held is not None:
+            self._unlink(held)
+        ticket = self._log_delete(name) if held is not None else None
         if ticket is not None:
             await self.appender.wait(ticket)
         else:
             await trio.lowlevel.checkpoint()
-        return DeleteRouterResult(name, router is not None)
+        return DeleteRouterResult(name, held is not None)
 
     def on_topic_deleted(self, log: TopicLog) -> list[str]:
         """Rule 7: remove (and log the removal of) every router touching ``log``."""

@@ -1,8 +1,8 @@
 """The topic set, record deletes and the gauges behind the Engine facade (§1, §5, §8.3).
 
-``Engine.put_topic``, ``get_topic``, ``list_topics``, ``delete_topic``,
-``delete_records`` and ``statistics`` keep their signatures and docstrings on the facade
-and hand their arguments here in one call.
+The public ``Engine.put_topic``, ``get_topic``, ``list_topics``, ``delete_topic``,
+``delete_records`` and ``statistics`` are these methods (topics/_facade.py): their
+signatures and docstrings are the API reference.
 
 Rules:
 1. A topic's deletion tells every subsystem that keeps state per topic (routers, queues,
@@ -78,8 +78,14 @@ class TopicOps:
         self._log_topic = durability.log_topic
         self._queue_counters = queue_ops.queue_counters
 
-    async def put_topic(self, topic: str, config: Mapping[str, Any] | None) -> PutTopicResult:
-        """``Engine.put_topic`` (its docstring is the contract)."""
+    async def put_topic(
+        self, topic: str, config: Mapping[str, Any] | None = None
+    ) -> PutTopicResult:
+        """Create a topic or apply a config change (idempotent upsert, §1.1).
+
+        Raises: invalid_request, topic_exists_incompatible (type change), throttled
+        (max_topics).
+        """
         app = self._app
         name = check_topic_name(topic)
         app.check_serving()
@@ -104,8 +110,8 @@ class TopicOps:
             await self._log_topic(log)
         return PutTopicResult(name, False, cfg)
 
-    async def get_topic(self, topic: str, touch: bool) -> TopicState:
-        """``Engine.get_topic`` (its docstring is the contract)."""
+    async def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
+        """Topic state (§1.2). ``touch`` bumps the auto-priority recency clock."""
         touch = _args.bool_arg("touch", touch)
         self._app.check_ready()
         log = self._app.live_topic(check_topic_name(topic))
@@ -129,9 +135,14 @@ class TopicOps:
         )
 
     async def list_topics(
-        self, prefix: str | None, page_size: int, cursor: str | None, touch: bool
+        self,
+        *,
+        prefix: str | None = None,
+        page_size: int = 100,
+        cursor: str | None = None,
+        touch: bool = False,
     ) -> TopicPage:
-        """``Engine.list_topics`` (its docstring is the contract)."""
+        """One page of topics in name order (§1.3)."""
         if prefix is not None and not isinstance(prefix, str):
             raise InvalidRequestError.for_field("prefix", "must be a string")
         size = _args.u64("page_size", page_size)
@@ -151,8 +162,8 @@ class TopicOps:
         await self._app.yield_point()
         return TopicPage(summaries, encode_list_cursor(last) if last is not None else None)
 
-    async def delete_topic(self, topic: str, if_empty: bool) -> DeleteTopicResult:
-        """``Engine.delete_topic`` (its docstring is the contract; rule 1)."""
+    async def delete_topic(self, topic: str, *, if_empty: bool = False) -> DeleteTopicResult:
+        """Delete a topic and everything it holds (§1.4, rule 1). Absent: ``deleted=False``."""
         app = self._app
         name = check_topic_name(topic)
         if_empty = _args.bool_arg("if_empty", if_empty)
@@ -178,9 +189,12 @@ class TopicOps:
         return DeleteTopicResult(name, True, routers)
 
     async def delete_records(
-        self, topic: str, before_seq: int | None, match: object
+        self, topic: str, *, before_seq: int | None = None, match: object = None
     ) -> DeleteRecordsResult:
-        """``Engine.delete_records`` (its docstring is the contract)."""
+        """Permanently delete records by seq bound and/or tag match (§5). Silent: no tombstone.
+
+        Raises: invalid_request (neither given, bad match), topic_not_found.
+        """
         app = self._app
         name = check_topic_name(topic)
         if before_seq is None and match is None:
@@ -214,9 +228,14 @@ class TopicOps:
         )
 
     def statistics(
-        self, max_topic_gauges: int, include: Callable[[str], bool] | None
+        self, *, max_topic_gauges: int = 1000, include: Callable[[str], bool] | None = None
     ) -> EngineStatistics:
-        """``Engine.statistics`` (its docstring is the contract)."""
+        """A frozen snapshot of the gauges /v0/metrics reports (§8.3).
+
+        ``include`` limits the per-topic gauges (and what ``topic_gauges_truncated`` counts)
+        to the names it accepts, e.g. a prefix-limited key's allowlist; the aggregates
+        always cover every topic.
+        """
         app = self._app
         by_class = dict.fromkeys(("ephemeral", "memory", "disk", "fsync"), 0)
         records = queues = leases = visible = 0

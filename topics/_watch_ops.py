@@ -73,6 +73,7 @@ class WatchOps:
 
     @property
     def watch_hub(self) -> WatchHub:
+        """The engine's watch hub (created on first use); tests tune ``.settings`` here."""
         hub = self._watch_hub
         if hub is None:
             hub = self._watch_hub = WatchHub(
@@ -110,6 +111,31 @@ class WatchOps:
         format: str = "records",
         ce_type_field: str | None = None,
     ) -> WatchCreated:
+        """Create a watch session (POST /v0/watch, §7.1).
+
+        Args:
+            topics: topic -> ``{"from_seq": n}`` or ``{"tail": true}`` (or ``{}``/None).
+            lenient: drop unknown topics instead of failing (at least one must exist).
+            owner: the key that creates it; only the same key opens its stream (None:
+                auth disabled, the wid alone opens it).
+            topic_prefix: prefix -> ``{"tail", "max_backlog"}``: every topic under it,
+                now and created later (``topics`` may then be empty; _watch_prefix).
+            max_backlog: the default per-topic backlog limit (0: none; _watch_guard).
+            on_backlog: ``"jump"`` (a ``backlog-exceeded`` frame) or ``"error"`` (409 here).
+            where, format, ce_type_field: filter every topic's records and/or deliver them
+                as CloudEvents, as on a diff; a topic's options may also hold ``from_ts``,
+                ``to_ts`` and ``to_seq`` (topics/_watch_bounds.py).
+
+        Raises: invalid_request (malformed, no topics, over TOPICS_MAX_WATCH_TOPICS),
+        forbidden (a prefix outside the owner's allowlist), topic_not_found,
+        backlog_exceeded (409, with ``on_backlog: "error"``), throttled
+        (TOPICS_MAX_WATCH_SESSIONS).
+
+        Example::
+
+            res = await engine.create_watch({"orders": {"from_seq": 0}})
+            stream = engine.open_watch(res.wid)
+        """
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
@@ -146,6 +172,14 @@ class WatchOps:
         owner: Principal | None = None,
         rewind: Mapping[str, int] | int | None = None,
     ) -> WatchStream:
+        """Open the stream of session ``wid`` (GET /v0/watch/:wid, §7.3-§7.4).
+
+        ``rewind`` is the decoded Last-Event-ID (a cursor map or a checkpoint frame
+        number): it may move the session's cursors back, never forward. The caller owns
+        the returned stream and must ``close()`` it.
+
+        Raises: invalid_request (malformed wid), not_found, unauthorized, throttled.
+        """
         self._app.check_ready()
         stream = self.watch_hub.open_stream(wid, owner, rewind)
         if stream.session.prefixes is not None:
@@ -153,9 +187,11 @@ class WatchOps:
         return stream
 
     def close_watch(self, wid: str) -> bool:
+        """Remove session ``wid`` now; an open stream ends with ``error`` 410."""
         return self.watch_hub.kill(wid)
 
     def open_watch_feed(self) -> WatchFeed:
+        """An empty feed for a WebSocket connection (topics via ``watch_subscribe``)."""
         return WatchFeed(self.watch_hub)
 
     def watch_subscribe(
@@ -178,6 +214,13 @@ class WatchOps:
         format: str = "records",
         ce_type_field: str | None = None,
     ) -> dict[str, TopicWatermarks]:
+        """Add (or restart) topics on ``feed`` (a WebSocket ``subscribe``, §7.x).
+
+        All or nothing: every topic is checked before any is added. Returns each topic's
+        start and watermarks. ``topic_prefix``, ``max_backlog`` and ``on_backlog`` as for
+        :meth:`create_watch`; ``principal`` narrows the prefixes to its allowlist.
+        Raises: invalid_request, forbidden, topic_not_found, backlog_exceeded.
+        """
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
@@ -205,21 +248,30 @@ class WatchOps:
         return {name: w for name, (_, _, w) in resolved.items()}
 
     def watch_prefixes(self, feed: WatchFeed) -> dict[str, Any]:
+        """The ``topic_prefix`` entries ``feed`` joins new topics under (what each covers)."""
         joiner = self.watch_hub.joiners.get(feed)
         if not isinstance(joiner, FeedJoiner):
             return {}
         return {e.prefix: e.to_dict() for e, _ in joiner.entries}
 
     def watch_unsubscribe_prefix(self, feed: WatchFeed, prefixes: tuple[str, ...]) -> list[str]:
+        """Stop joining under ``prefixes`` on ``feed``; returns the topics they cover there
+        (the caller removes them: a WebSocket ``unsubscribe`` of ``topic_prefix``)."""
         joiner = self.watch_hub.joiners.get(feed)
         if not isinstance(joiner, FeedJoiner):
             return []
         return joiner.remove(prefixes)
 
     def acquire_stream_slot(self, key_index: int) -> StreamSlot:
+        """Count one long-lived connection (SSE or WebSocket) against the §11 caps.
+
+        ``key_index`` is the key's position (-1 in dev mode: only the global cap applies).
+        Release the slot when the connection ends. Raises: throttled.
+        """
         return self.watch_hub.slots.acquire(key_index)
 
     def watch_statistics(self) -> WatchStatistics:
+        """Sessions held and long-lived connections open (for /v0/metrics)."""
         return self.watch_hub.statistics()
 
     # -- helpers ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The write path behind ``Engine.write`` (contract §2; docs/SEMANTICS.md rule 18).
 
-``Engine.write`` keeps the public signature and its docstring and hands its arguments
-here in one call; this module owns the machinery: the argument checks, the idempotency
+``Engine.write`` is :meth:`Writes.write` (topics/_facade.py): its signature and
+docstring are the API reference. This module owns the machinery: the argument checks, the idempotency
 key's dedupe hit, producer fencing (topics/_producers.py), the glue to a queue's job plan
 (topics/_job_ops.py), the append and the result.
 
@@ -43,7 +43,7 @@ IDEMPOTENCY_KEY_MAX_CHARS = 256
 
 
 class Writes:
-    """``Engine.write``'s machinery over the appender, the durability and the job options."""
+    """``Engine.write`` over the appender, the durability and the job options."""
 
     def __init__(self, appender: Appender, durability: Durability, job_ops: JobOps) -> None:
         self._app = appender
@@ -64,19 +64,43 @@ class Writes:
         self,
         topic: str,
         records: Sequence[Mapping[str, Any]],
-        node: str | None,
-        idempotency_key: str | None,
-        create: bool | None,
-        config: Mapping[str, Any] | None,
-        return_seqs: bool,
-        expected_head_seq: int | None,
-        producer_id: str | None,
-        epoch: int | None,
-        dedupe: str | None,
-        dedupe_ms: int | None,
-        replace: bool | None,
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        return_seqs: bool = True,
+        expected_head_seq: int | None = None,
+        producer_id: str | None = None,
+        epoch: int | None = None,
+        dedupe: str | None = None,
+        dedupe_ms: int | None = None,
+        replace: bool | None = None,
     ) -> WriteResult:
-        """``Engine.write`` (its docstring is the contract), checks in rule 18's order.
+        """Append a batch atomically (§2); checks in the order of docs/SEMANTICS.md rule 18.
+
+        Args:
+            records: mappings with "data" (any JSON value, or bytes of JSON text) and
+                optional "tag", "node", "meta".
+            expected_head_seq: append only if the topic's ``head_seq`` is exactly this
+                (0 for an absent topic this write creates); compare-and-append.
+            producer_id, epoch: fence older instances of this producer (both or neither):
+                a write with an epoch below the highest one the topic has seen for
+                ``producer_id`` is refused; its last batch's ``idempotency_key`` is
+                deduplicated without a time window (topics/_producers.py).
+            dedupe, dedupe_ms, replace: how the records' ``dedupe_key``s act on a queue
+                (``"until_ack"`` or ``"window"`` for ``dedupe_ms``; ``replace`` swaps a
+                held job never handed out for the new one: topics/_job_ops.py rule 3).
+                Records of a queue may also carry ``deliver_at`` or ``delay_ms``.
+
+        Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,
+        topic_full, throttled, head_mismatch (``detail.head_seq``: the actual head),
+        producer_fenced (``detail.current_epoch``).
+
+        Example::
+
+            res = await engine.write("orders", [{"data": {"sku": "A1"}, "tag": "o-1"}])
+            res.seqs  # [1]
 
         Kept whole: it is the hot path of every write, and its steps share their locals
         (the log, the clock reading, the claim and its fence, the key, the job plan) across

@@ -210,9 +210,9 @@ async def test_a_work_session_wakes_when_a_scheduled_job_comes_due(engine, clock
 async def test_the_worker_idle_wait_wakes_for_a_due_job(engine, clock, autojump_clock):
     await make_queue(engine)
     await engine.write("q", [{"data": 1, "delay_ms": 5000}])
-    assert not await engine._wait_claimable("q", timeout_s=0.001)
+    assert not await engine.wait_claimable("q", timeout_s=0.001)
     clock.advance(5000)
-    assert await engine._wait_claimable("q", timeout_s=10)
+    assert await engine.wait_claimable("q", timeout_s=10)
 
 
 async def test_the_worker_helper_waits_for_a_scheduled_job_and_sees_its_stamps(
