@@ -14,6 +14,7 @@ from ._clock import Clock as Clock
 from ._clock import ManualClock as ManualClock
 from ._clock import SystemClock as SystemClock
 from ._storage.fs import DataDirLockedError as DataDirLockedError
+from ._version import __version__ as __version__
 from .config import TopicConfig as TopicConfig
 from .cursor_types import ConsumeStats as ConsumeStats
 from .cursor_types import CursorInfo as CursorInfo
@@ -87,8 +88,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AckResult",

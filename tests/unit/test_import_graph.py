@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"topics\._core(\..*)?",
             r"topics\._limits",
             r"topics\._clock",
+            r"topics\._version",
             r"topics\.errors",
             r"topics\._names",
             r"topics\._args",
@@ -85,7 +86,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas|writes|read_ops|topic_ops)",
         ),
     ),
-    ("facade", (r"topics\.engine", r"topics\.worker", r"topics\.consumer", r"frontends\.inproc")),
+    (
+        "facade",
+        (
+            r"topics\.engine",
+            r"topics\._facade",
+            r"topics\.worker",
+            r"topics\.consumer",
+            r"frontends\.inproc",
+        ),
+    ),
     (
         "edges",
         (
@@ -104,31 +114,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 
 #: Cross-module private imports that exist today: (importer, module, name).
-KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset(
-    {
-        ("topics.client._ws", "topics.client._watch_state", "_data_spans"),
-    }
-)
+KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset()
 
 #: Import cycles that exist today, each as the sorted modules of one strongly connected
 #: component of the graph.
-KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset(
-    {
-        # The package's lazy ``topics.Client`` and the client's ``topics.__version__``.
-        (
-            "topics",
-            "topics.client",
-            "topics.client._api",
-            "topics.client._async",
-            "topics.client._aworker",
-            "topics.client._sync",
-            "topics.client._transport",
-            "topics.client._watch",
-            "topics.client._worker",
-            "topics.client._ws",
-        ),
-    }
-)
+KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 
 def _modules() -> dict[str, Path]:

@@ -16,6 +16,7 @@ import httpx
 from . import _protocol as p
 from ._api import ClientAPI
 from ._retry import RetryPolicy
+from ._sync import Client
 from ._transport import Exchange, make_settings
 
 if TYPE_CHECKING:
@@ -72,6 +73,13 @@ class AsyncClient(ClientAPI, driver="async"):
     def http(self) -> httpx.AsyncClient:
         """The underlying httpx client (for the streaming helpers)."""
         return self._http
+
+    def sync_twin(self) -> Client:
+        """A synchronous :class:`Client` with this client's settings (a new connection
+        pool): for work the async client hands to a thread, such as saving a consumer
+        group's cursor while an async watch runs."""
+        s = self.settings
+        return Client(s.url, s.api_key, timeout_s=s.timeout_s, retry=s.retry)
 
     async def aclose(self) -> None:
         """Close the connection pool. Idempotent."""

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import httpx
 import ujson
 
+from topics._version import __version__
 from topics.errors import (
     NotFoundError,
     NotReadyError,
@@ -155,8 +156,6 @@ class Settings:
     user_agent: ClassVar[str] = "topics-python"
 
     def headers(self) -> dict[str, str]:
-        from topics import __version__  # topics imports this package: resolve at use
-
         out = {"User-Agent": f"{self.user_agent}/{__version__}", "Accept": "application/json"}
         if self.api_key:
             out["Authorization"] = f"Bearer {self.api_key}"

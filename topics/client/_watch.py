@@ -260,10 +260,7 @@ class WatchPlan:
         store = self.store
         if self.group is not None:
             # The async watch saves in a thread, through a synchronous twin of the client.
-            from ._sync import Client
-
-            s = client.settings
-            store = self._store(Client(s.url, s.api_key, timeout_s=s.timeout_s, retry=s.retry))
+            store = self._store(client.sync_twin())
         return AsyncWatchIterator(client, self.spec, store)
 
     def _store(self, client: Client) -> CursorStore | None:

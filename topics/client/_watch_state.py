@@ -68,6 +68,7 @@ __all__ = [
     "WatchSpec",
     "WatchState",
     "WatchTopics",
+    "data_spans",
 ]
 
 WatchTopics = str | Sequence[str] | Mapping[str, int | Mapping[str, Any]]
@@ -136,7 +137,7 @@ def record_of(obj: dict[str, Any]) -> Record:
     return Record(seq=int(obj["topicsseq"]), ts=ts, data=obj)
 
 
-def _data_spans(text: str, n: int) -> list[bytes] | None:
+def data_spans(text: str, n: int) -> list[bytes] | None:
     """The ``data`` texts of a record frame's records, split with the server's own raw-span
     scanner so nothing is decoded and re-encoded; None if the frame does not split."""
     try:
@@ -335,7 +336,7 @@ class WatchState:
             payload = ujson.loads(ev.data)
         except ValueError:
             return
-        self._frame_text = ev.data  # for the records' verbatim data (_data_spans)
+        self._frame_text = ev.data  # for the records' verbatim data (data_spans)
         if not isinstance(payload, dict):
             return
         if kind == "error":
@@ -355,7 +356,7 @@ class WatchState:
 
     def _record(self, topic: str, payload: dict[str, Any], out: list[Any]) -> int:
         records = payload.get("records") or ()
-        spans = _data_spans(self._frame_text, len(records))
+        spans = data_spans(self._frame_text, len(records))
         for i, obj in enumerate(records):
             # A CloudEvents record is the whole event, not its data member: no span.
             raw = spans[i] if spans and "$seq" in obj else None

@@ -51,8 +51,9 @@ from topics.watch_types import (
 )
 
 from . import _protocol as p
+from ._options import write_options
 from ._transport import ClientConnectionError, Settings, error_from_response
-from ._watch_state import WatchEventValue, WatchRecord, _data_spans, record_of
+from ._watch_state import WatchEventValue, WatchRecord, data_spans, record_of
 from ._ws_types import Subscribed, Unsubscribed
 
 __all__ = ["AsyncWebSocket", "WebSocket"]
@@ -159,7 +160,7 @@ class WsProtocol:
         if not isinstance(frame, dict):
             return
         if frame.get("op") == "record":  # the records' data as sent (WatchRecord.data_json)
-            frame[_SPANS] = _data_spans(text, len(frame.get("records") or ()))
+            frame[_SPANS] = data_spans(text, len(frame.get("records") or ()))
         rid = frame.get("request_id")
         if frame.get("op") in _ANSWERS and isinstance(rid, str):
             self.answers[rid] = frame
@@ -286,8 +287,6 @@ def write_result(frame: Mapping[str, Any]) -> WriteResult:
 
 def publish_options(settings: Settings, options: Mapping[str, Any]) -> dict[str, object]:
     """The ``write()`` options of a publish (unknown names are a TypeError, as there)."""
-    from ._api import write_options
-
     unknown = set(options) - _PUBLISH_OPTIONS
     if unknown:
         raise TypeError(f"unknown publish options: {', '.join(sorted(unknown))}")

@@ -16,7 +16,7 @@ import topics
 from topics.client import AsyncClient, Client
 from topics.consumer import Emit, Sleep, Step, adrive, aiterate, drive, iterate
 
-_OWN = {"close", "aclose", "ws", "http"}
+_OWN = {"close", "aclose", "ws", "http", "sync_twin"}
 
 
 def _public(cls: type) -> dict[str, Any]:
