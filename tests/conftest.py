@@ -12,7 +12,7 @@ a process of its own and gets whole *units*: a test module, so its module-scoped
 and browser start once, or one of :data:`_ONE_WORKER_UNITS`, groups of modules that share
 a session-scoped resource. xdist's ``xdist_group`` mark would say that in the modules, but
 with pytest 9.2 it groups nothing (xdist 3.8 renames ``item._nodeid``, which pytest no
-longer reads), so the scheduler here does it by path.
+longer reads: pytest-xdist issue #1386), so the scheduler here does it by path.
 """
 
 from __future__ import annotations
