@@ -11,8 +11,8 @@ Under ``-n`` (pytest-xdist; ``scripts/test`` runs ``-n 2 --dist loadfile``) each
 a process of its own and gets whole *units*: a test module, so its module-scoped servers
 and browser start once, or one of :data:`_ONE_WORKER_UNITS`, groups of modules that share
 a session-scoped resource. xdist's ``xdist_group`` mark would say that in the modules, but
-with pytest 9.2 it groups nothing (xdist 3.8 renames ``item._nodeid``, which pytest no
-longer reads: pytest-xdist issue #1386), so the scheduler here does it by path.
+with pytest 9.2 it groups nothing (xdist 3.8 writes the group into ``item._nodeid``, which
+pytest no longer reads: pytest-xdist issue #1386), so the scheduler here does it by path.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ settings.load_profile(os.environ.get("TOPICS_HYPOTHESIS", "ci"))
 
 #: Under ``-n``, each of these goes to one worker whole: its modules share a session-scoped
 #: resource that would otherwise start once per worker, a SparkSession (a JVM), or once per
-#: module, the four servers of ``server_in_every_mode`` (pytest orders a session's tests by
-#: that fixture's parameter only across the modules one worker runs together).
+#: module, the four servers of ``server_in_every_mode`` (a worker runs a unit's tests in
+#: collection order, which pytest sorts by that fixture's parameter across modules, so one
+#: unit starts each server once; one unit per module would start all four per module).
 #: tests/unit/test_suite_units.py checks the second list against the modules.
 _ONE_WORKER_UNITS = {
     "spark": ("tests/integration/spark/",),
