@@ -47,10 +47,22 @@ _ONE_WORKER_UNITS = {
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """``--dist loadfile``, except that each of :data:`_ONE_WORKER_UNITS` is one unit."""
+    """``--dist loadfile``, except that each of :data:`_ONE_WORKER_UNITS` is one unit.
+
+    The one private name of xdist the suite uses, ``LoadFileScheduling._split_scope`` (the
+    scope of a test id; the documented way to group, ``xdist_group``, is the broken one),
+    is checked here before the run starts, and pyproject.toml pins pytest-xdist to 3.8.x,
+    the release this was tested with.
+    """
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    if not callable(getattr(LoadFileScheduling, "_split_scope", None)):
+        raise pytest.UsageError(
+            "tests/conftest.py groups modules through LoadFileScheduling._split_scope, which "
+            "this pytest-xdist lacks: install the version pyproject.toml pins, or run -n 0"
+        )
 
     class _FileOrUnitScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
