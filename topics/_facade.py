@@ -8,10 +8,13 @@ which name.
 Rules:
 1. At class creation the descriptor replaces itself with a plain function of the public
    name whose ``__doc__`` and ``inspect.signature`` are the owning method's, so ``help()``,
-   ``inspect`` and the synchronous facade (frontends/inproc.py) see the real parameters.
-2. A coroutine method's public name is a coroutine function too (``inspect`` and the
-   frameworks that ask it see what the method is); the forward costs one call, as the
-   hand-written delegations it replaces did.
+   ``inspect`` and the synchronous facade (frontends/inproc.py) see the real parameters on
+   the class. A coroutine method's public name is a coroutine function too.
+2. :func:`bind_parts`, called once the facade's parts exist, sets each name on the
+   instance to the owning part's bound method: a call through the facade costs what a
+   call to the part costs (no forwarding frame, no repacking of arguments), on the hot
+   paths (``write``, ``diff``) too. The class-level function of rule 1 stays for the
+   class's readers (``help(Engine)``) and for a facade used before it is bound.
 3. For type checkers, ``__get__`` gives the owning method's parameters and result, bound
    (on an instance) or taking the facade first (on the class).
 """
@@ -24,12 +27,15 @@ import operator
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-__all__ = ["Via"]
+__all__ = ["Via", "bind_parts"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 Part = TypeVar("Part")
 Owner = TypeVar("Owner")
+
+#: The class attribute holding a facade class's table: public name -> (part, method name).
+_TABLE = "_via_table"
 
 
 class Via(Generic[Part, P, T]):
@@ -42,7 +48,6 @@ class Via(Generic[Part, P, T]):
     def __set_name__(self, owner: type[Any], name: str) -> None:
         method = self.method
         get_part = operator.attrgetter(self.part)
-
         forward: Callable[..., Any]
         if inspect.iscoroutinefunction(method):
 
@@ -59,6 +64,11 @@ class Via(Generic[Part, P, T]):
         forward.__qualname__ = f"{owner.__qualname__}.{name}"
         forward.__module__ = owner.__module__
         setattr(owner, name, forward)
+        table = owner.__dict__.get(_TABLE)
+        if table is None:
+            table = {}
+            setattr(owner, _TABLE, table)
+        table[name] = (self.part, method.__name__)
 
     @overload
     def __get__(self, obj: None, owner: type[Owner]) -> Callable[Concatenate[Owner, P], T]: ...
@@ -66,3 +76,11 @@ class Via(Generic[Part, P, T]):
     def __get__(self, obj: object, owner: type[Any]) -> Callable[P, T]: ...
     def __get__(self, obj: object, owner: type[Any]) -> Any:
         raise TypeError("reached only before __set_name__ replaced the descriptor")
+
+
+def bind_parts(facade: object) -> None:
+    """Set every ``Via`` name of ``facade``'s class on ``facade`` to its part's bound
+    method (rule 2). Call it once, after the parts are built."""
+    table: dict[str, tuple[str, str]] = getattr(type(facade), _TABLE)
+    for name, (part, method) in table.items():
+        setattr(facade, name, getattr(getattr(facade, part), method))

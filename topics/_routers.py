@@ -164,7 +164,9 @@ class Routers:
 
     # -- the endpoints: Engine.put_router, get_router, list_routers, delete_router --------
 
-    async def put(self, router: str, body: Mapping[str, Any] | None = None) -> PutRouterResult:
+    async def put_router(
+        self, router: str, body: Mapping[str, Any] | None = None
+    ) -> PutRouterResult:
         """Create a router or apply a changed definition (idempotent upsert, §6).
 
         Forwarding is asynchronous and derived: a background worker copies every record
@@ -228,7 +230,7 @@ class Routers:
             await trio.lowlevel.checkpoint()
         return PutRouterResult(name, old is None, config)
 
-    async def get(self, router: str) -> RouterInfo:
+    async def get_router(self, router: str) -> RouterInfo:
         """A router's definition and forwarding state (§6). Raises: router_not_found."""
         name = check_router_name(router)
         self.appender.check_ready()
@@ -242,7 +244,7 @@ class Routers:
             name, held.config, held.cursor, held.forwarded_total, held.dropped_total, lag
         )
 
-    async def page(
+    async def list_routers(
         self,
         *,
         prefix: str | None = None,
@@ -284,7 +286,7 @@ class Routers:
         await trio.lowlevel.checkpoint()
         return RouterPage(out, encode_list_cursor(last) if last is not None else None)
 
-    async def delete(self, router: str) -> DeleteRouterResult:
+    async def delete_router(self, router: str) -> DeleteRouterResult:
         """Delete a router: its worker stops at once; copies already in dest stay (§6).
         Absent: ``deleted=False``."""
         name = check_router_name(router)

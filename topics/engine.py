@@ -1,12 +1,12 @@
 """The Engine facade: the one object every frontend calls (contract §1-§5).
 
 The class is a table: each public method is the method of the same concern's plain class
-(``Via``, topics/_facade.py), where its signature and docstring (the API reference) are
-written once beside the code that does the work: ``_topic_ops`` (the topic set, record
-deletes, gauges), ``_writes``, ``_read_ops`` (the diff), ``_router_set``, ``_queue_ops``,
-``_job_ops``, ``_cursor_ops``, ``_watch_ops`` and ``_durability``, all over one
-``_appender``. Results are ``topics.types`` classes; errors are ``topics.errors`` classes
-carrying the wire code.
+(``Via``, topics/_facade.py; a built engine binds each name to its part's method), where
+its signature and docstring (the API reference) are written once beside the code that
+does the work: ``_topic_ops`` (the topic set, record deletes, gauges), ``_writes``,
+``_read_ops`` (the diff), ``_router_set``, ``_queue_ops``, ``_job_ops``, ``_cursor_ops``,
+``_watch_ops`` and ``_durability``, all over one ``_appender``. Results are
+``topics.types`` classes; errors are ``topics.errors`` classes carrying the wire code.
 
 Rules:
 1. State changes happen in synchronous code between awaits (trio never interleaves
@@ -28,7 +28,7 @@ from ._appender import Appender
 from ._clock import Clock, SystemClock
 from ._cursor_ops import CursorOps
 from ._durability import Durability, open_data_dir
-from ._facade import Via
+from ._facade import Via, bind_parts
 from ._job_ops import JobOps
 from ._limits import DIFF_BYTE_BUDGET
 from ._queue_ops import QueueOps
@@ -81,6 +81,7 @@ class Engine:
             app, durability, self._router_set, self._queue_ops, self._cursor_ops
         )
         self._sweep_retention = self._topic_ops.sweep_retention
+        bind_parts(self)  # engine.write is self._writes.write from here on (_facade rule 2)
 
     # -- topics (§1), writes (§2), reads (§3), deletes (§5) ----------------------------
 
@@ -94,10 +95,10 @@ class Engine:
 
     # -- routers (§6) -----------------------------------------------------------------
 
-    put_router = Via("_router_set", Routers.put)
-    get_router = Via("_router_set", Routers.get)
-    list_routers = Via("_router_set", Routers.page)
-    delete_router = Via("_router_set", Routers.delete)
+    put_router = Via("_router_set", Routers.put_router)
+    get_router = Via("_router_set", Routers.get_router)
+    list_routers = Via("_router_set", Routers.list_routers)
+    delete_router = Via("_router_set", Routers.delete_router)
 
     @property
     def router_count(self) -> int:

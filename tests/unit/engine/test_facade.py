@@ -7,7 +7,9 @@ import inspect
 import pytest
 import trio
 
-from topics._facade import Via
+from topics._facade import Via, bind_parts
+from topics._routers import Routers
+from topics._writes import Writes
 from topics.engine import Engine, open_engine
 
 
@@ -56,16 +58,24 @@ def test_the_descriptor_replaces_itself_and_calls_the_part() -> None:
         later = Via("_part", Part.later)
 
     assert not isinstance(Facade.__dict__["echo"], Via)
-    facade = Facade()
+    facade = Facade()  # unbound: the class's forwards serve it
     assert facade.echo(2, twice=True) == "p:4"
     assert Facade.echo.__doc__ == "Echo."
     with pytest.raises(TypeError):
         facade.echo(2, 3)  # type: ignore[misc]  # twice is keyword-only, as on the owner
     assert trio.run(facade.later, 1) == 2
+    bind_parts(facade)
+    assert facade.echo(3) == "p:3"
+    assert vars(facade)["echo"].__self__ is facade._part
+    assert trio.run(facade.later, 2) == 3
 
 
 async def test_a_method_reaches_the_engine_it_is_called_on() -> None:
     async with open_engine() as one, open_engine() as two:
+        # Bound at construction (_facade rule 2): the part's own method, no forward.
+        assert one.write.__func__ is Writes.write  # type: ignore[attr-defined]
+        assert one.write.__self__ is one._writes  # type: ignore[attr-defined]
+        assert one.list_routers.__func__ is Routers.list_routers  # type: ignore[attr-defined]
         await one.write("t", [{"data": 1}])
         assert (await one.get_topic("t")).head_seq == 1
         assert (await two.list_topics()).topics == []
