@@ -20,7 +20,6 @@ Rules:
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
@@ -29,6 +28,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 import trio
 
 from topics._clock import Clock
+from topics._facade import place
 from topics.engine import Engine, open_engine
 from topics.queue_types import job_record
 from topics.settings import Limits
@@ -43,7 +43,8 @@ T = TypeVar("T")
 class _Forward(Generic[P, T]):
     """A :class:`SyncEngine` method that runs the Engine method of the same name on the
     engine thread (rule 4). Replaced at class creation by a plain function with the Engine
-    method's signature (help() and inspect show the real parameters); for type checkers,
+    method's signature and docstring (``topics._facade.place``: help() and inspect show the
+    real parameters); for type checkers,
     ``__get__`` gives ``Callable[P, T]`` from the Engine method's parameters and result."""
 
     def __init__(self, method: Callable[Concatenate[Engine, P], Awaitable[T]]) -> None:
@@ -53,11 +54,7 @@ class _Forward(Generic[P, T]):
         def fn(db: SyncEngine, /, *args: Any, **kwargs: Any) -> Any:
             return db._call(getattr(db.engine, name), *args, **kwargs)
 
-        fn.__name__ = name
-        fn.__qualname__ = f"{owner.__qualname__}.{name}"
-        fn.__doc__ = f"See :meth:`topics.Engine.{name}`."
-        fn.__signature__ = inspect.signature(self.method)  # type: ignore[attr-defined]
-        setattr(owner, name, fn)
+        place(owner, name, fn, self.method)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...

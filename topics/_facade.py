@@ -27,7 +27,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-__all__ = ["Via", "bind_parts"]
+__all__ = ["Via", "bind_parts", "place"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -59,11 +59,7 @@ class Via(Generic[Part, P, T]):
             def forward(facade: Any, /, *args: Any, **kwargs: Any) -> Any:
                 return method(get_part(facade), *args, **kwargs)
 
-        functools.update_wrapper(forward, method)  # __doc__, __wrapped__ (the signature)
-        forward.__name__ = name
-        forward.__qualname__ = f"{owner.__qualname__}.{name}"
-        forward.__module__ = owner.__module__
-        setattr(owner, name, forward)
+        place(owner, name, forward, method)
         table = owner.__dict__.get(_TABLE)
         if table is None:
             table = {}
@@ -76,6 +72,17 @@ class Via(Generic[Part, P, T]):
     def __get__(self, obj: object, owner: type[Any]) -> Callable[P, T]: ...
     def __get__(self, obj: object, owner: type[Any]) -> Any:
         raise TypeError("reached only before __set_name__ replaced the descriptor")
+
+
+def place(owner: type[Any], name: str, fn: Callable[..., Any], like: Callable[..., Any]) -> None:
+    """Make ``fn`` the method ``name`` of ``owner``, showing ``like``'s docstring and
+    signature (``__wrapped__``) under its own name: rule 1, and the synchronous facade's
+    forwards (frontends/inproc.py)."""
+    functools.update_wrapper(fn, like)
+    fn.__name__ = name
+    fn.__qualname__ = f"{owner.__qualname__}.{name}"
+    fn.__module__ = owner.__module__
+    setattr(owner, name, fn)
 
 
 def bind_parts(facade: object) -> None:

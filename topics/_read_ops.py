@@ -1,7 +1,7 @@
 """The diff behind ``Engine.diff`` (contract §3; issue 18's bounds, filter and format).
 
-``Engine.diff`` is :meth:`ReadOps.diff` (topics/_facade.py): its signature and
-docstring are the API reference. The read itself is ``topics/_reads.py``'s (shared with the offline
+``Engine.diff`` is :meth:`ReadOps.diff` (topics/_facade.py): its signature and docstring
+are the API reference. The read itself is ``topics/_reads.py``'s (shared with the offline
 Reader); this module checks the arguments, resolves a named cursor's start, long-polls a
 caught-up read and commits the answer to the cursor.
 

@@ -1,9 +1,9 @@
 """The write path behind ``Engine.write`` (contract §2; docs/SEMANTICS.md rule 18).
 
-``Engine.write`` is :meth:`Writes.write` (topics/_facade.py): its signature and
-docstring are the API reference. This module owns the machinery: the argument checks, the idempotency
-key's dedupe hit, producer fencing (topics/_producers.py), the glue to a queue's job plan
-(topics/_job_ops.py), the append and the result.
+``Engine.write`` is :meth:`Writes.write` (topics/_facade.py): its signature and docstring
+are the API reference. This module owns the machinery: the argument checks, the
+idempotency key's dedupe hit, producer fencing (topics/_producers.py), the glue to a
+queue's job plan (topics/_job_ops.py), the append and the result.
 
 Rules:
 1. Every argument is checked before the first mutation (engine rule 2), and from the
