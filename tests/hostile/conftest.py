@@ -1,9 +1,11 @@
-"""Hostile-client fixtures: one real ``topics-server`` per lane mode, raw sockets, and the
+"""Hostile-client fixtures: one real ``topics-server`` per server mode, raw sockets, and the
 check every attack ends with.
 
-Each test module that uses ``target`` runs twice, once with the fast lane
-(``TOPICS_HTTP_LANE=1``) and once without it (``0``). The server is shared by a module's
-tests of one lane mode (starting one costs ~1-2 s); it runs with keys
+Each test module that uses ``target`` runs once per way the server can carry a request
+(``tests.support.server.SERVER_MODES``): the fast lane or hypercorn first
+(``TOPICS_HTTP_LANE``), and stream frames written to the socket directly or through ASGI
+(``TOPICS_SSE_DIRECT``). The server is shared by a module's tests of one mode (starting
+one costs ~1-2 s); it runs with keys
 (:data:`KEYS`) and short connection deadlines (:data:`HEAD_TIMEOUT_MS`,
 :data:`BODY_TIMEOUT_MS`, :data:`KEEP_ALIVE_MS`, :data:`WS_CLOSE_TIMEOUT_MS`) so slowloris
 cases finish in about a second.
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, spawn_server
+from tests.support.server import SERVER_MODES, ServerProcess, spawn_server
 
 KEY = "hostile-admin"
 KEYS = KEY
@@ -51,10 +53,10 @@ SEED_TOPIC = "hostile-seed"
 SEED_RECORDS = 7
 
 
-def server_env(lane: str, **extra: str) -> dict[str, str]:
-    """The environment of a hostile-suite server in lane mode ``lane`` ("1" or "0")."""
+def server_env(mode: str, **extra: str) -> dict[str, str]:
+    """The environment of a hostile-suite server in ``mode`` (a ``SERVER_MODES`` name)."""
     return {
-        "TOPICS_HTTP_LANE": lane,
+        **SERVER_MODES[mode],
         "TOPICS_API_KEYS": KEYS,
         "TOPICS_HTTP_HEAD_TIMEOUT_MS": str(HEAD_TIMEOUT_MS),
         "TOPICS_HTTP_BODY_TIMEOUT_MS": str(BODY_TIMEOUT_MS),
@@ -137,17 +139,22 @@ def health_status(server: ServerProcess, timeout: float = 10.0) -> int | None:
 
 @dataclass
 class Target:
-    """The lane mode's server, restarted when an attack killed it (rule 1)."""
+    """The mode's server, restarted when an attack killed it (rule 1)."""
 
-    lane: str
+    mode: str
     server: ServerProcess | None = None
     snapshot: dict[str, object] = field(default_factory=dict)
     dead: list[str] = field(default_factory=list)
 
+    @property
+    def lane(self) -> str:
+        """``TOPICS_HTTP_LANE`` of this mode: "1" when the lane reads every head first."""
+        return SERVER_MODES[self.mode]["TOPICS_HTTP_LANE"]
+
     def ensure(self) -> ServerProcess:
         if self.server is not None and self.server.proc.poll() is None:
             return self.server
-        self.server = spawn_server(server_env(self.lane))
+        self.server = spawn_server(server_env(self.mode))
         with self.client() as http:
             body = {"records": [{"data": {"i": i}, "tag": f"t:{i}"} for i in range(SEED_RECORDS)]}
             r = http.post(f"/v0/topics/{SEED_TOPIC}", json=body)
@@ -182,7 +189,7 @@ class Target:
         if code is not None:
             self.dead.append(server.stderr())
             pytest.fail(
-                f"topics-server (lane={self.lane}) died with exit code {code}; stderr tail:\n"
+                f"topics-server ({self.mode}) died with exit code {code}; stderr tail:\n"
                 f"{server.stderr()[-1500:]}"
             )
         assert healthy, "GET /v0/health on a fresh connection must answer 200"
@@ -209,16 +216,16 @@ class Target:
                 self.server.stop()
 
 
-@pytest.fixture(scope="module", params=["1", "0"], ids=["lane", "nolane"])
-def lane_target(request: pytest.FixtureRequest) -> Iterator[Target]:
+@pytest.fixture(scope="module", params=list(SERVER_MODES))
+def mode_target(request: pytest.FixtureRequest) -> Iterator[Target]:
     target = Target(request.param)
     yield target
     target.stop()
 
 
 @pytest.fixture
-def target(lane_target: Target) -> Target:
-    """The module's server for this lane mode, alive (rule 1)."""
-    lane_target.ensure()
-    lane_target.snapshot = lane_target.stored()  # a failed test's writes are not the next's
-    return lane_target
+def target(mode_target: Target) -> Target:
+    """The module's server for this mode, alive (rule 1)."""
+    mode_target.ensure()
+    mode_target.snapshot = mode_target.stored()  # a failed test's writes are not the next's
+    return mode_target

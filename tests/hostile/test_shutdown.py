@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.support.server import spawn_server
+from tests.support.server import SERVER_MODES, spawn_server
 
 from .conftest import DRAIN_TIMEOUT_MS, KEY, connect, server_env
 
@@ -22,9 +22,9 @@ pytestmark = pytest.mark.slow
 EXIT_WITHIN_S = 3.0 + DRAIN_TIMEOUT_MS / 1000
 
 
-@pytest.mark.parametrize("lane", ["1", "0"], ids=["lane", "nolane"])
-def test_sigterm_with_connections_mid_head_exits_promptly(lane: str) -> None:
-    server = spawn_server(server_env(lane))
+@pytest.mark.parametrize("mode", list(SERVER_MODES))
+def test_sigterm_with_connections_mid_head_exits_promptly(mode: str) -> None:
+    server = spawn_server(server_env(mode))
     socks: list[socket.socket] = []
     try:
         write = (

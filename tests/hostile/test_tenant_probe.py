@@ -4,7 +4,7 @@ its prefix, against a real ``topics-server`` (issue 14).
 The key ``ka`` may touch only ``tenA-``; ``kb`` owns ``tenB-``; ``ops`` has no prefixes and
 takes the snapshots. Every probe must answer 403 (or a filtered answer), the server must
 still answer /v0/health, and nothing stored may change: every topic's state and config,
-every router and no new topic. Runs with the fast lane on and off (``TOPICS_HTTP_LANE``).
+every router and no new topic. Runs in every server mode (``tests.support.server.SERVER_MODES``).
 Fixtures live in this module (``tests/hostile/conftest.py`` belongs to the framing tests).
 """
 
@@ -20,16 +20,16 @@ import ujson
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Message, Request, TextMessage
 
-from tests.support.server import ServerProcess, spawn_server
+from tests.support.server import SERVER_MODES, ServerProcess, spawn_server
 
 KEYS = "ops,ka::tenA-,kb::tenB-"
 SSE = {"accept": "text/event-stream"}
 QUEUE = {"type": "queue", "lease_ms": 1000, "max_deliveries": 1}
 
 
-@pytest.fixture(scope="module", params=["1", "0"], ids=["lane", "nolane"])
+@pytest.fixture(scope="module", params=list(SERVER_MODES))
 def tenant_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    server = spawn_server({"TOPICS_API_KEYS": KEYS, "TOPICS_HTTP_LANE": request.param})
+    server = spawn_server({"TOPICS_API_KEYS": KEYS, **SERVER_MODES[request.param]})
     try:
         with server.client("ops") as ops:
             for name, config in [

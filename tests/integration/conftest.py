@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.support.server import ServerProcess, servers
+from tests.support.server import SERVER_MODES, ServerProcess, servers
 from topics._clock import ManualClock
 from topics.auth import KeyStore
 from topics.engine import Engine, open_engine
@@ -34,20 +34,6 @@ def start_server() -> Iterator[Callable[..., ServerProcess]]:
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """One dev-mode (no keys) server shared by a test module."""
     return start_server()
-
-
-#: The ways topics-server can carry a request (settings read at start): the fast lane
-#: with streams writing to its sockets, the lane with every frame through ASGI, and
-#: hypercorn alone with direct writes on and off (direct writes exist only on lane
-#: connections, so those two must behave the same: running both proves it).
-SERVER_MODES: dict[str, dict[str, str]] = {
-    "lane": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "1"},
-    "lane-asgi": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "0"},
-    "hypercorn": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "1"},
-    # Direct writes need a connection the lane owns, so with the lane off the switch must
-    # change nothing: this mode proves it rather than assuming it.
-    "hypercorn-asgi": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "0"},
-}
 
 
 @pytest.fixture(scope="session")

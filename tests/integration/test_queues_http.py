@@ -17,7 +17,7 @@ from .conftest import InProc, ServerProcess, settings_with
 
 @pytest.fixture(scope="module")
 def server(server_in_every_mode: ServerProcess) -> ServerProcess:
-    """This suite runs once per way the server can carry it (conftest.SERVER_MODES)."""
+    """This suite runs once per way the server can carry it (tests.support.server.SERVER_MODES)."""
     return server_in_every_mode
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(server_in_every_mode: ServerProcess) -> ServerProcess:
-    """Every way the server can carry a stream (conftest.SERVER_MODES): the joins and the
+    """Every way the server can carry a stream (tests.support.server.SERVER_MODES): the joins and the
     guard's frames go through direct writes, the lane's ASGI path and hypercorn alike."""
     return server_in_every_mode
 

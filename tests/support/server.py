@@ -12,9 +12,11 @@ the CLI's server is one ``start()`` of it. Tests that kill or restart a server c
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +29,7 @@ import httpx
 
 __all__ = [
     "LISTENING",
+    "SERVER_MODES",
     "START_TIMEOUT_S",
     "STOP_TIMEOUT_S",
     "ServerProcess",
@@ -37,6 +40,32 @@ __all__ = [
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 LISTENING = "topics-server listening on "
+
+#: The ways topics-server can carry a request (settings read at start): the fast lane
+#: with streams writing to its sockets, the lane with every frame through ASGI, and
+#: hypercorn alone with direct writes on and off. Direct writes exist only on lane
+#: connections, so with the lane off the switch must change nothing: running
+#: "hypercorn-asgi" proves that rather than assuming it. The integration suites of writes,
+#: watch and queues and the hostile suite run in every mode.
+SERVER_MODES: dict[str, dict[str, str]] = {
+    "lane": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "1"},
+    "lane-asgi": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "0"},
+    "hypercorn": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "1"},
+    "hypercorn-asgi": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "0"},
+}
+
+_log_dir: str | None = None
+
+
+def _server_log_dir() -> str:
+    """One directory per test process for the servers' stderr files, removed when the
+    process exits: a suite starts hundreds of servers, and each failure message already
+    carries the tail it needs."""
+    global _log_dir
+    if _log_dir is None:
+        _log_dir = tempfile.mkdtemp(prefix="topics-server-logs-")
+        atexit.register(shutil.rmtree, _log_dir, True)
+    return _log_dir
 
 
 @dataclass
@@ -75,7 +104,9 @@ def spawn_server(env: Mapping[str, str] | None = None, *args: str) -> ServerProc
     full_env.pop("TOPICS_API_KEYS", None)
     full_env.update({"TOPICS_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"})
     full_env.update(env or {})
-    err = tempfile.NamedTemporaryFile(prefix="topics-server-", suffix=".log", delete=False)  # noqa: SIM115
+    err = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        prefix="topics-server-", suffix=".log", dir=_server_log_dir(), delete=False
+    )
     storage = [] if "--data-dir" in args else ["--memory"]
     cmd = [sys.executable, "-m", "topics.frontends.server", "--port", "0", *storage, *args]
     proc = subprocess.Popen(

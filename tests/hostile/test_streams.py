@@ -1,0 +1,341 @@
+"""Hostile stream clients (issue 15): an SSE watcher or a ``/work`` consumer that never
+reads, one that sends bytes up its open stream, one that resets in the middle of a
+delivery.
+
+Runs in every server mode, which is the point here: on a connection the lane owns, a
+stream writes its frames to the socket itself (non-blocking writes, its own pump and queue
+when the socket is full); everywhere else every frame goes through ASGI ``send``. Both must
+hold the same line: a stuck client costs its own stream, never the writers, the other
+clients or the server's memory, and loss is never silent (a lossy topic may tombstone what
+a slow watcher missed; nothing else is skipped, and a queue loses no job).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from topics.wire.sse import Event, SSEDecoder
+
+from .conftest import KEY, Target, connect
+
+pytestmark = pytest.mark.slow
+
+#: Generous bounds for a loaded 2-core CI box; a broken server misses them by far.
+DELIVERY_TIMEOUT_S = 30.0
+WRITE_STALL_S = 3.0
+
+
+def _open_stream(target: Target, path: str, *, rcvbuf: int | None = None) -> socket.socket:
+    """A raw connection with the GET of an SSE stream sent (``rcvbuf`` shrinks the
+    kernel's receive buffer before the connect, so a client that never reads backs the
+    server up after a few frames)."""
+    assert target.server is not None
+    if rcvbuf is None:
+        sock = connect(target.server)
+    else:
+        host, port = target.server.base_url.removeprefix("http://").rsplit(":", 1)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(10.0)
+        sock.connect((host.strip("[]"), int(port)))
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
+        f"Authorization: Bearer {KEY}\r\n\r\n".encode()
+    )
+    return sock
+
+
+class StreamReader:
+    """Reads one raw SSE response (chunked HTTP/1.1) in a thread and keeps its events."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.events: list[Event] = []
+        self.status: int | None = None
+        self.closed = False
+        self._cond = threading.Condition()
+        self._buf = b""
+        self._head_done = False
+        self._decoder = SSEDecoder()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> StreamReader:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        self.sock.settimeout(DELIVERY_TIMEOUT_S)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    break
+                self._feed(data)
+        except OSError:
+            pass
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    def _feed(self, data: bytes) -> None:
+        self._buf += data
+        if not self._head_done:
+            head, sep, rest = self._buf.partition(b"\r\n\r\n")
+            if not sep:
+                return
+            self.status = int(head.split(b" ", 2)[1])
+            self._head_done, self._buf = True, rest
+        payload = b""
+        while True:  # whole chunks only; a partial one waits for more bytes
+            size_line, sep, rest = self._buf.partition(b"\r\n")
+            if not sep:
+                break
+            size = int(size_line, 16)
+            if len(rest) < size + 2:
+                break
+            payload += rest[:size]
+            self._buf = rest[size + 2 :]
+            if size == 0:
+                break
+        items = [i for i in self._decoder.feed(payload) if isinstance(i, Event)]
+        if items:
+            with self._cond:
+                self.events.extend(items)
+                self._cond.notify_all()
+
+    def wait_for(self, done: Callable[[list[Event]], bool], timeout_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self.closed or done(self.events), timeout=timeout_s
+            ) and done(self.events)
+
+    def stop(self) -> None:
+        # close() alone does not wake a recv blocked in another thread; shutdown does.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+
+def _watch(http: httpx.Client, topic: str) -> str:
+    r = http.post("/v0/watch", json={"topics": {topic: {"tail": True}}})
+    assert r.status_code == 200, r.text
+    return str(r.json()["wid"])
+
+
+def _reached(topic: str, head: int) -> Callable[[list[Event]], bool]:
+    """Whether the events cover ``topic`` up to ``head`` (records or tombstones)."""
+
+    def done(events: list[Event]) -> bool:
+        return _covered_to(events, topic) >= head
+
+    return done
+
+
+def _covered_to(events: list[Event], topic: str) -> int:
+    """The last seq of ``topic`` the events account for, checking on the way that they
+    account for every seq from the first one in order: each record the next seq, each
+    tombstone starting where the records stopped (loss is never silent)."""
+    last: int | None = None
+    for event in events:
+        if event.event not in ("record", "tombstone"):
+            continue
+        data = json.loads(event.data)
+        if data["topic"] != topic:
+            continue
+        if event.event == "record":
+            for record in data["records"]:
+                seq = record["$seq"]
+                assert last is None or seq == last + 1, f"seq {seq} after {last}: a silent gap"
+                last = seq
+        else:
+            start, end = data["gap_from"], data["gap_to"]
+            assert last is None or start == last + 1, f"tombstone {start}-{end} after {last}"
+            last = end
+    return last or 0
+
+
+def _write(http: httpx.Client, topic: str, records: list[dict[str, Any]]) -> tuple[int, float]:
+    t0 = time.monotonic()
+    r = http.post(f"/v0/topics/{topic}", json={"records": records})
+    assert r.status_code in (200, 201), r.text
+    return int(r.json()["head_seq"]), time.monotonic() - t0
+
+
+def test_a_watcher_that_never_reads_costs_nothing_but_its_own_stream(target: Target) -> None:
+    """A stream whose client never reads a byte (a tiny receive buffer, so it backs up at
+    once) while the topic takes ~10 MB: every write is answered promptly, a watcher beside
+    it gets every seq, the server does not buffer for it, and once it reads it finds
+    every seq accounted for (records, or tombstones of what the cap dropped)."""
+    topic = "hostile-slow"
+    with target.client() as http:
+        http.delete(f"/v0/topics/{topic}")
+        assert http.put(f"/v0/topics/{topic}", json={"cap_records": 500}).status_code in (200, 201)
+        stuck = _open_stream(target, f"/v0/watch/{_watch(http, topic)}", rcvbuf=4096)
+        good = StreamReader(_open_stream(target, f"/v0/watch/{_watch(http, topic)}")).start()
+        try:
+            assert good.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
+            rss_before = target.rss_kib()
+            payload = "x" * 1000
+            head, slowest = 0, 0.0
+            for _ in range(400):
+                head, took = _write(http, topic, [{"data": payload} for _ in range(25)])
+                slowest = max(slowest, took)
+            grown_kib = target.rss_kib() - rss_before
+            assert slowest < WRITE_STALL_S, f"a write took {slowest:.2f} s behind a stuck watcher"
+            assert good.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
+                f"the reading watcher got to {_covered_to(good.events, topic)} of {head}"
+            )
+            # ~10 MB went through a topic that keeps ~0.5 MB: 1.4-2.6 MiB of growth here,
+            # 15-18 MiB when the stuck watcher's frames pile up (its queue made unbounded).
+            assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
+            late = StreamReader(stuck).start()
+            assert late.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
+                f"the late reader got to {_covered_to(late.events, topic)} of {head}"
+            )
+            late.stop()
+        finally:
+            good.stop()
+            stuck.close()
+    target.assert_unharmed(own_topics=(topic,))
+
+
+def _send_until_stalled(sock: socket.socket, data: bytes, stall_s: float, total_s: float) -> int:
+    """Send ``data`` until it is gone, a send waits ``stall_s`` (the peer stopped reading
+    and the kernel's buffers are full) or ``total_s`` pass; the bytes sent."""
+    sock.settimeout(stall_s)
+    sent = 0
+    deadline = time.monotonic() + total_s
+    try:
+        while sent < len(data) and time.monotonic() < deadline:
+            sent += sock.send(data[sent : sent + 65536])
+    except TimeoutError:
+        pass
+    return sent
+
+
+#: More than the kernel buffers of one loopback connection hold (here ~3 MB were taken
+#: before the server's read stopped), so a server that kept reading takes visibly more.
+UPSTREAM_BYTES = 32 * 1024 * 1024
+UPSTREAM_STOPPED_BY = 12 * 1024 * 1024
+
+
+def test_bytes_sent_up_an_open_stream_are_not_buffered_and_the_stream_lives(
+    target: Target,
+) -> None:
+    """32 MiB of requests sent up an open stream: nothing may follow a stream's request,
+    so the server stops reading after a bounded amount (the lane at ``MAX_PENDING``,
+    hypercorn's h11 at its first pipelined request), buffers none of the rest, keeps
+    delivering on the stream and lives."""
+    topic = "hostile-upstream"
+    with target.client() as http:
+        http.delete(f"/v0/topics/{topic}")
+        http.put(f"/v0/topics/{topic}", json={})
+        sock = _open_stream(target, f"/v0/watch/{_watch(http, topic)}")
+        reader = StreamReader(sock).start()
+        try:
+            assert reader.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
+            rss_before = target.rss_kib()
+            garbage = b"GET /v0/health HTTP/1.1\r\nHost: t\r\n\r\n"
+            garbage *= UPSTREAM_BYTES // len(garbage)
+            sent = _send_until_stalled(sock, garbage, 1.0, 15.0)
+            assert sent < UPSTREAM_STOPPED_BY, f"the server read {sent} bytes up a stream"
+            grown_kib = target.rss_kib() - rss_before
+            assert grown_kib < 4 * 1024, f"server RSS grew {grown_kib} KiB"
+            head, _ = _write(http, topic, [{"data": i} for i in range(3)])
+            assert reader.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S) or reader.closed
+        finally:
+            reader.stop()
+    target.assert_unharmed(own_topics=(topic,))
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a TCP reset (SO_LINGER 0) instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_a_stream_reset_mid_delivery_costs_that_stream_alone(target: Target) -> None:
+    """One of four watchers resets while writes flow: the other three get every seq, and
+    a new stream on the reset watch resumes with nothing silently skipped."""
+    topic = "hostile-reset"
+    with target.client() as http:
+        http.delete(f"/v0/topics/{topic}")
+        http.put(f"/v0/topics/{topic}", json={})
+        wids = [_watch(http, topic) for _ in range(4)]
+        readers = [StreamReader(_open_stream(target, f"/v0/watch/{w}")).start() for w in wids]
+        try:
+            for reader in readers:
+                assert reader.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
+            head = 0
+            for i in range(300):
+                if i == 100:
+                    _reset(readers[3].sock)
+                head, _ = _write(http, topic, [{"data": "y" * 200} for _ in range(5)])
+            for reader in readers[:3]:
+                assert reader.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S)
+            resumed = StreamReader(_open_stream(target, f"/v0/watch/{wids[3]}")).start()
+            assert resumed.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S)
+            resumed.stop()
+        finally:
+            for reader in readers:
+                reader.stop()
+    target.assert_unharmed(own_topics=(topic,))
+
+
+def test_a_work_consumer_that_never_reads_loses_no_job(target: Target) -> None:
+    """A ``/work`` consumer with a tiny receive buffer takes leases and never reads them:
+    they expire and another worker gets every job; its reset releases what it still
+    holds."""
+    topic = "hostile-work"
+    jobs = 300
+    with target.client() as http:
+        http.delete(f"/v0/topics/{topic}")
+        r = http.put(f"/v0/topics/{topic}", json={"type": "queue", "lease_ms": 500})
+        assert r.status_code in (200, 201), r.text
+        stuck = _open_stream(target, f"/v0/topics/{topic}/work?node=stuck&max=50", rcvbuf=4096)
+        try:
+            for start in range(0, jobs, 50):
+                _write(http, topic, [{"data": "z" * 500} for _ in range(start, start + 50)])
+            held = http.get(f"/v0/topics/{topic}").json()["queue"]["in_flight"]
+            assert held == 50, f"the stuck consumer holds {held} leases, not its max of 50"
+            acked: set[int] = set()
+            deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+            while len(acked) < jobs and time.monotonic() < deadline:
+                claim = http.post(f"/v0/topics/{topic}/claim", json={"node": "good", "max": 100})
+                assert claim.status_code == 200, claim.text
+                claimed = claim.json()["claimed"]
+                if not claimed:
+                    time.sleep(0.05)
+                    continue
+                ack = {
+                    "node": "good",
+                    "seqs": [j["$seq"] for j in claimed],
+                    "lease_ids": [j["lease_id"] for j in claimed],
+                }
+                assert http.post(f"/v0/topics/{topic}/ack", json=ack).status_code == 200
+                acked.update(j["$seq"] for j in claimed)
+            assert len(acked) == jobs, f"{jobs - len(acked)} jobs never reached the good worker"
+        finally:
+            _reset(stuck)
+        counts: dict[str, Any] = {}
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            counts = http.get(f"/v0/topics/{topic}").json()["queue"]
+            if counts["ready"] == 0 and counts["in_flight"] == 0:
+                break
+            time.sleep(0.05)
+        assert (counts["ready"], counts["in_flight"]) == (0, 0), counts
+    target.assert_unharmed(own_topics=(topic,))
