@@ -1,6 +1,6 @@
-"""Hostile stream clients (issue 15): an SSE watcher or a ``/work`` consumer that never
-reads, one that sends bytes up its open stream, one that resets in the middle of a
-delivery.
+"""Hostile stream clients (issue 15): an SSE watcher, a WebSocket subscriber or a ``/work``
+consumer that never reads, one that sends bytes up its open stream, one that resets in the
+middle of a delivery.
 
 Runs in every server mode, which is the point here: on a connection the lane owns, a
 stream writes its frames to the socket itself (non-blocking writes, its own pump and queue
@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+import wsproto
+import wsproto.events
 
 from topics.wire.sse import Event, SSEDecoder
 
@@ -338,4 +340,68 @@ def test_a_work_consumer_that_never_reads_loses_no_job(target: Target) -> None:
                 break
             time.sleep(0.05)
         assert (counts["ready"], counts["in_flight"]) == (0, 0), counts
+    target.assert_unharmed(own_topics=(topic,))
+
+
+def _open_ws_subscriber(target: Target, topic: str, rcvbuf: int) -> socket.socket:
+    """A ``/v0/ws`` connection (receive buffer shrunk first) subscribed at the tail of
+    ``topic``; the ``subscribed`` answer is read, nothing after it."""
+    assert target.server is not None
+    host, port = target.server.base_url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(10.0)
+    sock.connect((host.strip("[]"), int(port)))
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    request = wsproto.events.Request(
+        host="t", target="/v0/ws", extra_headers=[(b"authorization", f"Bearer {KEY}".encode())]
+    )
+    sock.sendall(client.send(request))
+    command = json.dumps({"op": "subscribe", "topic": topic, "tail": True})
+    subscribed = False
+    while not subscribed:
+        data = sock.recv(4096)
+        assert data, "closed before the subscription was answered"
+        client.receive_data(data)
+        for event in client.events():
+            if isinstance(event, wsproto.events.AcceptConnection):
+                sock.sendall(client.send(wsproto.events.TextMessage(command)))
+            elif isinstance(event, wsproto.events.TextMessage):
+                assert json.loads(event.data)["op"] == "subscribed", event.data
+                subscribed = True
+            else:
+                raise AssertionError(f"unexpected {event!r}")
+    return sock
+
+
+def test_a_websocket_subscriber_that_never_reads_costs_nothing_but_its_own_socket(
+    target: Target,
+) -> None:
+    """The WebSocket twin of the stuck watcher: subscribed, then never reads while the
+    topic takes ~10 MB. Writes are answered promptly, an SSE watcher beside it gets every
+    seq, and the server does not buffer the subscriber's share (1.4-1.7 MiB of growth
+    here, 12-14 MiB with the shared outbound queue made unbounded)."""
+    topic = "hostile-ws-slow"
+    with target.client() as http:
+        http.delete(f"/v0/topics/{topic}")
+        assert http.put(f"/v0/topics/{topic}", json={"cap_records": 500}).status_code in (200, 201)
+        stuck = _open_ws_subscriber(target, topic, rcvbuf=4096)
+        good = StreamReader(_open_stream(target, f"/v0/watch/{_watch(http, topic)}")).start()
+        try:
+            assert good.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
+            rss_before = target.rss_kib()
+            payload = "x" * 1000
+            head, slowest = 0, 0.0
+            for _ in range(400):
+                head, took = _write(http, topic, [{"data": payload} for _ in range(25)])
+                slowest = max(slowest, took)
+            grown_kib = target.rss_kib() - rss_before
+            assert slowest < WRITE_STALL_S, f"a write took {slowest:.2f} s behind a stuck socket"
+            assert good.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
+                f"the reading watcher got to {_covered_to(good.events, topic)} of {head}"
+            )
+            assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
+        finally:
+            good.stop()
+            _reset(stuck)
     target.assert_unharmed(own_topics=(topic,))
