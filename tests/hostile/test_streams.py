@@ -37,7 +37,9 @@ DELIVERY_TIMEOUT_S = 30.0
 WRITE_STALL_S = 3.0
 
 
-def _open_stream(target: Target, path: str, *, rcvbuf: int | None = None) -> socket.socket:
+def _open_stream(
+    target: Target, path: str, *, rcvbuf: int | None = None, last_event_id: str | None = None
+) -> socket.socket:
     """A raw connection with the GET of an SSE stream sent (``rcvbuf`` shrinks the
     kernel's receive buffer before the connect, so a client that never reads backs the
     server up after a few frames)."""
@@ -50,9 +52,10 @@ def _open_stream(target: Target, path: str, *, rcvbuf: int | None = None) -> soc
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.settimeout(10.0)
         sock.connect((host.strip("[]"), int(port)))
+    resume = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id is not None else ""
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
-        f"Authorization: Bearer {KEY}\r\n\r\n".encode()
+        f"Authorization: Bearer {KEY}\r\n{resume}\r\n".encode()
     )
     return sock
 
@@ -122,6 +125,20 @@ class StreamReader:
                 lambda: self.closed or done(self.events), timeout=timeout_s
             ) and done(self.events)
 
+    def reset(self) -> None:
+        """End the connection with a TCP reset. The reading thread is stopped first: a
+        socket closed under a blocked ``recv`` stays open until that call returns."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RD)
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self.sock.close()
+
+    def last_id(self) -> str:
+        """The ``id:`` of the last frame that had one: what a client resumes from."""
+        return next(e.id for e in reversed(self.events) if e.id is not None)
+
     def stop(self) -> None:
         # close() alone does not wake a recv blocked in another thread; shutdown does.
         with contextlib.suppress(OSError):
@@ -167,6 +184,18 @@ def _covered_to(events: list[Event], topic: str) -> int:
             assert last is None or start == last + 1, f"tombstone {start}-{end} after {last}"
             last = end
     return last or 0
+
+
+def _first_seq(events: list[Event], topic: str) -> int:
+    """The first seq of ``topic`` the events account for (a record's or a tombstone's)."""
+    for event in events:
+        if event.event in ("record", "tombstone"):
+            data = json.loads(event.data)
+            if data["topic"] == topic:
+                if event.event == "record":
+                    return int(data["records"][0]["$seq"])
+                return int(data["gap_from"])
+    raise AssertionError(f"no record or tombstone of {topic}")
 
 
 def _write(http: httpx.Client, topic: str, records: list[dict[str, Any]]) -> tuple[int, float]:
@@ -284,13 +313,24 @@ def test_a_stream_reset_mid_delivery_costs_that_stream_alone(target: Target) -> 
             head = 0
             for i in range(300):
                 if i == 100:
-                    _reset(readers[3].sock)
+                    readers[3].reset()
                 head, _ = _write(http, topic, [{"data": "y" * 200} for _ in range(5)])
             for reader in readers[:3]:
                 assert reader.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S)
-            resumed = StreamReader(_open_stream(target, f"/v0/watch/{wids[3]}")).start()
+            # The session's cursor is what the kernel took, which the client may not have
+            # read; its Last-Event-ID rewinds to what it did read (WATCH.md "Resume
+            # order"), so the resumed stream starts exactly after that.
+            got_before_reset = _covered_to(readers[3].events, topic)
+            resumed_sock = _open_stream(
+                target, f"/v0/watch/{wids[3]}", last_event_id=readers[3].last_id()
+            )
+            resumed = StreamReader(resumed_sock).start()
             assert resumed.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S)
             resumed.stop()
+            first = _first_seq(resumed.events, topic)
+            assert first == got_before_reset + 1, (
+                f"resumed at {first} after a stream that had read to {got_before_reset}"
+            )
         finally:
             for reader in readers:
                 reader.stop()
@@ -404,4 +444,37 @@ def test_a_websocket_subscriber_that_never_reads_costs_nothing_but_its_own_socke
         finally:
             good.stop()
             _reset(stuck)
+    target.assert_unharmed(own_topics=(topic,))
+
+
+def test_a_work_consumer_reset_mid_batch_releases_its_leases_at_once(target: Target) -> None:
+    """A ``/work`` consumer resets while a batch larger than its socket takes is still
+    being written: every lease it held comes back at once (release on disconnect), not
+    at the end of its ten-minute lease."""
+    topic = "hostile-work-reset"
+    with target.client() as http:
+        http.delete(f"/v0/topics/{topic}")
+        r = http.put(f"/v0/topics/{topic}", json={"type": "queue", "lease_ms": 600_000})
+        assert r.status_code in (200, 201), r.text
+        _write(http, topic, [{"data": "j" * 8000} for _ in range(100)])
+        stuck = _open_stream(target, f"/v0/topics/{topic}/work?node=stuck&max=100", rcvbuf=4096)
+        counts: dict[str, Any] = {}
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            counts = http.get(f"/v0/topics/{topic}").json()["queue"]
+            if counts["in_flight"] == 100:
+                break
+            time.sleep(0.02)
+        assert counts["in_flight"] == 100, counts
+        stuck.recv(1000)  # a little of the ~800 KB batch, then the reset
+        _reset(stuck)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            counts = http.get(f"/v0/topics/{topic}").json()["queue"]
+            if counts["in_flight"] == 0:
+                break
+            time.sleep(0.02)
+        assert (counts["in_flight"], counts["ready"]) == (0, 100), counts
+        claim = http.post(f"/v0/topics/{topic}/claim", json={"node": "good", "max": 100})
+        assert len(claim.json()["claimed"]) == 100, claim.text
     target.assert_unharmed(own_topics=(topic,))
