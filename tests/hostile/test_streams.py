@@ -407,7 +407,9 @@ def _open_ws_subscriber(target: Target, topic: str, rcvbuf: int) -> socket.socke
             if isinstance(event, wsproto.events.AcceptConnection):
                 sock.sendall(client.send(wsproto.events.TextMessage(command)))
             elif isinstance(event, wsproto.events.TextMessage):
-                assert json.loads(event.data)["op"] == "subscribed", event.data
+                op = json.loads(event.data)["op"]
+                # ``caught_up`` may come in the same read as ``subscribed``
+                assert op == "subscribed" or (subscribed and op == "caught_up"), event.data
                 subscribed = True
             else:
                 raise AssertionError(f"unexpected {event!r}")

@@ -55,7 +55,7 @@ def test_pipelined_requests_whose_answers_are_never_read(target: Target) -> None
         assert sent < STOPPED_BY, f"the server read {sent} bytes it could not answer"
         t0 = time.monotonic()
         assert health_status(target.server) == 200
-        assert time.monotonic() - t0 < 2.0, "another client waited behind the flood"
+        assert time.monotonic() - t0 < 5.0, "another client waited behind the flood"
         grown_kib = target.rss_kib() - rss_before
         assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
     finally:
