@@ -445,12 +445,12 @@ def sse_fanout(base: str, n: int, messages: int, burst: int, pid: int) -> dict[s
         readers.close()
 
 
-def floor_fanout(loop: str, n: int, messages: int, burst: int) -> dict[str, Any]:
-    """The same fan-out through bench/_floor_server.py (``loop``: "trio" or "epoll"), on a
-    fresh server per measurement (it forgets nothing about closed watchers)."""
+def floor_fanout(kind: str, n: int, messages: int, burst: int) -> dict[str, Any]:
+    """The same fan-out through bench/_floor_server.py (``kind``: one of its ``KINDS``), on
+    a fresh server per measurement (it forgets nothing about closed watchers)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_floor_server.py")
     proc = subprocess.Popen(
-        [sys.executable, script, loop],
+        [sys.executable, script, kind],
         stdout=subprocess.PIPE,
         text=True,
         preexec_fn=raise_fd_limit,
@@ -572,6 +572,12 @@ def main() -> None:
         help="watcher counts to also measure the minimal trio and epoll relays at ('' = none)",
     )
     parser.add_argument(
+        "--floor-kinds",
+        default="trio,epoll",
+        help="which relays run at the --floors counts (bench/_floor_server.py: trio, epoll, "
+        "trio-engine, trio-calls)",
+    )
+    parser.add_argument(
         "--per-process",
         type=int,
         default=PER_PROCESS,
@@ -594,7 +600,8 @@ def main() -> None:
     idle_counts = [1000 if not args.quick else 200]
     idle_counts += [n for n in sorted(set(counts)) if n > idle_counts[0] and n >= 10_000]
     floor_counts = {int(x) for x in args.floors.split(",") if x}
-    floors = ["floor_trio", "floor_epoll"] if floor_counts & set(counts) else []
+    kinds = [k for k in args.floor_kinds.split(",") if k]
+    floors = ["floor_" + k.replace("-", "_") for k in kinds] if floor_counts & set(counts) else []
     systems = ["sse", "redis"] + (["sse_baseline"] if args.baseline else []) + floors
     results: dict[str, Any] = {s: {} for s in systems}
     results["client"] = "one epoll reader process, raw sockets, for both systems"
@@ -632,7 +639,9 @@ def main() -> None:
                 if n in floor_counts:
                     for name in floors:
                         rows[name][n].append(
-                            floor_fanout(name.removeprefix("floor_"), n, msgs, burst)
+                            floor_fanout(
+                                name.removeprefix("floor_").replace("_", "-"), n, msgs, burst
+                            )
                         )
                 _print_row(n, {s: rows[s][n][-1] for s in systems if rows[s][n]})
         for s in systems:
