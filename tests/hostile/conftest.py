@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
+import wsproto
+import wsproto.events
 
 from tests.support.server import SERVER_MODES, ServerProcess, spawn_server
 
@@ -72,8 +74,41 @@ def address(server: ServerProcess) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def connect(server: ServerProcess, timeout: float = 10.0) -> socket.socket:
-    return socket.create_connection(address(server), timeout=timeout)
+def connect(
+    server: ServerProcess, timeout: float = 10.0, *, rcvbuf: int | None = None
+) -> socket.socket:
+    """A connection to ``server``; ``rcvbuf`` shrinks the kernel's receive buffer before
+    the connect (after it, the window is already advertised), so a client that never reads
+    backs the server up after a few KiB."""
+    if rcvbuf is None:
+        return socket.create_connection(address(server), timeout=timeout)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(timeout)
+    sock.connect(address(server))
+    return sock
+
+
+def open_ws(
+    server: ServerProcess, *, rcvbuf: int | None = None
+) -> tuple[socket.socket, wsproto.WSConnection]:
+    """A ``/v0/ws`` connection with the valid key, its upgrade accepted; the socket and
+    the client-side protocol state (for sending well-formed frames after it)."""
+    sock = connect(server, rcvbuf=rcvbuf)
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    request = wsproto.events.Request(
+        host="t", target="/v0/ws", extra_headers=[(b"authorization", f"Bearer {KEY}".encode())]
+    )
+    sock.sendall(client.send(request))
+    accepted = False
+    while not accepted:
+        data = sock.recv(65536)
+        assert data, "closed during the WebSocket handshake"
+        client.receive_data(data)
+        for event in client.events():
+            assert isinstance(event, wsproto.events.AcceptConnection), event
+            accepted = True
+    return sock, client
 
 
 def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:

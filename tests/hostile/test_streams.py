@@ -28,7 +28,7 @@ import wsproto.events
 
 from topics.wire.sse import Event, SSEDecoder
 
-from .conftest import KEY, Target, connect
+from .conftest import KEY, Target, connect, open_ws
 
 pytestmark = pytest.mark.slow
 
@@ -40,18 +40,9 @@ WRITE_STALL_S = 3.0
 def _open_stream(
     target: Target, path: str, *, rcvbuf: int | None = None, last_event_id: str | None = None
 ) -> socket.socket:
-    """A raw connection with the GET of an SSE stream sent (``rcvbuf`` shrinks the
-    kernel's receive buffer before the connect, so a client that never reads backs the
-    server up after a few frames)."""
+    """A raw connection with the GET of an SSE stream sent (``rcvbuf``: see ``connect``)."""
     assert target.server is not None
-    if rcvbuf is None:
-        sock = connect(target.server)
-    else:
-        host, port = target.server.base_url.removeprefix("http://").rsplit(":", 1)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        sock.settimeout(10.0)
-        sock.connect((host.strip("[]"), int(port)))
+    sock = connect(target.server, rcvbuf=rcvbuf)
     resume = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id is not None else ""
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
@@ -205,6 +196,33 @@ def _write(http: httpx.Client, topic: str, records: list[dict[str, Any]]) -> tup
     return int(r.json()["head_seq"]), time.monotonic() - t0
 
 
+def _flood_past_a_stuck_client(target: Target, http: httpx.Client, topic: str) -> int:
+    """Write ~10 MB to ``topic`` (capped at 500 records) while a stuck client is attached
+    and a reading SSE watcher follows it; check that every write is answered promptly, the
+    watcher gets every seq and the server's memory stays flat. The head after the writes.
+
+    ~10 MB through a topic that keeps ~0.5 MB grows the server by 1.4-2.6 MiB here; with
+    the stuck client's outbound queue made unbounded, by 12-18 MiB (SSE and WebSocket)."""
+    good = StreamReader(_open_stream(target, f"/v0/watch/{_watch(http, topic)}")).start()
+    try:
+        assert good.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
+        rss_before = target.rss_kib()
+        payload = "x" * 1000
+        head, slowest = 0, 0.0
+        for _ in range(400):
+            head, took = _write(http, topic, [{"data": payload} for _ in range(25)])
+            slowest = max(slowest, took)
+        grown_kib = target.rss_kib() - rss_before
+        assert slowest < WRITE_STALL_S, f"a write took {slowest:.2f} s beside a stuck client"
+        assert good.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
+            f"the reading watcher got to {_covered_to(good.events, topic)} of {head}"
+        )
+        assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
+    finally:
+        good.stop()
+    return head
+
+
 def test_a_watcher_that_never_reads_costs_nothing_but_its_own_stream(target: Target) -> None:
     """A stream whose client never reads a byte (a tiny receive buffer, so it backs up at
     once) while the topic takes ~10 MB: every write is answered promptly, a watcher beside
@@ -215,30 +233,14 @@ def test_a_watcher_that_never_reads_costs_nothing_but_its_own_stream(target: Tar
         http.delete(f"/v0/topics/{topic}")
         assert http.put(f"/v0/topics/{topic}", json={"cap_records": 500}).status_code in (200, 201)
         stuck = _open_stream(target, f"/v0/watch/{_watch(http, topic)}", rcvbuf=4096)
-        good = StreamReader(_open_stream(target, f"/v0/watch/{_watch(http, topic)}")).start()
         try:
-            assert good.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
-            rss_before = target.rss_kib()
-            payload = "x" * 1000
-            head, slowest = 0, 0.0
-            for _ in range(400):
-                head, took = _write(http, topic, [{"data": payload} for _ in range(25)])
-                slowest = max(slowest, took)
-            grown_kib = target.rss_kib() - rss_before
-            assert slowest < WRITE_STALL_S, f"a write took {slowest:.2f} s behind a stuck watcher"
-            assert good.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
-                f"the reading watcher got to {_covered_to(good.events, topic)} of {head}"
-            )
-            # ~10 MB went through a topic that keeps ~0.5 MB: 1.4-2.6 MiB of growth here,
-            # 15-18 MiB when the stuck watcher's frames pile up (its queue made unbounded).
-            assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
+            head = _flood_past_a_stuck_client(target, http, topic)
             late = StreamReader(stuck).start()
             assert late.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
                 f"the late reader got to {_covered_to(late.events, topic)} of {head}"
             )
             late.stop()
         finally:
-            good.stop()
             stuck.close()
     target.assert_unharmed(own_topics=(topic,))
 
@@ -337,6 +339,19 @@ def test_a_stream_reset_mid_delivery_costs_that_stream_alone(target: Target) -> 
     target.assert_unharmed(own_topics=(topic,))
 
 
+def _queue_counts(
+    http: httpx.Client, topic: str, done: Callable[[dict[str, Any]], bool], timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """The queue's counts once ``done`` holds for them (the server notices a reset or an
+    expiry a moment after the client acts), or the last ones seen at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counts: dict[str, Any] = http.get(f"/v0/topics/{topic}").json()["queue"]
+        if done(counts) or time.monotonic() > deadline:
+            return counts
+        time.sleep(0.02)
+
+
 def test_a_work_consumer_that_never_reads_loses_no_job(target: Target) -> None:
     """A ``/work`` consumer with a tiny receive buffer takes leases and never reads them:
     they expire and another worker gets every job; its reset releases what it still
@@ -372,47 +387,29 @@ def test_a_work_consumer_that_never_reads_loses_no_job(target: Target) -> None:
             assert len(acked) == jobs, f"{jobs - len(acked)} jobs never reached the good worker"
         finally:
             _reset(stuck)
-        counts: dict[str, Any] = {}
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            counts = http.get(f"/v0/topics/{topic}").json()["queue"]
-            if counts["ready"] == 0 and counts["in_flight"] == 0:
-                break
-            time.sleep(0.05)
+        counts = _queue_counts(http, topic, lambda c: c["ready"] == c["in_flight"] == 0)
         assert (counts["ready"], counts["in_flight"]) == (0, 0), counts
     target.assert_unharmed(own_topics=(topic,))
 
 
 def _open_ws_subscriber(target: Target, topic: str, rcvbuf: int) -> socket.socket:
-    """A ``/v0/ws`` connection (receive buffer shrunk first) subscribed at the tail of
-    ``topic``; the ``subscribed`` answer is read, nothing after it."""
+    """A ``/v0/ws`` connection (``rcvbuf``: see ``connect``) subscribed at the tail of
+    ``topic``; read up to the ``subscribed`` answer, and no further on purpose."""
     assert target.server is not None
-    host, port = target.server.base_url.removeprefix("http://").rsplit(":", 1)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(10.0)
-    sock.connect((host.strip("[]"), int(port)))
-    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
-    request = wsproto.events.Request(
-        host="t", target="/v0/ws", extra_headers=[(b"authorization", f"Bearer {KEY}".encode())]
-    )
-    sock.sendall(client.send(request))
+    sock, client = open_ws(target.server, rcvbuf=rcvbuf)
     command = json.dumps({"op": "subscribe", "topic": topic, "tail": True})
+    sock.sendall(client.send(wsproto.events.TextMessage(command)))
     subscribed = False
     while not subscribed:
         data = sock.recv(4096)
         assert data, "closed before the subscription was answered"
         client.receive_data(data)
         for event in client.events():
-            if isinstance(event, wsproto.events.AcceptConnection):
-                sock.sendall(client.send(wsproto.events.TextMessage(command)))
-            elif isinstance(event, wsproto.events.TextMessage):
-                op = json.loads(event.data)["op"]
-                # ``caught_up`` may come in the same read as ``subscribed``
-                assert op == "subscribed" or (subscribed and op == "caught_up"), event.data
-                subscribed = True
-            else:
-                raise AssertionError(f"unexpected {event!r}")
+            assert isinstance(event, wsproto.events.TextMessage), event
+            op = json.loads(event.data)["op"]
+            # ``caught_up`` may come in the same read as ``subscribed``
+            assert op == "subscribed" or (subscribed and op == "caught_up"), event.data
+            subscribed = True
     return sock
 
 
@@ -421,30 +418,15 @@ def test_a_websocket_subscriber_that_never_reads_costs_nothing_but_its_own_socke
 ) -> None:
     """The WebSocket twin of the stuck watcher: subscribed, then never reads while the
     topic takes ~10 MB. Writes are answered promptly, an SSE watcher beside it gets every
-    seq, and the server does not buffer the subscriber's share (1.4-1.7 MiB of growth
-    here, 12-14 MiB with the shared outbound queue made unbounded)."""
+    seq, and the server does not buffer the subscriber's share."""
     topic = "hostile-ws-slow"
     with target.client() as http:
         http.delete(f"/v0/topics/{topic}")
         assert http.put(f"/v0/topics/{topic}", json={"cap_records": 500}).status_code in (200, 201)
         stuck = _open_ws_subscriber(target, topic, rcvbuf=4096)
-        good = StreamReader(_open_stream(target, f"/v0/watch/{_watch(http, topic)}")).start()
         try:
-            assert good.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
-            rss_before = target.rss_kib()
-            payload = "x" * 1000
-            head, slowest = 0, 0.0
-            for _ in range(400):
-                head, took = _write(http, topic, [{"data": payload} for _ in range(25)])
-                slowest = max(slowest, took)
-            grown_kib = target.rss_kib() - rss_before
-            assert slowest < WRITE_STALL_S, f"a write took {slowest:.2f} s behind a stuck socket"
-            assert good.wait_for(_reached(topic, head), DELIVERY_TIMEOUT_S), (
-                f"the reading watcher got to {_covered_to(good.events, topic)} of {head}"
-            )
-            assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
+            _flood_past_a_stuck_client(target, http, topic)
         finally:
-            good.stop()
             _reset(stuck)
     target.assert_unharmed(own_topics=(topic,))
 
@@ -460,22 +442,11 @@ def test_a_work_consumer_reset_mid_batch_releases_its_leases_at_once(target: Tar
         assert r.status_code in (200, 201), r.text
         _write(http, topic, [{"data": "j" * 8000} for _ in range(100)])
         stuck = _open_stream(target, f"/v0/topics/{topic}/work?node=stuck&max=100", rcvbuf=4096)
-        counts: dict[str, Any] = {}
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            counts = http.get(f"/v0/topics/{topic}").json()["queue"]
-            if counts["in_flight"] == 100:
-                break
-            time.sleep(0.02)
+        counts = _queue_counts(http, topic, lambda c: c["in_flight"] == 100)
         assert counts["in_flight"] == 100, counts
         stuck.recv(1000)  # a little of the ~800 KB batch, then the reset
         _reset(stuck)
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            counts = http.get(f"/v0/topics/{topic}").json()["queue"]
-            if counts["in_flight"] == 0:
-                break
-            time.sleep(0.02)
+        counts = _queue_counts(http, topic, lambda c: c["in_flight"] == 0)
         assert (counts["in_flight"], counts["ready"]) == (0, 100), counts
         claim = http.post(f"/v0/topics/{topic}/claim", json={"node": "good", "max": 100})
         assert len(claim.json()["claimed"]) == 100, claim.text

@@ -11,10 +11,8 @@ import socket
 import struct
 
 import pytest
-import wsproto
-import wsproto.events
 
-from .conftest import KEY, SLACK_S, WS_CLOSE_TIMEOUT_MS, Target, connect, read_until_closed
+from .conftest import SLACK_S, WS_CLOSE_TIMEOUT_MS, Target, open_ws, read_until_closed
 
 pytestmark = pytest.mark.slow
 
@@ -24,21 +22,7 @@ OVERSIZED = (16 << 20) + (1 << 20)
 
 def _open_ws(target: Target) -> socket.socket:
     assert target.server is not None
-    sock = connect(target.server)
-    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
-    request = wsproto.events.Request(
-        host="t", target="/v0/ws", extra_headers=[(b"authorization", f"Bearer {KEY}".encode())]
-    )
-    sock.sendall(client.send(request))
-    accepted = False
-    while not accepted:
-        data = sock.recv(65536)
-        assert data, "closed during the WebSocket handshake"
-        client.receive_data(data)
-        for event in client.events():
-            assert isinstance(event, wsproto.events.AcceptConnection), event
-            accepted = True
-    return sock
+    return open_ws(target.server)[0]
 
 
 def _frame(opcode: int, payload: bytes, *, masked: bool = True, rsv: int = 0) -> bytes:
