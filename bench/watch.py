@@ -569,7 +569,7 @@ def main() -> None:
     parser.add_argument(
         "--floors",
         default="1,10,100,10000",
-        help="watcher counts to also measure the minimal trio and epoll relays at ('' = none)",
+        help="watcher counts to also measure the --floor-kinds relays at ('' = none)",
     )
     parser.add_argument(
         "--floor-kinds",
