@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -87,6 +88,32 @@ def connect(
     sock.settimeout(timeout)
     sock.connect(address(server))
     return sock
+
+
+#: What a flood offers: far more than one loopback connection's kernel buffers hold
+#: (~3 MB here), so a server that kept reading takes visibly more than ``STOPPED_BY``.
+FLOOD_BYTES = 32 * 1024 * 1024
+STOPPED_BY = 12 * 1024 * 1024
+
+
+def send_until_stalled(
+    sock: socket.socket, data: bytes, stall_s: float = 1.0, total_s: float = 15.0
+) -> int:
+    """Send ``data`` until it is gone, one send waits ``stall_s`` (the server stopped
+    reading and the kernel's buffers are full) or ``total_s`` pass; the bytes sent."""
+    sock.settimeout(stall_s)
+    sent = 0
+    deadline = time.monotonic() + total_s
+    with contextlib.suppress(TimeoutError):
+        while sent < len(data) and time.monotonic() < deadline:
+            sent += sock.send(data[sent : sent + 65536])
+    return sent
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with a TCP reset (SO_LINGER 0) instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 def open_ws(

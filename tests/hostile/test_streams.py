@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +27,16 @@ import wsproto.events
 
 from topics.wire.sse import Event, SSEDecoder
 
-from .conftest import KEY, Target, connect, open_ws
+from .conftest import (
+    FLOOD_BYTES,
+    KEY,
+    STOPPED_BY,
+    Target,
+    connect,
+    open_ws,
+    reset,
+    send_until_stalled,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -119,12 +127,11 @@ class StreamReader:
     def reset(self) -> None:
         """End the connection with a TCP reset. The reading thread is stopped first: a
         socket closed under a blocked ``recv`` stays open until that call returns."""
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RD)
         if self._thread is not None:
             self._thread.join(5.0)
-        self.sock.close()
+        reset(self.sock)
 
     def last_id(self) -> str:
         """The ``id:`` of the last frame that had one: what a client resumes from."""
@@ -245,26 +252,6 @@ def test_a_watcher_that_never_reads_costs_nothing_but_its_own_stream(target: Tar
     target.assert_unharmed(own_topics=(topic,))
 
 
-def _send_until_stalled(sock: socket.socket, data: bytes, stall_s: float, total_s: float) -> int:
-    """Send ``data`` until it is gone, a send waits ``stall_s`` (the peer stopped reading
-    and the kernel's buffers are full) or ``total_s`` pass; the bytes sent."""
-    sock.settimeout(stall_s)
-    sent = 0
-    deadline = time.monotonic() + total_s
-    try:
-        while sent < len(data) and time.monotonic() < deadline:
-            sent += sock.send(data[sent : sent + 65536])
-    except TimeoutError:
-        pass
-    return sent
-
-
-#: More than the kernel buffers of one loopback connection hold (here ~3 MB were taken
-#: before the server's read stopped), so a server that kept reading takes visibly more.
-UPSTREAM_BYTES = 32 * 1024 * 1024
-UPSTREAM_STOPPED_BY = 12 * 1024 * 1024
-
-
 def test_bytes_sent_up_an_open_stream_are_not_buffered_and_the_stream_lives(
     target: Target,
 ) -> None:
@@ -282,9 +269,9 @@ def test_bytes_sent_up_an_open_stream_are_not_buffered_and_the_stream_lives(
             assert reader.wait_for(lambda ev: any(e.event == "caught-up" for e in ev), 10.0)
             rss_before = target.rss_kib()
             garbage = b"GET /v0/health HTTP/1.1\r\nHost: t\r\n\r\n"
-            garbage *= UPSTREAM_BYTES // len(garbage)
-            sent = _send_until_stalled(sock, garbage, 1.0, 15.0)
-            assert sent < UPSTREAM_STOPPED_BY, f"the server read {sent} bytes up a stream"
+            garbage *= FLOOD_BYTES // len(garbage)
+            sent = send_until_stalled(sock, garbage)
+            assert sent < STOPPED_BY, f"the server read {sent} bytes up a stream"
             grown_kib = target.rss_kib() - rss_before
             assert grown_kib < 4 * 1024, f"server RSS grew {grown_kib} KiB"
             head, _ = _write(http, topic, [{"data": i} for i in range(3)])
@@ -292,12 +279,6 @@ def test_bytes_sent_up_an_open_stream_are_not_buffered_and_the_stream_lives(
         finally:
             reader.stop()
     target.assert_unharmed(own_topics=(topic,))
-
-
-def _reset(sock: socket.socket) -> None:
-    """Close with a TCP reset (SO_LINGER 0) instead of a FIN."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
 
 
 def test_a_stream_reset_mid_delivery_costs_that_stream_alone(target: Target) -> None:
@@ -386,7 +367,7 @@ def test_a_work_consumer_that_never_reads_loses_no_job(target: Target) -> None:
                 acked.update(j["$seq"] for j in claimed)
             assert len(acked) == jobs, f"{jobs - len(acked)} jobs never reached the good worker"
         finally:
-            _reset(stuck)
+            reset(stuck)
         counts = _queue_counts(http, topic, lambda c: c["ready"] == c["in_flight"] == 0)
         assert (counts["ready"], counts["in_flight"]) == (0, 0), counts
     target.assert_unharmed(own_topics=(topic,))
@@ -427,7 +408,7 @@ def test_a_websocket_subscriber_that_never_reads_costs_nothing_but_its_own_socke
         try:
             _flood_past_a_stuck_client(target, http, topic)
         finally:
-            _reset(stuck)
+            reset(stuck)
     target.assert_unharmed(own_topics=(topic,))
 
 
@@ -445,7 +426,7 @@ def test_a_work_consumer_reset_mid_batch_releases_its_leases_at_once(target: Tar
         counts = _queue_counts(http, topic, lambda c: c["in_flight"] == 100)
         assert counts["in_flight"] == 100, counts
         stuck.recv(1000)  # a little of the ~800 KB batch, then the reset
-        _reset(stuck)
+        reset(stuck)
         counts = _queue_counts(http, topic, lambda c: c["in_flight"] == 0)
         assert (counts["in_flight"], counts["ready"]) == (0, 100), counts
         claim = http.post(f"/v0/topics/{topic}/claim", json={"node": "good", "max": 100})

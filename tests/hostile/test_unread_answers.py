@@ -10,34 +10,27 @@ buffers, the server's memory does not grow with it, and every other client is se
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
-import struct
 import time
 
 import pytest
 import wsproto.events
 
-from .conftest import KEY, SEED_TOPIC, Target, connect, health_status, open_ws
+from .conftest import (
+    FLOOD_BYTES,
+    KEY,
+    SEED_TOPIC,
+    STOPPED_BY,
+    Target,
+    connect,
+    health_status,
+    open_ws,
+    reset,
+    send_until_stalled,
+)
 
 pytestmark = pytest.mark.slow
-
-#: Far more than one loopback connection's kernel buffers hold (~3 MB here).
-FLOOD_BYTES = 32 * 1024 * 1024
-STOPPED_BY = 12 * 1024 * 1024
-
-
-def _send_until_stalled(sock: socket.socket, data: bytes) -> int:
-    """Send until ``data`` is gone, one send waits 1 s (the server stopped reading and the
-    kernel's buffers are full) or 15 s pass; the bytes sent."""
-    sock.settimeout(1.0)
-    sent = 0
-    deadline = time.monotonic() + 15.0
-    with contextlib.suppress(TimeoutError):
-        while sent < len(data) and time.monotonic() < deadline:
-            sent += sock.send(data[sent : sent + 65536])
-    return sent
 
 
 def _request() -> bytes:
@@ -49,14 +42,13 @@ def _request() -> bytes:
     ).encode() + body
 
 
-def test_pipelined_requests_whose_answers_are_never_read(target: Target) -> None:
+def _assert_flood_is_bounded(target: Target, sock: socket.socket, message: bytes) -> None:
+    """Send ``message`` over and over, never reading an answer: the server stops reading
+    within the kernel's buffers, serves another client meanwhile and keeps its memory."""
     assert target.server is not None
-    sock = connect(target.server, rcvbuf=4096)
     try:
-        one = _request()
-        flood = one * (FLOOD_BYTES // len(one))
         rss_before = target.rss_kib()
-        sent = _send_until_stalled(sock, flood)
+        sent = send_until_stalled(sock, message * (FLOOD_BYTES // len(message)))
         assert sent < STOPPED_BY, f"the server read {sent} bytes it could not answer"
         t0 = time.monotonic()
         assert health_status(target.server) == 200
@@ -64,33 +56,24 @@ def test_pipelined_requests_whose_answers_are_never_read(target: Target) -> None
         grown_kib = target.rss_kib() - rss_before
         assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
     finally:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.close()
+        reset(sock)
+
+
+def test_pipelined_requests_whose_answers_are_never_read(target: Target) -> None:
+    assert target.server is not None
+    _assert_flood_is_bounded(target, connect(target.server, rcvbuf=4096), _request())
     target.assert_unharmed()
 
 
 def test_websocket_publishes_whose_acks_are_never_read(target: Target) -> None:
     """The WebSocket twin: publishes sent as fast as the socket takes them, no ack ever
     read. A publish is acked before the next command is read, so the server stops reading
-    once the acks back up; the client's sends stall within the kernel's buffers."""
+    once the acks back up."""
     assert target.server is not None
     topic = "hostile-ws-flood"
     with target.client() as http:
         http.delete(f"/v0/topics/{topic}")
     sock, client = open_ws(target.server, rcvbuf=4096)
-    try:
-        publish = json.dumps({"op": "publish", "topic": topic, "records": [{"data": 1}]})
-        frame = client.send(wsproto.events.TextMessage(publish))
-        flood = frame * (FLOOD_BYTES // len(frame))
-        rss_before = target.rss_kib()
-        sent = _send_until_stalled(sock, flood)
-        assert sent < STOPPED_BY, f"the server read {sent} bytes it could not ack"
-        t0 = time.monotonic()
-        assert health_status(target.server) == 200
-        assert time.monotonic() - t0 < 5.0, "another client waited behind the flood"
-        grown_kib = target.rss_kib() - rss_before
-        assert grown_kib < 6 * 1024, f"server RSS grew {grown_kib} KiB"
-    finally:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.close()
+    publish = json.dumps({"op": "publish", "topic": topic, "records": [{"data": 1}]})
+    _assert_flood_is_bounded(target, sock, client.send(wsproto.events.TextMessage(publish)))
     target.assert_unharmed(own_topics=(topic,))
