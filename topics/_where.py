@@ -18,20 +18,30 @@ Rules:
 3. The expression is checked and compiled once per request (:func:`compile_where`);
    bad input is ``invalid_request`` naming the path inside the expression.
 4. Evaluation decodes a record's ``meta``/``data`` only when a test needs them, and a
-   string ``Eq``/``In`` first looks for the operand's JSON text in the raw bytes: a
-   record whose bytes cannot contain it (no escapes anywhere) is rejected undecoded.
+   string ``Eq`` first looks for the operand's JSON text in the raw bytes: a record whose
+   bytes cannot contain it (no escapes anywhere) is rejected undecoded. An ``In`` is a
+   set (its strings, its numbers, which of true/false/null): one decode and one lookup,
+   never a test per value (issue 30: 63 ``In`` of 256 values scanned each record ~16,000
+   times).
 5. ``needles`` are byte strings every matching record must contain, found from the
    ``and`` of the tree's string ``Eq`` tests (a ``tag``/``node`` value, or the JSON text of
    a ``data``/``meta`` operand). The core checks them with ``memmem`` before calling the
    predicate at all (``SegmentBuffer.render``); a ``data``/``meta`` part holding a
    backslash is always passed on (an escape could spell the operand differently).
-6. ``program`` is the same expression as a flat postfix program the core evaluates in C
+6. ``program`` (topics/_where_program.py) is the same expression as a flat postfix
+   program the core evaluates in C
    on the raw bytes (a top-level member found by searching for its quoted key and
    checking each hit's depth, strings compared as bytes, integers parsed directly and
    other numbers with ``strtod``), three-valued: what it cannot decide exactly (an
    escaped key after the member, an escape in a compared string, an integer past 2**53,
    another number past 15 characters) is left to the predicate itself. None when the
    expression uses what the program cannot express (then the predicate decides).
+7. A plan's ``cost`` is what the predicate may do per record at worst: one test per term
+   (an ``In`` is one lookup, whatever its size) and one decode per part it reads (``data``,
+   ``meta``); the C program and the needles only ever spare it work. A plan over the
+   budget (``Limits.max_where_cost``, ``TOPICS_MAX_WHERE_COST``) is refused. Strings must
+   be Unicode text UTF-8 can carry: a lone surrogate (``"\ud800"`` in the request's JSON)
+   is invalid_request, never a failure later.
 """
 
 from __future__ import annotations
@@ -42,9 +52,18 @@ from typing import Any
 
 import ujson
 
+from ._where_program import Instruction, program_of
 from .errors import InvalidRequestError
 
-__all__ = ["PART_DATA", "PART_META", "PART_NODE", "PART_TAG", "Predicate", "compile_where"]
+__all__ = [
+    "DEFAULT_MAX_COST",
+    "PART_DATA",
+    "PART_META",
+    "PART_NODE",
+    "PART_TAG",
+    "Predicate",
+    "compile_where",
+]
 
 #: Which raw parts of a record a predicate reads (the core passes None for the others).
 PART_NODE, PART_TAG, PART_META, PART_DATA = 1, 2, 4, 8
@@ -53,6 +72,9 @@ MAX_NODES = 64  # tests in one expression
 MAX_DEPTH = 8
 MAX_IN = 256
 MAX_NEEDLES = 8  # what the core checks in C (the rest is left to the predicate)
+#: Rule 7's budget when none is given (``Limits.max_where_cost``'s default): above the
+#: 66 the shape limits allow, so by default it refuses nothing they let through.
+DEFAULT_MAX_COST = 128
 
 _MISSING = object()
 _Test = Callable[["_Rec"], bool]
@@ -90,7 +112,7 @@ class Predicate:
     (echoed back and stored in watch sessions).
     """
 
-    __slots__ = ("_test", "needles", "parts", "program", "source")
+    __slots__ = ("_test", "cost", "needles", "parts", "program", "source")
 
     def __init__(
         self,
@@ -105,7 +127,9 @@ class Predicate:
         #: (part bit, bytes) that a matching record's part must contain (rule 5).
         self.needles = needles
         #: Rule 6's program, or None.
-        self.program: tuple[tuple[int, int, bytes, bytes, float, int], ...] | None = None
+        self.program: tuple[Instruction, ...] | None = None
+        #: Rule 7's cost per record.
+        self.cost = 0
 
     def __call__(
         self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None
@@ -113,106 +137,28 @@ class Predicate:
         return self._test(_Rec(node, tag, meta, data))
 
 
-def compile_where(value: object, field: str = "where") -> Predicate | None:
-    """Check and compile a ``where`` expression; None (no filter) for None."""
+def compile_where(
+    value: object, field: str = "where", max_cost: int = DEFAULT_MAX_COST
+) -> Predicate | None:
+    """Check and compile a ``where`` expression; None (no filter) for None.
+
+    ``max_cost`` is the budget of rule 7 (``Limits.max_where_cost``): a plan that costs
+    more per record is refused (invalid_request naming the budget and its variable)."""
     if value is None:
         return None
     c = _Compiler(field)
     test = c.expr(value, field, 0)
+    cost = c.tests + bin(c.parts & (PART_DATA | PART_META)).count("1")
+    if cost > max_cost:
+        raise InvalidRequestError(
+            f"{field}: costs {cost} per record (a test per term, a decode per part read), "
+            f"over the budget of {max_cost} (TOPICS_MAX_WHERE_COST); use fewer terms",
+            detail={"field": field, "cost": cost, "max_cost": max_cost},
+        )
     pred = Predicate(test, c.parts, _normalize(value), tuple(_needles(value))[:MAX_NEEDLES])
-    try:
-        program: list[tuple[int, int, bytes, bytes, float, int]] = []
-        _emit(value, program)
-        if len(program) <= MAX_PROGRAM:
-            pred.program = tuple(program)
-    except _NotInC:
-        pass
+    pred.cost = cost
+    pred.program = program_of(value)
     return pred
-
-
-# -- rule 6: the program the core runs ------------------------------------------------------
-
-#: Instruction codes (topics/_core/_segment.pxi ``_run_program`` reads the same numbers).
-OP_EQ_RAW, OP_EQ_NUM, OP_GT, OP_GE, OP_LT, OP_LE, OP_EXISTS, OP_PREFIX = 1, 2, 3, 4, 5, 6, 7, 8
-OP_AND, OP_OR, OP_NOT = 10, 11, 12
-MAX_PROGRAM = 64
-_NUM_OPS = {"Gt": OP_GT, "Ge": OP_GE, "Lt": OP_LT, "Le": OP_LE}
-_EXACT_FLOAT = 1 << 53
-
-
-class _NotInC(Exception):
-    pass
-
-
-def _raw_string(s: str) -> bytes:
-    """The JSON text of ``s`` when it has no escape (else the program cannot compare it)."""
-    raw = ujson.dumps(s, ensure_ascii=False, escape_forward_slashes=False).encode()
-    if b"\\" in raw:
-        raise _NotInC
-    return raw
-
-
-def _emit(value: object, out: list[tuple[int, int, bytes, bytes, float, int]]) -> None:
-    if isinstance(value, str):
-        value = ["tag", "Eq", value]
-    assert isinstance(value, list | tuple)
-    head = value[0]
-    if head in ("and", "or"):
-        for v in value[1]:
-            _emit(v, out)
-        out.append((OP_AND if head == "and" else OP_OR, 0, b"", b"", 0.0, len(value[1])))
-        return
-    if head == "not":
-        _emit(value[1], out)
-        out.append((OP_NOT, 0, b"", b"", 0.0, 0))
-        return
-    name, op = value[0], value[1]
-    operand: Any = value[2] if len(value) == 3 else True
-    if name in ("tag", "node"):
-        part, key = (PART_TAG if name == "tag" else PART_NODE), b""
-    else:
-        part_name, _, member = name.partition(".")
-        part = PART_DATA if part_name == "data" else PART_META
-        key = _raw_string(member)  # quoted: the core searches for the key's JSON text
-    if op == "Exists":
-        out.append((OP_EXISTS, part, key, b"", 0.0, 0))
-        if not operand:
-            out.append((OP_NOT, 0, b"", b"", 0.0, 0))
-        return
-    if op in ("Eq", "Ne", "In"):
-        values = operand if op == "In" else [operand]
-        for v in values:
-            out.append(_eq(part, key, v))
-        if op == "In" and len(values) > 1:
-            out.append((OP_OR, 0, b"", b"", 0.0, len(values)))
-        if op == "Ne":
-            out.append((OP_NOT, 0, b"", b"", 0.0, 0))
-        return
-    if op == "Glob":
-        prefix = operand[:-1]
-        raw = prefix.encode() if key == b"" else _raw_string(prefix)[:-1]
-        out.append((OP_PREFIX, part, key, raw, 0.0, 0))
-        return
-    out.append((_NUM_OPS[op], part, key, b"", _number(operand), 0))
-
-
-def _eq(part: int, key: bytes, v: object) -> tuple[int, int, bytes, bytes, float, int]:
-    if key == b"":  # tag / node: the raw bytes, or never (a non-string)
-        if not isinstance(v, str):
-            return (OP_EQ_RAW, part, key, b"\x00", 0.0, 1)  # count 1: "never"
-        return (OP_EQ_RAW, part, key, v.encode(), 0.0, 0)
-    if isinstance(v, str):
-        return (OP_EQ_RAW, part, key, _raw_string(v), 0.0, 0)
-    if v is None or isinstance(v, bool):
-        return (OP_EQ_RAW, part, key, ujson.dumps(v).encode(), 0.0, 0)
-    return (OP_EQ_NUM, part, key, b"", _number(v), 0)
-
-
-def _number(v: object) -> float:
-    if isinstance(v, int) and abs(v) > _EXACT_FLOAT:
-        raise _NotInC
-    assert isinstance(v, int | float)
-    return float(v)
 
 
 def _needles(value: object) -> list[tuple[int, bytes]]:
@@ -250,6 +196,7 @@ class _Compiler:
         self.field = field
         self.parts = 0
         self.nodes = 0
+        self.tests = 0  # leaves: rule 7's cost
 
     def bad(self, path: str, problem: str) -> InvalidRequestError:
         return InvalidRequestError(f"{path}: {problem}", detail={"field": self.field, "path": path})
@@ -294,6 +241,7 @@ class _Compiler:
         if len(value) == 2 and op != "Exists":
             raise self.bad(path, f"{op} takes a value")
         operand = value[2] if len(value) == 3 else True
+        self.tests += 1
         get = self.getter(name, path)
         if op == "Exists":
             if not isinstance(operand, bool):
@@ -308,13 +256,13 @@ class _Compiler:
                 raise self.bad(path, f"In takes a list of 1 to {MAX_IN} values")
             for i, v in enumerate(operand):
                 self.scalar(v, f"{path}[2][{i}]")
-            tests = [self.equals(name, get, v) for v in operand]
-            return lambda r: any(t(r) for t in tests)
+            return _member_of(name, get, operand)
         if op == "Glob":
             if not isinstance(operand, str) or not operand.endswith("*") or "*" in operand[:-1]:
                 raise self.bad(
                     path, f"Glob takes a literal prefix followed by one trailing *, got {operand!r}"
                 )
+            self.text(operand, f"{path}[2]")
             prefix = operand[:-1]
             if name in ("tag", "node"):
                 pb = prefix.encode()
@@ -330,7 +278,10 @@ class _Compiler:
         return lambda r: _is_number(v := get(r)) and cmp(v, x)
 
     def scalar(self, operand: object, path: str) -> None:
-        if operand is None or isinstance(operand, str | bool):
+        if isinstance(operand, str):
+            self.text(operand, path)
+            return
+        if operand is None or isinstance(operand, bool):
             return
         if _is_number(operand):
             return
@@ -338,7 +289,17 @@ class _Compiler:
             path, f"the value must be a string, number, boolean or null, got {operand!r}"
         )
 
+    def text(self, s: str, path: str) -> None:
+        """Rule 7: a string UTF-8 can carry (not a lone surrogate)."""
+        try:
+            s.encode()
+        except UnicodeEncodeError as exc:
+            raise self.bad(
+                path, f"{s!r} is not Unicode text (a lone surrogate at {exc.start})"
+            ) from None
+
     def getter(self, name: str, path: str) -> Callable[[_Rec], Any]:
+        self.text(name, f"{path}[0]")
         if name == "tag":
             self.parts |= PART_TAG
             return lambda r: _MISSING if r.tag is None else r.tag
@@ -377,6 +338,28 @@ class _Compiler:
         if isinstance(operand, bool) or operand is None:
             return lambda r: (v := get(r)) is operand
         return lambda r: _is_number(v := get(r)) and v == operand
+
+
+def _member_of(name: str, get: Callable[[_Rec], Any], values: list[Any] | tuple[Any, ...]) -> _Test:
+    """Rule 4's ``In``: one lookup in sets split by kind, so JSON equality holds
+    (``1`` equals ``1.0``, ``true`` never equals ``1``, as Python's ``True == 1`` would)."""
+    if name in ("tag", "node"):
+        raw = frozenset(v.encode() for v in values if isinstance(v, str))
+        return lambda r: get(r) in raw
+    strings = frozenset(v for v in values if isinstance(v, str))
+    numbers = frozenset(v for v in values if _is_number(v))
+    # true, false and null by identity (each is a singleton), never hashed with numbers
+    singles = tuple(v for v in values if v is None or isinstance(v, bool))
+
+    def test(r: _Rec) -> bool:
+        v = get(r)
+        if isinstance(v, str):
+            return v in strings
+        if v is None or isinstance(v, bool):
+            return any(v is s for s in singles)
+        return _is_number(v) and v in numbers
+
+    return test
 
 
 def _is_number(v: object) -> bool:

@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"topics\.record_fields",
             r"topics\.auth",
             r"topics\._where",
+            r"topics\._where_program",
             r"topics\._cloudevents",
             r"topics\.cli_filters",
         ),

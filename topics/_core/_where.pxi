@@ -11,10 +11,12 @@ cdef enum:
     _P_LE = 6
     _P_EXISTS = 7
     _P_PREFIX = 8
+    _P_IN_RAW = 9
     _P_AND = 10
     _P_OR = 11
     _P_NOT = 12
-    _P_MAX = 64
+    _P_IN_NUM = 13
+    _P_MAX = 192
     _NO = 0
     _YES = 1
     _UNKNOWN = 2
@@ -253,6 +255,46 @@ cdef int _number_of(const unsigned char* s, Py_ssize_t n, double* out) noexcept 
     return _YES
 
 
+cdef int _in_raw(const _Insn* ins, const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """_YES when s[0:n] is one of an ``In``'s ``count`` texts: ``raw`` holds count + 1
+    uint32 offsets, then the texts sorted as bytes (topics/_where_program.py ``_in_raw``),
+    so this is a binary search, not a comparison per value."""
+    cdef Py_ssize_t lo = 0, hi = ins.count, mid, m, c
+    cdef uint32_t a, b
+    cdef const unsigned char* texts = ins.raw + 4 * (ins.count + 1)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        memcpy(&a, ins.raw + 4 * mid, 4)
+        memcpy(&b, ins.raw + 4 * (mid + 1), 4)
+        m = b - a
+        c = memcmp(texts + a, s, m if m < n else n)
+        if c == 0:
+            c = m - n
+        if c == 0:
+            return _YES
+        if c < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return _NO
+
+
+cdef int _in_num(const _Insn* ins, double x) noexcept nogil:
+    """_YES when x is one of an ``In``'s ``count`` numbers (``raw``: sorted doubles)."""
+    cdef Py_ssize_t lo = 0, hi = ins.count, mid
+    cdef double v
+    while lo < hi:
+        mid = (lo + hi) // 2
+        memcpy(&v, ins.raw + 8 * mid, 8)
+        if v == x:
+            return _YES
+        if v < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return _NO
+
+
 cdef int _leaf(const _Insn* ins, const unsigned char* f) noexcept nogil:
     cdef Py_ssize_t nlen = _ld16(f + 10), tlen = _ld16(f + 12)
     cdef Py_ssize_t mlen = _ld32(f + 16), dlen = _ld32(f + 20), size, a = 0, b = 0
@@ -267,6 +309,8 @@ cdef int _leaf(const _Insn* ins, const unsigned char* f) noexcept nogil:
             span, size = body + nlen, tlen
         if ins.op == _P_EXISTS:
             return _YES if size else _NO
+        if ins.op == _P_IN_RAW:
+            return _in_raw(ins, span, size) if size else _NO
         if ins.count or size == 0:  # a non-string operand, or no tag/node: never equal
             return _NO
         if ins.op == _P_EQ_RAW:
@@ -286,9 +330,11 @@ cdef int _leaf(const _Insn* ins, const unsigned char* f) noexcept nogil:
     if ins.op == _P_EXISTS:
         return _YES
     span, size = span + a, b - a
-    if ins.op == _P_EQ_RAW or ins.op == _P_PREFIX:
+    if ins.op == _P_EQ_RAW or ins.op == _P_PREFIX or ins.op == _P_IN_RAW:
         if span[0] == c'"' and memchr(span, c'\\', size) != NULL:
             return _UNKNOWN  # an escaped string: the predicate decodes it
+        if ins.op == _P_IN_RAW:
+            return _in_raw(ins, span, size)
         if ins.op == _P_EQ_RAW:
             return _YES if size == ins.rlen and memcmp(span, ins.raw, size) == 0 else _NO
         return _YES if size > ins.rlen and memcmp(span, ins.raw, ins.rlen) == 0 else _NO
@@ -297,6 +343,8 @@ cdef int _leaf(const _Insn* ins, const unsigned char* f) noexcept nogil:
         return found
     if ins.op == _P_EQ_NUM:
         return x == ins.num
+    if ins.op == _P_IN_NUM:
+        return _in_num(ins, x)
     if ins.op == _P_GT:
         return x > ins.num
     if ins.op == _P_GE:

@@ -57,9 +57,31 @@ leaf = st.one_of(
         st.sampled_from(["data.kind", "data.n", "meta.src", "tag", "node"]), st.just("Exists")
     ).map(list),
     st.tuples(
-        st.sampled_from(["data.kind", "tag", "meta.src"]),
+        st.sampled_from(["data.kind", "data.n", "data.ok", "tag", "node", "meta.src"]),
         st.just("In"),
-        st.lists(st.sampled_from(["refund", "sale", "web", "a:1", 5]), min_size=1, max_size=3),
+        st.lists(
+            st.sampled_from(
+                [
+                    "refund",
+                    "sale",
+                    "web",
+                    "a:1",
+                    "w-1",
+                    'r"x',
+                    "été",
+                    5,
+                    5.0,
+                    -3,
+                    1e2,
+                    0.1,
+                    True,
+                    False,
+                    None,
+                ]
+            ),
+            min_size=1,
+            max_size=6,
+        ),
     ).map(list),
     st.tuples(
         st.sampled_from(["data.kind", "tag", "node", "meta.src"]),
@@ -129,6 +151,11 @@ def test_programs_cover_the_common_shapes() -> None:
         pred = compile_where(where)
         assert pred is not None
         assert pred.program is not None, where
+    # An In is one instruction per kind of value, whatever its size (issue 30).
+    wide = compile_where(["data.kind", "In", [f"v{i}" for i in range(128)] + list(range(128))])
+    assert wide is not None
+    assert wide.program is not None
+    assert len(wide.program) == 3
     big = compile_where(["data.n", "Eq", 2**60])  # not exact as a double: left to Python
     assert big is not None
     assert big.program is None
