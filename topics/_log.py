@@ -533,11 +533,16 @@ class TopicLog:
         flags: int,
         end: int | None = None,
         keep: Keep | None = None,
+        out_of_time: Callable[[], bool] | None = None,
     ) -> ReadWindow:
         """Render the window starting at seq ``start`` (docs/SEMANTICS.md rules 14-15).
 
         ``end`` bounds the window (the seq before a gap marker, or what a strong watch may
         see: the WAL's committed seq); reaching it ends the window like reaching the head.
+        ``out_of_time`` (a filtered read's time budget, issue 30) is asked between chunks
+        of 1, 2, 4, ... examined records; once it says so the window ends there, as
+        ``limit`` ends it, so however costly each record is, a read overshoots its budget
+        by at most about the time it already took.
         """
         start = max(start, self.earliest)
         i = max(bisect.bisect_right(self.bases, start) - 1, 0)
@@ -546,29 +551,37 @@ class TopicLog:
         seq = start
         stopped = False
         segments = self.segments
+        chunk = limit if out_of_time is None else 1
         while i < len(segments):
             seg = segments[i]
             if end is not None and seg.base_seq > end:
                 break
-            idx = seq - seg.base_seq
-            if idx < 0:
-                idx = 0
-            if idx < seg.count:
-                # -1: the whole segment; else stop after ``end`` (it may lie mid-segment).
-                stop = -1 if end is None else end - seg.base_seq + 1
-                frag, e, x, nxt = seg.render(
-                    idx, limit - examined, budget - out_bytes, skip_nodes, flags, stop, keep
-                )
-                if e:
-                    parts.append(frag)
-                    out_bytes += len(frag)
-                emitted += e
-                examined += x
-                seq = seg.base_seq + nxt
-                if examined >= limit or out_bytes >= budget:
+            idx = max(seq - seg.base_seq, 0)
+            if idx >= seg.count:
+                i += 1
+                continue
+            # -1: the whole segment; else stop after ``end`` (it may lie mid-segment).
+            stop = -1 if end is None else end - seg.base_seq + 1
+            want = min(chunk, limit - examined)
+            frag, e, x, nxt = seg.render(
+                idx, want, budget - out_bytes, skip_nodes, flags, stop, keep
+            )
+            if e:
+                parts.append(frag)
+                out_bytes += len(frag)
+            emitted += e
+            examined += x
+            seq = seg.base_seq + nxt
+            if examined >= limit or out_bytes >= budget:
+                stopped = True
+                break
+            if x < want:  # the segment (or the window's end in it) is done
+                i += 1
+            if out_of_time is not None:
+                if out_of_time():
                     stopped = True
                     break
-            i += 1
+                chunk *= 2
         if stopped:
             next_from = seq - 1
         else:

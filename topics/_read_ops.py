@@ -17,6 +17,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from ._cloudevents import check_format, to_cloudevents
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._limits import DIFF_BYTE_BUDGET
 from ._names import check_topic_name
-from ._reads import ReadBounds, read_bounds, read_diff
+from ._reads import ReadBounds, read_bounds, read_diff, time_bound
 from .errors import InvalidRequestError, TopicNotFoundError
 from .types import DiffResult
 
@@ -117,7 +118,12 @@ class ReadOps:
         bounds = None  # issue 18's options cost a plain diff nothing but these tests
         if from_ts is not None or to_ts is not None or to_seq is not None or where is not None:
             bounds = read_bounds(
-                from_seq=from_seq, from_ts=from_ts, to_ts=to_ts, to_seq=to_seq, where=where
+                from_seq=from_seq,
+                from_ts=from_ts,
+                to_ts=to_ts,
+                to_seq=to_seq,
+                where=where,
+                max_where_cost=self.limits.max_where_cost,
             )
         fmt = type_field = ""
         if format != "records" or ce_type_field is not None:
@@ -135,7 +141,9 @@ class ReadOps:
         if cname is not None:
             from_seq = self._cursor_ops.cursor_start(log, cname)
         now = self.clock.now_ms() if bounds is not None else 0
-        result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
+        result = read_diff(
+            log, from_seq, limit, skip, flags, budget, None, bounds, now, self._time_bound(bounds)
+        )
         if (
             wait_ms
             and result.caught_up
@@ -159,6 +167,12 @@ class ReadOps:
             await self._cursor_ops.commit_read(log, cname, result.next_from_seq)
         return result
 
+    def _time_bound(self, bounds: ReadBounds | None) -> Callable[[], bool] | None:
+        """A filtered read's time budget from now (topics/_reads.py rule 4)."""
+        if bounds is None or bounds.where is None:
+            return None
+        return time_bound(self.clock.now_ms, self.limits.max_where_ms)
+
     async def _wait_and_read(
         self,
         log: TopicLog,
@@ -180,7 +194,9 @@ class ReadOps:
             raise TopicNotFoundError.for_topic(log.name)
         self._app.apply_retention(log)
         now = self.clock.now_ms()
-        result = read_diff(log, from_seq, limit, skip, flags, budget, None, bounds, now)
+        result = read_diff(
+            log, from_seq, limit, skip, flags, budget, None, bounds, now, self._time_bound(bounds)
+        )
         if first.from_seq is not None:
             result = replace(result, from_seq=first.from_seq)
         return result

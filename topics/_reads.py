@@ -15,16 +15,24 @@ an eviction tombstone wins, and covers any marker below ``earliest_seq``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import _args
 from ._gap_markers import GapMarker
 from ._log import ReadWindow, TopicLog
-from ._where import Predicate, compile_where
+from ._where import DEFAULT_MAX_COST, Predicate, compile_where
 from .errors import InvalidRequestError
 from .types import DiffResult, Tombstone, TombstoneReason
 
-__all__ = ["ReadBounds", "gap_tombstone", "read_bounds", "read_diff", "tombstone_for"]
+__all__ = [
+    "ReadBounds",
+    "gap_tombstone",
+    "read_bounds",
+    "read_diff",
+    "time_bound",
+    "tombstone_for",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,8 @@ class ReadBounds:
        record with ``$ts > to_ts``; with none, the head once the clock has passed ``to_ts``
        (a later write is stamped at least now), else not known yet.
     3. ``where`` filters like a node filter: refused records are examined, not returned.
+    4. A filtered read is bounded in time as well (issue 30, :func:`time_bound`): past
+       ``Limits.max_where_ms`` it ends with what it has and a cursor, as ``limit`` ends it.
     """
 
     from_ts: int | None = None
@@ -82,8 +92,10 @@ def read_bounds(
     to_ts: object = None,
     to_seq: object = None,
     where: object = None,
+    max_where_cost: int = DEFAULT_MAX_COST,
 ) -> ReadBounds | None:
-    """Check a read's bound arguments (nothing else is read); None when none is given."""
+    """Check a read's bound arguments (nothing else is read); None when none is given.
+    ``max_where_cost``: the ``where`` plan's budget (topics/_where.py rule 7)."""
     if from_ts is None and to_ts is None and to_seq is None and where is None:
         return None
     fts = _args.u64("from_ts", from_ts) if from_ts is not None else None
@@ -95,8 +107,17 @@ def read_bounds(
         fts,
         _args.u64("to_ts", to_ts) if to_ts is not None else None,
         _args.u64("to_seq", to_seq) if to_seq is not None else None,
-        compile_where(where),
+        compile_where(where, max_cost=max_where_cost),
     )
+
+
+def time_bound(now_ms: Callable[[], int], budget_ms: int) -> Callable[[], bool] | None:
+    """Rule 4: what tells a filtered read, from now on, that its ``budget_ms`` is spent
+    (None: 0, no bound). ``now_ms`` is the engine clock (a test's moves when told to)."""
+    if not budget_ms:
+        return None
+    until = now_ms() + budget_ms
+    return lambda: now_ms() >= until
 
 
 def tombstone_for(log: TopicLog, from_seq: int) -> Tombstone | None:
@@ -141,6 +162,7 @@ def read_diff(
     upto: int | None = None,
     bounds: ReadBounds | None = None,
     now_ms: int = 0,
+    out_of_time: Callable[[], bool] | None = None,
 ) -> DiffResult:
     """One diff window from ``from_seq`` (exclusive).
 
@@ -150,7 +172,8 @@ def read_diff(
 
     ``bounds`` (from :func:`read_bounds`) may move the start (``from_ts``, echoed as the
     answer's ``from_seq``), end the read (``to_ts``/``to_seq``: ``caught_up`` and
-    ``lag`` count to the end, and ``end_reached`` says the cursor is there) and filter.
+    ``lag`` count to the end, and ``end_reached`` says the cursor is there) and filter;
+    ``out_of_time`` (:func:`time_bound`) then bounds the filtered read (rule 4).
 
     Kept whole: every diff, watch pass and Spark page runs it; the window arithmetic reads
     best in one place.
@@ -190,7 +213,8 @@ def read_diff(
     if end is not None and start > end:  # nothing committed past the reader yet
         window = ReadWindow(b"[]", 0, 0, start - 1)
     else:
-        window = log.read(start, limit, budget, skip, flags, end, keep)
+        timed = out_of_time if keep is not None else None
+        window = log.read(start, limit, budget, skip, flags, end, keep, timed)
     nxt = window.next_from_seq
     if bounds is not None and (bounds.from_ts is not None or bounds.bounded):
         # Past the end counts as "at the end": a cursor the caller moved beyond it is done.

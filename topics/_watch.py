@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ._reads import time_bound
 from ._watch_feed import FeedOptions, FeedTopic, WatchFeed
 from ._watch_guard import feed_guard
 from ._watch_session import (
@@ -124,6 +125,7 @@ class WatchHub:
         max_connections_per_key: int,
         settings: WatchSettings | None = None,
         max_sessions_per_key: int = 0,
+        max_where_ms: int = 0,
     ) -> None:
         self._now_ms = now_ms
         self.retention = retention
@@ -132,6 +134,8 @@ class WatchHub:
         self._wait_wal = wait_wal
         self.max_sessions = max_sessions
         self.max_sessions_per_key = max_sessions_per_key
+        #: A filtered delivery read's time budget (topics/_reads.py rule 4; 0: none).
+        self.max_where_ms = max_where_ms
         self.settings = settings if settings is not None else WatchSettings()
         self.slots = StreamSlots(max_connections, max_connections_per_key)
         self._sessions: dict[str, WatchSession] = {}
@@ -434,7 +438,10 @@ class WatchHub:
         if hit is not None:
             return hit
         self.reads += 1
-        return tw.read(ft.cursor, upto, ft.opts, self._now_ms())
+        out_of_time = None
+        if ft.opts.keep is not None:
+            out_of_time = time_bound(self._now_ms, self.max_where_ms)
+        return tw.read(ft.cursor, upto, ft.opts, self._now_ms(), out_of_time)
 
     # -- strong visibility (rule 5) ---------------------------------------------------
 

@@ -24,7 +24,7 @@ from . import _args
 from ._cloudevents import check_format
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._reads import ReadBounds
-from ._where import compile_where
+from ._where import DEFAULT_MAX_COST, compile_where
 from .errors import InvalidRequestError
 from .watch_types import TopicWatermarks
 
@@ -92,11 +92,16 @@ def apply_from_ts(
 
 
 def stream_options(
-    opts: FeedOptions, where: object, format: object, ce_type_field: object
+    opts: FeedOptions,
+    where: object,
+    format: object,
+    ce_type_field: object,
+    max_where_cost: int = DEFAULT_MAX_COST,
 ) -> FeedOptions:
-    """The subscription's read options with its ``where`` and ``format`` (rule 3)."""
+    """The subscription's read options with its ``where`` and ``format`` (rule 3);
+    ``max_where_cost`` is the plan's budget (topics/_where.py rule 7)."""
     fmt, type_field = check_format(format, ce_type_field)
-    keep = compile_where(where)
+    keep = compile_where(where, max_cost=max_where_cost)
     if keep is None and fmt == "records":
         return opts
     if fmt == "cloudevents":

@@ -86,6 +86,7 @@ class WatchOps:
                 max_connections=self.limits.max_sse_connections,
                 max_connections_per_key=self.limits.max_sse_connections_per_key,
                 max_sessions_per_key=self.limits.max_watch_sessions_per_key,
+                max_where_ms=self.limits.max_where_ms,
             )
             hub.on_delivered = self._cursor_ops.commit_delivered
         return hub
@@ -139,7 +140,7 @@ class WatchOps:
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
-        opts = stream_options(opts, where, format, ce_type_field)
+        opts = stream_options(opts, where, format, ce_type_field, self.limits.max_where_cost)
         hb = _args.u64("heartbeat_ms", heartbeat_ms)
         hb = min(max(hb, HEARTBEAT_MS_RANGE[0]), HEARTBEAT_MS_RANGE[1])
         lenient = _args.bool_arg("lenient", lenient)
@@ -224,7 +225,7 @@ class WatchOps:
         opts = self._feed_options(
             node, limit, max_batch_bytes, include_meta, include_tags, include_data, consistency
         )
-        opts = stream_options(opts, where, format, ce_type_field)
+        opts = stream_options(opts, where, format, ce_type_field, self.limits.max_where_cost)
         topics, timed = split_topic_bounds(topics)
         topics, named = self._cursor_ops.named_starts(topics)
         guard = _WatchGuard.parse(topics, topic_prefix, max_backlog, on_backlog, principal)

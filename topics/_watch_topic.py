@@ -110,15 +110,26 @@ class TopicWatch:
             self.cache.clear()
             self.version = version
 
-    def read(self, cursor: int, upto: int, opts: FeedOptions, now_ms: int) -> Outcome:
+    def read(
+        self,
+        cursor: int,
+        upto: int,
+        opts: FeedOptions,
+        now_ms: int,
+        out_of_time: Callable[[], bool] | None = None,
+    ) -> Outcome:
         """Read after ``cursor`` up to ``upto`` and cache the outcome (rule 3); the caller
-        looked the cache up first."""
+        looked the cache up first. ``out_of_time``: a filtered read's time budget
+        (topics/_reads.py rule 4); one that ends on it is behind, and the feed reads on
+        in its next step."""
         log = self.log
         o = opts
         bounds = None
         if o.keep is not None or o.to_seq is not None or o.to_ts is not None:
             bounds = ReadBounds(None, o.to_ts, o.to_seq, o.keep)
-        res = read_diff(log, cursor, o.limit, o.skip, o.flags, o.budget, upto, bounds, now_ms)
+        res = read_diff(
+            log, cursor, o.limit, o.skip, o.flags, o.budget, upto, bounds, now_ms, out_of_time
+        )
         log.last_read_ts = now_ms
         from_seq = res.tombstone.gap_to if res.tombstone is not None else cursor
         batch = None

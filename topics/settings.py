@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ._where import DEFAULT_MAX_COST
+
 __all__ = ["Limits"]
 
 # Resource caps (§11) may be 0 = unlimited; everything else must be >= 1.
@@ -28,6 +30,7 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_topics_per_key",
         "max_routers_per_key",
         "max_watch_sessions_per_key",
+        "max_where_ms",
     }
 )
 # The frame stores tag/node lengths in 16 bits.
@@ -66,6 +69,12 @@ class Limits:
     # Not a contract limit: changes are refused (507 insufficient_storage) while the data
     # directory's file system has less free space than this (_storage/space.py); 0 = off.
     min_free_bytes: int = 64 << 20
+    # Not a contract limit (issue 30): what one ``where`` plan may cost per record (a test
+    # per term, a decode per part read; topics/_where.py rule 7), and how long a filtered
+    # read or one live delivery may spend before it answers with what it has and a
+    # cursor (0 = no time bound; topics/_reads.py rule 4).
+    max_where_cost: int = DEFAULT_MAX_COST
+    max_where_ms: int = 10
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
