@@ -3,9 +3,10 @@
 A checked expression becomes a flat postfix program of ``(op, part, key, raw, num, count)``
 instructions that topics/_core/_where.pxi ``_run_program`` evaluates on a frame's raw
 bytes. An ``In`` of several values is one instruction per kind of value, not one per
-value (issue 30): its strings, booleans and null as their JSON texts sorted as bytes
-(``OP_IN_RAW``), its numbers as sorted doubles (``OP_IN_NUM``); the core finds the member
-once and binary-searches them.
+value (issue 30): its strings sorted as UTF-8 bytes (``OP_IN_RAW``; a string member is
+compared without its quotes), its numbers as sorted doubles (``OP_IN_NUM``), and an
+equality for each of true/false/null it holds; the core finds the member once per
+instruction and binary-searches.
 
 :func:`program_of` returns None when the expression uses what the program cannot express
 (an operand string that needs an escape, an integer past 2**53): then the predicate
@@ -14,7 +15,9 @@ decides every record.
 
 from __future__ import annotations
 
-import struct
+import re
+from array import array
+from itertools import accumulate
 from typing import Any
 
 import ujson
@@ -26,7 +29,8 @@ OP_EQ_RAW, OP_EQ_NUM, OP_GT, OP_GE, OP_LT, OP_LE, OP_EXISTS, OP_PREFIX = 1, 2, 3
 OP_IN_RAW, OP_IN_NUM = 9, 13
 OP_AND, OP_OR, OP_NOT = 10, 11, 12
 #: The core's program size (``_P_MAX``): three instructions for each of the 64 terms an
-#: expression may hold (a mixed ``In`` is two and an ``or``), so every expression fits.
+#: expression may hold, so all but ones full of ``In`` of mixed kinds fit (those are left
+#: to the predicate, whose cost per record is bounded all the same).
 MAX_PROGRAM = 192
 _NUM_OPS = {"Gt": OP_GT, "Ge": OP_GE, "Lt": OP_LT, "Le": OP_LE}
 _EXACT_FLOAT = 1 << 53
@@ -49,12 +53,16 @@ def program_of(value: object) -> tuple[Instruction, ...] | None:
     return tuple(program) if len(program) <= MAX_PROGRAM else None
 
 
+#: What the JSON text of a string escapes (as stored: ujson with ``ensure_ascii=False``
+#: and ``escape_forward_slashes=False`` escapes exactly these, nothing else).
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+
+
 def _raw_string(s: str) -> bytes:
     """The JSON text of ``s`` when it has no escape (else the program cannot compare it)."""
-    raw = ujson.dumps(s, ensure_ascii=False, escape_forward_slashes=False).encode()
-    if b"\\" in raw:
+    if _ESCAPED.search(s):
         raise _NotInC
-    return raw
+    return b'"' + s.encode() + b'"'
 
 
 def _emit(value: object, out: list[Instruction]) -> None:
@@ -116,41 +124,40 @@ def _eq(part: int, key: bytes, v: object) -> Instruction:
 
 
 def _in(part: int, key: bytes, values: list[Any] | tuple[Any, ...]) -> list[Instruction]:
-    """An ``In`` of several values: one lookup per kind of value (or an ``or`` of two)."""
-    texts: set[bytes] = set()
-    numbers: set[float] = set()
-    for v in values:
-        if key == b"":
-            if isinstance(v, str):  # a tag or node is never anything but a string
-                texts.add(v.encode())
-        elif isinstance(v, str):
-            texts.add(_raw_string(v))
-        elif v is None or isinstance(v, bool):
-            texts.add(ujson.dumps(v).encode())
-        else:
-            numbers.add(_number(v))
+    """An ``In`` of several values: one sorted lookup for its strings (compared without
+    their quotes), one for its numbers, an equality for each of true/false/null it holds,
+    and an ``or`` of those. Built with C-level passes over the values: a request may hold
+    63 x 256 of them, and this runs once per request."""
+    strings = [v for v in values if isinstance(v, str)]
+    others = () if len(strings) == len(values) else [v for v in values if not isinstance(v, str)]
+    if key == b"":  # a tag or node is never anything but a string
+        others = ()
+    elif _ESCAPED.search("".join(strings)):  # one search, not one per value
+        raise _NotInC
     out: list[Instruction] = []
-    if texts:
-        out.append((OP_IN_RAW, part, key, _in_raw(texts), 0.0, len(texts)))
+    if strings:
+        unique = sorted(set(strings))  # code point order is UTF-8 byte order
+        out.append((OP_IN_RAW, part, key, _in_raw(unique), 0.0, len(unique)))
+    numbers = sorted({_number(v) for v in others if v is not None and not isinstance(v, bool)})
     if numbers:
-        ordered = sorted(numbers)
-        packed = struct.pack(f"={len(ordered)}d", *ordered)
-        out.append((OP_IN_NUM, part, key, packed, 0.0, len(ordered)))
+        out.append((OP_IN_NUM, part, key, array("d", numbers).tobytes(), 0.0, len(numbers)))
+    for single in (True, False, None):
+        if any(v is single for v in others):
+            out.append(_eq(part, key, single))
     if not out:
         return [(OP_EQ_RAW, part, key, _NEVER_TAG, 0.0, 1)]
-    if len(out) == 2:
-        out.append((OP_OR, 0, b"", b"", 0.0, 2))
+    if len(out) > 1:
+        out.append((OP_OR, 0, b"", b"", 0.0, len(out)))
     return out
 
 
-def _in_raw(texts: set[bytes]) -> bytes:
-    """``count + 1`` native uint32 offsets, then the texts sorted as bytes (the order of
-    ``memcmp`` then length, which the core's binary search assumes)."""
-    ordered = sorted(texts)
-    offsets = [0]
-    for t in ordered:
-        offsets.append(offsets[-1] + len(t))
-    return struct.pack(f"={len(offsets)}I", *offsets) + b"".join(ordered)
+def _in_raw(ordered: list[str]) -> bytes:
+    """``count + 1`` native uint32 offsets, then the strings' UTF-8 bytes in order (the
+    order of ``memcmp`` then length, which the core's binary search assumes)."""
+    joined = "".join(ordered)
+    blob = joined.encode()
+    sizes = map(len, ordered) if len(blob) == len(joined) else map(len, map(str.encode, ordered))
+    return array("I", accumulate(sizes, initial=0)).tobytes() + blob
 
 
 def _number(v: object) -> float:

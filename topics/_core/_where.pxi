@@ -256,8 +256,8 @@ cdef int _number_of(const unsigned char* s, Py_ssize_t n, double* out) noexcept 
 
 
 cdef int _in_raw(const _Insn* ins, const unsigned char* s, Py_ssize_t n) noexcept nogil:
-    """_YES when s[0:n] is one of an ``In``'s ``count`` texts: ``raw`` holds count + 1
-    uint32 offsets, then the texts sorted as bytes (topics/_where_program.py ``_in_raw``),
+    """_YES when s[0:n] is one of an ``In``'s ``count`` strings: ``raw`` holds count + 1
+    uint32 offsets, then their UTF-8 bytes sorted (topics/_where_program.py ``_in_raw``),
     so this is a binary search, not a comparison per value."""
     cdef Py_ssize_t lo = 0, hi = ins.count, mid, m, c
     cdef uint32_t a, b
@@ -333,8 +333,8 @@ cdef int _leaf(const _Insn* ins, const unsigned char* f) noexcept nogil:
     if ins.op == _P_EQ_RAW or ins.op == _P_PREFIX or ins.op == _P_IN_RAW:
         if span[0] == c'"' and memchr(span, c'\\', size) != NULL:
             return _UNKNOWN  # an escaped string: the predicate decodes it
-        if ins.op == _P_IN_RAW:
-            return _in_raw(ins, span, size)
+        if ins.op == _P_IN_RAW:  # strings, compared without their quotes
+            return _in_raw(ins, span + 1, size - 2) if span[0] == c'"' else _NO
         if ins.op == _P_EQ_RAW:
             return _YES if size == ins.rlen and memcmp(span, ins.raw, size) == 0 else _NO
         return _YES if size > ins.rlen and memcmp(span, ins.raw, ins.rlen) == 0 else _NO
