@@ -129,7 +129,10 @@ def _primitives() -> dict[str, Schema]:
             "with Eq, Ne, Glob (one trailing *), In (a list), Gt/Ge/Lt/Le (numbers), Exists "
             '(optionally true/false), combined by ["and",[...]], ["or",[...]], ["not",e]; a '
             "bare string is a tag Eq. Refused records are examined (the cursor passes them); "
-            "tombstones are never filtered. At most 64 terms, 8 levels.",
+            "tombstones are never filtered. At most 64 terms, 8 levels, no lone surrogates, "
+            "and a cost per record (a test per term, an In is one, a decode per part read) "
+            "within TOPICS_MAX_WHERE_COST (default 128); a filtered read stops after "
+            "TOPICS_MAX_WHERE_MS with a cursor, as limit stops it.",
             "anyOf": [
                 {"type": "string"},
                 {
