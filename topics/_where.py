@@ -15,8 +15,9 @@ Rules:
 1. A missing field matches nothing but ``Exists false`` (and ``Ne``, which is ``not Eq``).
 2. Equality is JSON equality: ``true`` never equals ``1``, ``1`` equals ``1.0``; order
    comparisons hold only between numbers (a string is never ``Gt`` anything).
-3. The expression is checked and compiled once per request (:func:`compile_where`);
-   bad input is ``invalid_request`` naming the path inside the expression.
+3. The expression is checked and compiled once (:func:`compile_where`; a plan repeated by
+   later requests comes from topics/_where_plans.py); bad input is ``invalid_request``
+   naming the path inside the expression.
 4. Evaluation decodes a record's ``meta``/``data`` only when a test needs them, and a
    string ``Eq`` first looks for the operand's JSON text in the raw bytes: a record whose
    bytes cannot contain it (no escapes anywhere) is rejected undecoded. An ``In`` is a
@@ -52,6 +53,7 @@ from typing import Any
 
 import ujson
 
+from ._where_plans import PlanCache, plan_key
 from ._where_program import Instruction, program_of
 from .errors import InvalidRequestError
 
@@ -77,6 +79,8 @@ MAX_NEEDLES = 8  # what the core checks in C (the rest is left to the predicate)
 DEFAULT_MAX_COST = 128
 
 _MISSING = object()
+#: Compiled plans by (field, budget, JSON text): topics/_where_plans.py.
+_PLANS: PlanCache[Predicate] = PlanCache()
 _Test = Callable[["_Rec"], bool]
 _SCALAR_OPS = ("Eq", "Ne", "Glob", "In", "Gt", "Ge", "Lt", "Le", "Exists")
 
@@ -136,6 +140,12 @@ class Predicate:
     ) -> bool:
         return self._test(_Rec(node, tag, meta, data))
 
+    def for_source(self, source: object) -> Predicate:
+        """This plan with another ``source`` (a cached plan given to a new request)."""
+        pred = Predicate(self._test, self.parts, source, self.needles)
+        pred.program, pred.cost = self.program, self.cost
+        return pred
+
 
 def compile_where(
     value: object, field: str = "where", max_cost: int = DEFAULT_MAX_COST
@@ -146,6 +156,10 @@ def compile_where(
     more per record is refused (invalid_request naming the budget and its variable)."""
     if value is None:
         return None
+    text = plan_key(value)
+    key = (field, max_cost, text)
+    if text is not None and (hit := _PLANS.get(key)) is not None:
+        return hit.for_source(_normalize(value))  # as given (a tuple normalizes its own way)
     c = _Compiler(field)
     test = c.expr(value, field, 0)
     cost = c.tests + bin(c.parts & (PART_DATA | PART_META)).count("1")
@@ -158,6 +172,8 @@ def compile_where(
     pred = Predicate(test, c.parts, _normalize(value), tuple(_needles(value))[:MAX_NEEDLES])
     pred.cost = cost
     pred.program = program_of(value)
+    if text is not None:
+        _PLANS.put(key, pred, c.weight)
     return pred
 
 
@@ -199,12 +215,14 @@ class _Compiler:
         self.parts = 0
         self.nodes = 0
         self.tests = 0  # leaves: rule 7's cost
+        self.weight = 0  # terms and In values: what the plan cache counts
 
     def bad(self, path: str, problem: str) -> InvalidRequestError:
         return InvalidRequestError(f"{path}: {problem}", detail={"field": self.field, "path": path})
 
     def expr(self, value: object, path: str, depth: int) -> _Test:
         self.nodes += 1
+        self.weight += 1
         if self.nodes > MAX_NODES:
             raise self.bad(path, f"too many terms (at most {MAX_NODES})")
         if depth > MAX_DEPTH:
@@ -257,6 +275,7 @@ class _Compiler:
             if not isinstance(operand, list | tuple) or not operand or len(operand) > MAX_IN:
                 raise self.bad(path, f"In takes a list of 1 to {MAX_IN} values")
             self.values(operand, f"{path}[2]")
+            self.weight += len(operand)
             return _member_of(name, get, operand)
         if op == "Glob":
             if not isinstance(operand, str) or not operand.endswith("*") or "*" in operand[:-1]:

@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"topics\.auth",
             r"topics\._where",
             r"topics\._where_program",
+            r"topics\._where_plans",
             r"topics\._cloudevents",
             r"topics\.cli_filters",
         ),

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from topics._clock import ManualClock
 from topics._where import compile_where
+from topics._where_plans import PlanCache
 from topics.engine import Engine
 from topics.errors import InvalidRequestError
 from topics.settings import Limits
@@ -126,3 +128,34 @@ async def test_a_live_delivery_ends_on_its_time_budget_and_the_feed_reads_on(
     batches = [e for e in events if type(e).__name__ == "RecordBatch"]
     assert len(batches) > 1  # one read would have carried all 1000 (limit 1000, 60 KB)
     feed.close()
+
+
+def test_a_repeated_where_is_compiled_once() -> None:
+    where = ["or", [["data.k", "In", [f"v{i}" for i in range(256)]], ["tag", "Eq", "x"]]]
+    first = compile_where(where)
+    again = compile_where(json.loads(json.dumps(where)))
+    assert first is not None
+    assert again is not None
+    assert again.program is first.program  # the cached plan, not a new compile
+    assert again.source == first.source == where
+    other_budget = compile_where(where, max_cost=50)
+    assert other_budget is not None
+    assert other_budget.program is not first.program
+    with pytest.raises(InvalidRequestError):  # a refusal is never cached as a plan
+        compile_where(where, max_cost=2)
+    with pytest.raises(InvalidRequestError):
+        compile_where(where, max_cost=2)
+
+
+def test_kept_plans_are_bounded_by_their_weight() -> None:
+    cache: PlanCache[str] = PlanCache(max_weight=10)
+    cache.put(("a",), "A", 6)
+    cache.put(("b",), "B", 3)
+    assert cache.get(("a",)) == "A"  # now the most recently used
+    cache.put(("c",), "C", 4)  # over 10: the least recently used (b) goes
+    assert cache.get(("b",)) is None
+    assert (cache.get(("a",)), cache.get(("c",))) == ("A", "C")
+    assert cache.weight == 10
+    cache.put(("huge",), "H", 11)  # heavier than the whole cache: not kept
+    assert cache.get(("huge",)) is None
+    assert len(cache) == 2
