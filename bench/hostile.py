@@ -19,8 +19,14 @@ over the RSS at the end of the a round before it; the topic is capped, so stored
 not grow it). Targets (issue 14): b/a >= 80 %, RSS growth <= 64 MB. It prints; it never
 asserts.
 
+``--queries`` runs the query attacks instead (issue 30, bench/_hostile_queries.py): the
+server CPU of one hostile ``where`` over 1,000 records, then a/b rounds where b adds
+``--queriers`` connections sending it back to back, with a bystander's ``/v0/health``
+latency measured in both. Targets: <= 5 ms per query, b/a >= 80 %, p99 <= 50 ms.
+
     python bench/hostile.py [--rounds 3] [--duration 10] [--writers 4] [--slowloris 1000]
-        [--preauth 200] [--quick] [--json out.json]
+        [--preauth 200] [--queries [--queriers 2] [--cost-queries 20]] [--quick]
+        [--json out.json]
 
 The open-file limit is raised (to the hard limit) for this process and its children only.
 """
@@ -43,6 +49,17 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _hostile_queries import (
+    QTOPIC,
+    exchange,
+    query_attack_main,
+    query_cost,
+    query_report,
+    query_rounds,
+    seed,
+    start_query_attacker,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "bench-hostile-key"
@@ -88,22 +105,8 @@ def rss_mib(pid: int) -> float:
 def request(sock: socket.socket, data: bytes) -> tuple[int, bool]:
     """Send one request, read its (Content-Length) response: the status, and whether the
     server closes the connection after it."""
-    sock.sendall(data)
-    buf = b""
-    while (end := buf.find(b"\r\n\r\n")) < 0:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    head = buf[:end].lower()
-    start = head.find(b"content-length:")
-    length = int(head[start + 15 :].split(b"\r\n", 1)[0]) if start >= 0 else 0
-    while len(buf) < end + 4 + length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return int(buf.split(b" ", 2)[1]), b"\r\nconnection: close" in head
+    status, close, _ = exchange(sock, data)
+    return status, close
 
 
 def _write_request(method: str = "POST", body: bytes = BODY, path: str = "") -> bytes:
@@ -353,7 +356,14 @@ def main() -> None:
     )
     ap.add_argument("--quick", action="store_true", help="1 pair of 2 s rounds, 200 + 50")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--queries", action="store_true", help="the query attacks (issue 30)")
+    ap.add_argument("--queriers", type=int, default=2, help="hostile query connections")
+    ap.add_argument("--cost-queries", type=int, default=20, help="queries timed for the cost")
+    ap.add_argument(
+        "--query-rate", type=float, default=0.0, help="queries/s per querier (0: back to back)"
+    )
     ap.add_argument("--attack", help=argparse.SUPPRESS)  # HOST:PORT: run as the attacker
+    ap.add_argument("--query-attack", help=argparse.SUPPRESS)  # HOST:PORT: the query attacker
     args = ap.parse_args()
     if args.reconnect_s is None:
         args.reconnect_s = args.trickle_s
@@ -361,8 +371,13 @@ def main() -> None:
         host, port = args.attack.rsplit(":", 1)
         attack_main((host, int(port)), args)
         return
+    if args.query_attack:
+        host, port = args.query_attack.rsplit(":", 1)
+        query_attack_main((host, int(port)), KEY, args.queriers, args.query_rate)
+        return
     if args.quick:
         args.rounds, args.duration, args.slowloris, args.preauth = 1, 2.0, 200, 50
+        args.cost_queries = 5
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # this process and children
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-hostile-{os.getpid()}.log"
@@ -373,11 +388,17 @@ def main() -> None:
             assert request(sock, _write_request("PUT", config))[0] in (200, 201)
         print(
             f"topics-server {addr[0]}:{addr[1]} (memory-only, keys on); {args.writers} writers "
-            f"x {BATCH}-record batches, {args.duration:.0f} s rounds; attack: "
-            f"{args.slowloris} slowloris + {args.preauth} pre-auth body holders, a byte every "
-            f"{args.trickle_s:g} s, reopened {args.reconnect_s:g} s after the server closes one"
+            f"x {BATCH}-record batches, {args.duration:.0f} s rounds"
         )
         write_round(addr, server.pid, args.writers, min(2.0, args.duration))  # warm-up
+        if args.queries:
+            queries_main(server, addr, args)
+            return
+        print(
+            f"attack: {args.slowloris} slowloris + {args.preauth} pre-auth body holders, a byte "
+            f"every {args.trickle_s:g} s, reopened {args.reconnect_s:g} s after the server "
+            "closes one"
+        )
         rounds: list[dict[str, Any]] = []
         for i in range(args.rounds):
             for kind in ("a", "b"):
@@ -407,6 +428,28 @@ def main() -> None:
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def queries_main(
+    server: subprocess.Popen[bytes], addr: tuple[str, int], args: argparse.Namespace
+) -> None:
+    """``--queries``: the cost of one hostile query, then the a/b rounds."""
+    seed(addr, KEY)
+    rate = f"{args.query_rate:g}/s each" if args.query_rate else "back to back"
+    print(f"query attack: the 63 x 256 In filter over {QTOPIC}, {args.queriers} queriers, {rate}")
+    cost = query_cost(addr, KEY, server.pid, args.cost_queries, cpu_s)
+    rounds = query_rounds(
+        addr,
+        server.pid,
+        args,
+        lambda: write_round(addr, server.pid, args.writers, args.duration),
+        lambda: start_query_attacker(
+            __file__, addr, args.queriers, args.query_rate, sys.executable
+        ),
+    )
+    out = query_report(rounds, cost, args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
 
 
 def report(rounds: list[dict[str, Any]], args: argparse.Namespace) -> None:
