@@ -88,11 +88,16 @@ def seed(addr: tuple[str, int], key: str) -> None:
             assert status in (200, 201), body
 
 
-def read_all(sock: socket.socket, key: str, where: object) -> tuple[int, int]:
-    """One query: every page of the topic under ``where``; (pages, records returned).
-    The filter's JSON is encoded once, so the client's CPU goes to asking, not encoding."""
+def where_member(where: object) -> bytes:
+    """``,"where":...`` of a diff body, encoded once per client (on a two-core box the
+    attacker's own encoding would take the CPU the server is measured on)."""
+    return b"" if where is None else b',"where":' + json.dumps(where).encode()
+
+
+def read_all(sock: socket.socket, key: str, where_json: bytes) -> tuple[int, int]:
+    """One query: every page of the topic under the filter (``where_member``); (pages,
+    records returned)."""
     cursor = pages = returned = 0
-    where_json = b"" if where is None else b',"where":' + json.dumps(where).encode()
     while cursor < QRECORDS:
         body = b'{"from_seq":%d,"limit":%d%s}' % (cursor, QRECORDS, where_json)
         head = (
@@ -118,11 +123,12 @@ def query_cost(
     out: dict[str, Any] = {}
     with socket.create_connection(addr, timeout=60) as sock:
         for name, where in (("plain", None), ("hostile", costly_where())):
-            read_all(sock, key, where)  # warm-up
+            where_json = where_member(where)
+            read_all(sock, key, where_json)  # warm-up
             cpu0, t0 = cpu_s(pid), time.monotonic()
             pages = returned = 0
             for _ in range(n):
-                p, r = read_all(sock, key, where)
+                p, r = read_all(sock, key, where_json)
                 pages, returned = pages + p, returned + r
             out[name] = {
                 "server_cpu_ms": (cpu_s(pid) - cpu0) * 1000 / n,
@@ -184,14 +190,14 @@ def query_attack_main(addr: tuple[str, int], key: str, queriers: int, rate: floa
     lock = threading.Lock()
 
     def querier() -> None:
-        where = costly_where()
+        where_json = where_member(costly_where())
         sock = socket.create_connection(addr, timeout=60)
         due = time.monotonic()
         try:
             while not stop.wait(max(0.0, due - time.monotonic()) if rate else 0):
                 due += 1 / rate if rate else 0
                 try:
-                    pages, _ = read_all(sock, key, where)
+                    pages, _ = read_all(sock, key, where_json)
                     done = {"queries": 1, "pages": pages, "errors": 0}
                 except (OSError, RuntimeError):
                     done = {"queries": 0, "pages": 0, "errors": 1}
