@@ -11,6 +11,7 @@ largest plans or thousands of small ones, and never more than :data:`MAX_WEIGHT`
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
@@ -33,28 +34,33 @@ def plan_key(value: object) -> str | None:
 
 
 class PlanCache(Generic[P]):
-    """Plans by key, least recently used first out, within a total weight."""
+    """Plans by key, least recently used first out, within a total weight. Locked: the
+    engine compiles on its event loop, but an offline Reader or a Spark driver may
+    compile from threads of their own."""
 
     def __init__(self, max_weight: int = MAX_WEIGHT) -> None:
         self.max_weight = max_weight
         self.weight = 0
         self._plans: OrderedDict[tuple[object, ...], tuple[P, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: tuple[object, ...]) -> P | None:
-        hit = self._plans.get(key)
-        if hit is None:
-            return None
-        self._plans.move_to_end(key)
-        return hit[0]
+        with self._lock:
+            hit = self._plans.get(key)
+            if hit is None:
+                return None
+            self._plans.move_to_end(key)
+            return hit[0]
 
     def put(self, key: tuple[object, ...], plan: P, weight: int) -> None:
-        if weight > self.max_weight or key in self._plans:
-            return
-        self._plans[key] = (plan, weight)
-        self.weight += weight
-        while self.weight > self.max_weight:
-            _, (_, w) = self._plans.popitem(last=False)
-            self.weight -= w
+        with self._lock:
+            if weight > self.max_weight or key in self._plans:
+                return
+            self._plans[key] = (plan, weight)
+            self.weight += weight
+            while self.weight > self.max_weight:
+                _, (_, w) = self._plans.popitem(last=False)
+                self.weight -= w
 
     def __len__(self) -> int:
         return len(self._plans)
