@@ -9,8 +9,10 @@ equality for each of true/false/null it holds; the core finds the member once pe
 instruction and binary-searches.
 
 :func:`program_of` returns None when the expression uses what the program cannot express
-(an operand string that needs an escape, an integer past 2**53): then the predicate
-decides every record.
+(an ``Eq``/``Glob`` operand or a member name that needs an escape, an integer past 2**53):
+then the predicate decides every record. An ``In`` string that needs one is left out of
+its lookup instead: a stored string equal to it holds an escape, which the core always
+leaves to the predicate.
 """
 
 from __future__ import annotations
@@ -130,12 +132,16 @@ def _in(part: int, key: bytes, values: list[Any] | tuple[Any, ...]) -> list[Inst
     63 x 256 of them, and this runs once per request."""
     strings = [v for v in values if isinstance(v, str)]
     others = () if len(strings) == len(values) else [v for v in values if not isinstance(v, str)]
+    escaped = False
     if key == b"":  # a tag or node is never anything but a string
         others = ()
     elif _ESCAPED.search("".join(strings)):  # one search, not one per value
-        raise _NotInC
+        # A stored string equal to one of these holds an escape, and the core leaves any
+        # escaped member to the predicate: only the others need comparing here.
+        strings = [v for v in strings if not _ESCAPED.search(v)]
+        escaped = True
     out: list[Instruction] = []
-    if strings:
+    if strings or escaped:
         unique = sorted(set(strings))  # code point order is UTF-8 byte order
         out.append((OP_IN_RAW, part, key, _in_raw(unique), 0.0, len(unique)))
     numbers = sorted({_number(v) for v in others if v is not None and not isinstance(v, bool)})

@@ -156,6 +156,14 @@ def test_programs_cover_the_common_shapes() -> None:
     assert wide is not None
     assert wide.program is not None
     assert len(wide.program) == 3
+    # A string needing an escape is left to the predicate, not the whole In (a stored one
+    # equal to it holds an escape, which the core never decides).
+    quoted = compile_where(["data.kind", "In", ['r"x', "refund"]])
+    assert quoted is not None
+    assert quoted.program is not None
+    kept = _kept(SEGMENTS["ext"], quoted)
+    assert kept == _kept(SEGMENTS["pure"], quoted)
+    assert kept  # the r"x record and the refunds
     big = compile_where(["data.n", "Eq", 2**60])  # not exact as a double: left to Python
     assert big is not None
     assert big.program is None
