@@ -183,7 +183,9 @@ def test_record_data_is_a_collapsible_tree_with_a_copy_button(
             assert json.loads(page.evaluate("window.copiedText")) == data
 
 
-def test_tail_rows_carry_the_tree_too(server: ServerProcess, browser: Browser) -> None:
+def test_tail_rows_carry_the_tree_too(
+    server: ServerProcess, browser: Browser, tmp_path: Path
+) -> None:
     with server.client(KEY) as http:
         http.post(
             "/v0/topics/a-tail", json={"records": [{"data": {"k": [1, 2]}}]}
@@ -195,3 +197,4 @@ def test_tail_rows_carry_the_tree_too(server: ServerProcess, browser: Browser) -
             page.wait_for("!!document.querySelector('#tail td.data summary.j-line')")
             assert _text(page, "#tail td.data summary.j-line") == '{"k":[1,2]}'
             assert page.evaluate("!!document.querySelector('#tail td.data button.copy')")
+            _shot(page, tmp_path / "tail.png", "#tail-section")

@@ -57,7 +57,9 @@
       });
       sum += heads[topic];
     }
-    for (const topic of topics.keys()) if (!(topic in heads)) topics.delete(topic);
+    for (const topic of topics.keys()) {
+      if (!(topic in heads)) { topics.delete(topic); writesCells.delete(topic); }
+    }
     const seen = new Set();
     for (const topic of Object.keys(lags)) {
       for (const name of Object.keys(lags[topic])) {
@@ -181,11 +183,17 @@
   }
 
   // -- the page ------------------------------------------------------------------------
-  // A <td> with a sparkline of one topic's writes/s (topics table).
+  // A <td> with a sparkline of one topic's writes/s (topics table). The table is redrawn on
+  // every tail frame, so a topic's cell is built once per sample and then moved, not rebuilt.
+  const writesCells = new Map();   // topic -> {t, td}
   function writesCell(topic) {
+    const list = topics.get(topic);
+    const t = list ? list[list.length - 1].t : 0;
+    const kept = writesCells.get(topic);
+    if (kept && kept.t === t) return kept.td;
     const td = document.createElement("td");
     td.className = "spark writes";
-    const list = topics.get(topic);
+    writesCells.set(topic, { t, td });
     if (!list) return td;
     const series = rates(list, "head");
     const now = series.length ? series[series.length - 1].v : undefined;
