@@ -1,6 +1,6 @@
 """The Python APIs hand back what was written, tag included (issue 34, item 2): the
-embedded engine (sync and async), both clients (their diff and their watch) and the
-offline Reader read tags unless told ``include_tags=False``. The HTTP wire's own default
+embedded engine (sync and async), both clients (their diff, their watch and the
+WebSocket subscription) and the offline Reader read tags unless told ``include_tags=False``. The HTTP wire's own default
 stays the contract's: ``include_tags`` is false unless the body asks."""
 
 from __future__ import annotations
@@ -57,6 +57,27 @@ def test_the_sync_client_returns_tags_in_diff_and_watch(server: ServerProcess) -
                     if len(got) == 2:
                         break
         assert _tags(got) == WRITTEN
+
+
+def test_the_websocket_subscription_returns_tags(server: ServerProcess) -> None:
+    name = unique("wstags")
+    with topics.Client(server.base_url) as c:
+        c.write(name, BATCH)
+        got: list[topics.Record] = []
+        with c.ws() as ws:
+            ws.subscribe(name, from_seq=0)
+            for ev in ws:
+                if isinstance(ev, WatchRecord):
+                    got.append(ev.record)
+                    if len(got) == 2:
+                        break
+            ws.unsubscribe(name)
+            ws.subscribe(name, from_seq=0, include_tags=False)
+            for ev in ws:
+                if isinstance(ev, WatchRecord):
+                    assert (ev.seq, ev.record.tag) == (1, None)  # written with tag "t-1"
+                    break
+    assert _tags(got) == WRITTEN
 
 
 @pytest.mark.parametrize("backend", ["trio", "asyncio"])
