@@ -63,7 +63,7 @@ class ReadOps:
         from_seq: int = 0,
         limit: int = 0,
         node: str | list[str] | None = None,
-        include_tags: bool = False,
+        include_tags: bool = True,
         include_meta: bool = True,
         include_data: bool = True,
         wait_ms: int = 0,
@@ -84,6 +84,9 @@ class ReadOps:
         inclusively (``result.end_reached``), ``where`` filters (topics/_where.py), and
         ``format="cloudevents"`` answers CloudEvents (``result.events``; the type from
         meta's ``ce_type_field``, default "type"). docs/SEMANTICS.md rules 29-32.
+
+        Records carry what was written, ``tag`` included; ``include_tags=False`` leaves
+        tags out (the HTTP wire's default, which its route passes explicitly).
 
         ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
         write (at most 30 s). ``cursor`` starts after a named cursor's committed seq

@@ -726,7 +726,7 @@ class ContractModel:
         from_seq: int = 0,
         limit: int = 0,
         node: str | list[str] | None = None,
-        include_tags: bool = False,
+        include_tags: bool = True,
         include_meta: bool = True,
         include_data: bool = True,
         wait_ms: int = 0,
