@@ -36,23 +36,34 @@ Rules:
    write, seal or manifest meets ENOSPC/EDQUOT, or that finds the WAL stalled on a full
    disk (``WalFullError``: nothing can be covered until the WAL catches up), is retried.
    The engine keeps serving reads meanwhile and refuses writes (``_durability`` rule 4).
+   With a free-space reserve a checkpoint does not even start when what it would write
+   (segment bytes, seal indexes, the manifest) leaves less than half the reserve free
+   (space.py rule 5; :class:`NoRoomError`, retried the same way), and one that fails
+   removes the segment files it created, so a backlog too large for the disk waits
+   without filling the volume.
 9. A periodic checkpoint that would write the same manifest as the last one (no WAL entry,
    delete, segment byte or read time since, and no superseded segment file left to drop:
    that takes one more manifest, as the last one is the fallback) writes nothing: an idle
    server leaves the directory as it is, so an offline reader (``topics.Reader``, the
    Spark source) keeps its planning view instead of reloading the whole directory every
    30 s.
+10. While the free space is below the reserve, checkpoints run every second instead of
+   every 30 s, and one more manifest is written while the WAL still holds entries behind
+   the newest one (rule 3 trims only behind the older): a topic deleted to get space back
+   frees its segment files and WAL bytes within seconds, with no other write to drive it.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
+import ujson
 
 from .._gap_markers import GapMarker
 from .._log import TopicLog
@@ -70,6 +81,7 @@ from .._storage.heads import HeadTable
 from .._storage.manifest import write_manifest
 from .._storage.segment_files import (
     SegmentWriter,
+    index_size,
     mark_deleted,
     open_for_append,
     remove_segment,
@@ -77,18 +89,36 @@ from .._storage.segment_files import (
 )
 from .._storage.wal import Wal, WalError, WalFullError, WalTicket
 
-__all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
+if TYPE_CHECKING:
+    from .._storage.space import DiskSpace
+
+__all__ = ["CHECKPOINT_INTERVAL_S", "NoRoomError", "SegmentFileState", "Store", "StorePaths"]
 
 #: Checkpoint at least this often while anything changed, and whenever the WAL grew by
 #: CHECKPOINT_WAL_BYTES since the last one (this bounds replay time after a crash).
 CHECKPOINT_INTERVAL_S = 30.0
 CHECKPOINT_WAL_BYTES = 256 << 20
+#: The checkpoint interval while the free space is below the reserve (rule 10).
+LOW_SPACE_INTERVAL_S = 1.0
 #: After a checkpoint ran out of file descriptors, retry after this long, doubling up to
 #: the max (rule 7).
 CHECKPOINT_RETRY_MIN_S = 1.0
 CHECKPOINT_RETRY_MAX_S = 30.0
 
 log = logging.getLogger("topics.storage")
+
+
+class NoRoomError(OSError):
+    """A checkpoint that would leave less than half the reserve free did not start (rule 8).
+
+    An ENOSPC-class error, so it is retried like a full disk, though nothing was written."""
+
+    def __init__(self, needed: int, free: int | None, floor: int) -> None:
+        super().__init__(
+            errno.ENOSPC,
+            f"the checkpoint needs {needed} bytes and {free} are free; it keeps {floor} "
+            "free (half of TOPICS_MIN_FREE_BYTES) and waits for space",
+        )
 
 
 class StoreExtension(Protocol):
@@ -154,6 +184,7 @@ class _SegmentWork:
     flag_offsets: list[int]
     seal: bool
     state: SegmentFileState | None
+    grows: int  # bytes the disk loses to this work: new frames and the seal's index
 
 
 @dataclass(slots=True)
@@ -193,6 +224,11 @@ class Store:
         # Every topic's head as handed out, for a recovery on this boot (heads.py); set
         # by the engine once recovery is done, None where the system cannot use one.
         self.heads: HeadTable | None = None
+        # The free-space reading and its reserve (rules 8 and 10); None: no check.
+        self.space: DiskSpace | None = None
+        # The WAL was last trimmed below this LSN (rule 10 writes one more manifest while
+        # the space is low and entries up to the newest manifest's covered LSN remain).
+        self._trimmed_below = 0
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
         """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
@@ -217,7 +253,14 @@ class Store:
     def log_topic_delete(self, log: TopicLog) -> WalTicket:
         if self.heads is not None:
             self.heads.untrack(log)
+        self._freeing()
         return self._submit(entries.TOPIC_DELETE, entries.encode_u64s(log.topic_id), True)
+
+    def _freeing(self) -> None:
+        """Rule 10: a delete while the space is low; its entry starts a new WAL file, so
+        the current one (holding the deleted bytes) can be trimmed (wal.py Rule 10)."""
+        if self.space is not None and self.space.low:
+            self.wal.rotate_soon()
 
     def log_watermark(self, log: TopicLog, watermark: int) -> WalTicket:
         return self._submit(entries.WATERMARK, entries.encode_u64s(log.topic_id, watermark), True)
@@ -265,12 +308,14 @@ class Store:
         if log.config.durability == "ephemeral":
             return None
         payload = entries.encode_u64s(log.topic_id, bound)
+        self._freeing()
         return self._submit(entries.DELETE_BEFORE, payload, log.config.durability == "fsync")
 
     def log_delete_seqs(self, log: TopicLog, seqs: list[int]) -> WalTicket | None:
         if log.config.durability == "ephemeral" or not seqs:
             return None
         payload = entries.encode_u64s(log.topic_id, *seqs)
+        self._freeing()
         return self._submit(entries.DELETE_SEQS, payload, log.config.durability == "fsync")
 
     def log_gap(self, log: TopicLog, marker: GapMarker) -> WalTicket:
@@ -316,10 +361,13 @@ class Store:
         """Checkpoint periodically, and early when the WAL has grown a lot."""
         task_status.started()
         while True:
-            with trio.move_on_after(CHECKPOINT_INTERVAL_S):
+            low = self.space is not None and self.space.low
+            with trio.move_on_after(LOW_SPACE_INTERVAL_S if low else CHECKPOINT_INTERVAL_S):
                 while True:
                     await self._changed.wait()
                     self._changed = trio.Event()
+                    if self.space is not None and self.space.low:
+                        break  # rule 10: a delete may give space back; do not wait 30 s
                     grown = (
                         self.wal.statistics().bytes_written_total - self._wal_bytes_at_checkpoint
                     )
@@ -370,12 +418,14 @@ class Store:
                 and body == self._written_body
                 and not any(w.data or w.flag_offsets or w.seal for w in work)
                 and keep.issuperset(self.files)  # nor a superseded file left to drop
+                and not self._trim_pending()
             ):
                 # Nothing changed since the last one: the manifest (and its generation)
                 # stays, so an offline reader's view of the directory stays valid too.
                 return
             try:
                 await self.wal.flush()  # rule 5: nothing here is ahead of the WAL
+                await trio.to_thread.run_sync(self._check_room, work, body)
                 await trio.to_thread.run_sync(self._write_segments, work, abandon_on_cancel=False)
             except BaseException:
                 for key, idxs in pending.items():
@@ -398,6 +448,7 @@ class Store:
             prev_covered, prev_keep = self._prev_covered, self._prev_keep
             self._prev_covered, self._prev_keep = covered, keep
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
+            self._trimmed_below = prev_covered + 1
             self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
             dropped = [
                 (key, self.files.pop(key))
@@ -411,6 +462,22 @@ class Store:
                 # so the next checkpoint removes it instead of leaving it until a restart.
                 for key, state in dropped:
                     self.files.setdefault(key, state)
+
+    def _trim_pending(self) -> bool:
+        """Rule 10: the space is low and one more manifest would let the WAL be trimmed
+        up to the newest manifest's covered LSN."""
+        low = self.space is not None and self.space.low
+        return low and self._trimmed_below <= self._prev_covered
+
+    def _check_room(self, work: list[_SegmentWork], body: dict[str, Any]) -> None:
+        """Worker thread, rule 8: raise NoRoomError when the checkpoint would eat into the
+        lower half of the reserve (the manifest is measured as its JSON body)."""
+        space = self.space
+        if space is None:
+            return
+        needed = sum(w.grows for w in work) + len(ujson.dumps(body))
+        if not space.room_for(needed):
+            raise NoRoomError(needed, space.free_bytes, space.checkpoint_floor)
 
     def _snapshot(
         self, registry: TopicRegistry, covered: int, final: bool
@@ -482,6 +549,7 @@ class Store:
         # Bytes are copied here, on the trio thread: the segment may grow (and move its
         # buffer) while the worker thread writes.
         data = bytes(seg.view()[written : seg.nbytes]) if seg.nbytes > written else b""
+        seal = seg.sealed and not (state is not None and state.sealed)
         flags = []
         for idx in pending.pop(key, ()):
             end = seg.offset_of(idx) + seg.frame_len(idx)
@@ -495,8 +563,9 @@ class Store:
             salt=seg.salt,
             data=data,
             flag_offsets=sorted(flags),
-            seal=seg.sealed and not (state is not None and state.sealed),
+            seal=seal,
             state=state,
+            grows=len(data) + (index_size(seg.count) if seal else 0),
         )
 
     def _write_segments(self, work: list[_SegmentWork]) -> None:
@@ -534,11 +603,13 @@ class Store:
         finally:
             if not done:
                 # Files this pass created are not adopted: the next checkpoint starts them
-                # over, so their handles must not stay open (or pinned) meanwhile.
+                # over, so their handles must not stay open (or pinned) meanwhile, and
+                # their bytes must not hold the disk full until then (rule 8).
                 for state in created:
                     if state.writer is not None:
                         state.writer.close()
                         state.writer = None
+                    self._discard(state.path)
 
     def _write_segment(self, w: _SegmentWork, state: SegmentFileState) -> None:
         if state.writer is None and not state.sealed:
@@ -559,6 +630,13 @@ class Store:
             state.writer.seal()
             state.sealed = True
             state.writer = None
+
+    def _discard(self, path: str) -> None:
+        """Best effort: remove a file a failed checkpoint created (the next one would)."""
+        try:
+            remove_segment(self.fs, path, handles=self.handles)
+        except OSError as exc:
+            log.warning("cannot remove %s after a failed checkpoint: %s", path, exc)
 
     def _remove_all(self, dropped: list[tuple[tuple[int, int], SegmentFileState]]) -> None:
         """Worker thread: remove dropped segments' files; ``dropped`` keeps what is left."""
