@@ -70,10 +70,8 @@ async def metrics_route(ctx: RequestContext) -> Reply:
     principal = ctx.principal
     include = principal.may_touch if principal.prefixes else None
     stats = engine.statistics(max_topic_gauges=state.settings.metrics_max_topics, include=include)
-    cursors = [
-        (c.topic, c.cursor, c.seq, c.lag)
-        for c in engine.cursor_lags(include)[: state.settings.metrics_max_topics]
-    ]
+    shown = engine.cursor_lags(include, state.settings.metrics_max_topics)
+    cursors = [(c.topic, c.cursor, c.seq, c.lag) for c in shown]
     wal = engine.wal_statistics()
     extras: dict[str, float | int] = {}
     for source in state.metrics_sources:
