@@ -4,7 +4,8 @@ Role: the engine calls the ``log_*`` methods synchronously, right after it appli
 change in memory; they queue one WAL entry each and return its ticket (the engine awaits
 it where the durability class says so). ``checkpoint`` writes the in-memory segments'
 new bytes and delete flags to segment files, then an atomic manifest of metadata only,
-then trims the WAL behind it.
+then trims the WAL behind it. The worker-thread code that writes, seals and removes
+segment files, and the space check before it, is ``segment_work.py``.
 
 Rules:
 1. Durability classes (§0.10): ``ephemeral`` logs only topic config, deletes of the
@@ -55,7 +56,6 @@ Rules:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 from collections.abc import Iterable
@@ -63,7 +63,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
-import ujson
 
 from .._gap_markers import GapMarker
 from .._log import TopicLog
@@ -79,15 +78,16 @@ from .._storage.fs import Fs, is_no_space
 from .._storage.handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
 from .._storage.heads import HeadTable
 from .._storage.manifest import write_manifest
-from .._storage.segment_files import (
-    SegmentWriter,
-    index_size,
-    mark_deleted,
-    open_for_append,
-    remove_segment,
-    segment_path,
-)
 from .._storage.wal import Wal, WalError, WalFullError, WalTicket
+from .segment_work import (
+    NoRoomError,
+    SegmentFileState,
+    SegmentWork,
+    check_room,
+    remove_all,
+    segment_work,
+    write_segments,
+)
 
 if TYPE_CHECKING:
     from .._storage.space import DiskSpace
@@ -106,19 +106,6 @@ CHECKPOINT_RETRY_MIN_S = 1.0
 CHECKPOINT_RETRY_MAX_S = 30.0
 
 log = logging.getLogger("topics.storage")
-
-
-class NoRoomError(OSError):
-    """A checkpoint that would leave less than half the reserve free did not start (rule 8).
-
-    An ENOSPC-class error, so it is retried like a full disk, though nothing was written."""
-
-    def __init__(self, needed: int, free: int | None, floor: int) -> None:
-        super().__init__(
-            errno.ENOSPC,
-            f"the checkpoint needs {needed} bytes and {free} are free; it keeps {floor} "
-            "free (half of TOPICS_MIN_FREE_BYTES) and waits for space",
-        )
 
 
 class StoreExtension(Protocol):
@@ -161,30 +148,6 @@ class StorePaths:
     @property
     def lock(self) -> str:
         return os.path.join(self.root, "LOCK")
-
-
-@dataclass(slots=True)
-class SegmentFileState:
-    """What is on disk for one segment: bytes written (and synced) and whether sealed."""
-
-    path: str
-    written: int
-    sealed: bool
-    writer: SegmentWriter | None = None
-
-
-@dataclass(slots=True)
-class _SegmentWork:
-    key: tuple[int, int]
-    path: str
-    topic_id: int
-    base_seq: int
-    salt: int
-    data: bytes
-    flag_offsets: list[int]
-    seal: bool
-    state: SegmentFileState | None
-    grows: int  # bytes the disk loses to this work: new frames and the seal's index
 
 
 @dataclass(slots=True)
@@ -409,24 +372,19 @@ class Store:
                 raise WalError("the WAL failed; no checkpoint until the engine is reopened")
             covered = self.wal.next_lsn - 1
             pending = self._pending.deleted
-            idle = not pending
+            idle = not pending and not final
             work, body = self._snapshot(registry, covered, final)
             keep = {w.key for w in work}
-            if (
-                idle
-                and not final
-                and body == self._written_body
-                and not any(w.data or w.flag_offsets or w.seal for w in work)
-                and keep.issuperset(self.files)  # nor a superseded file left to drop
-                and not self._trim_pending()
-            ):
+            if idle and self._unchanged(work, body, keep):
                 # Nothing changed since the last one: the manifest (and its generation)
                 # stays, so an offline reader's view of the directory stays valid too.
                 return
             try:
                 await self.wal.flush()  # rule 5: nothing here is ahead of the WAL
-                await trio.to_thread.run_sync(self._check_room, work, body)
-                await trio.to_thread.run_sync(self._write_segments, work, abandon_on_cancel=False)
+                await trio.to_thread.run_sync(check_room, self.space, work, body)
+                await trio.to_thread.run_sync(
+                    write_segments, self.fs, self.handles, work, abandon_on_cancel=False
+                )
             except BaseException:
                 for key, idxs in pending.items():
                     self.pending_deleted(key).update(idxs)
@@ -456,12 +414,26 @@ class Store:
                 if key not in keep | prev_keep
             ]
             try:
-                await trio.to_thread.run_sync(self._remove_all, dropped, abandon_on_cancel=False)
+                await trio.to_thread.run_sync(
+                    remove_all, self.fs, self.handles, dropped, abandon_on_cancel=False
+                )
             finally:
                 # What a failure left (a removal that ran out of descriptors) stays listed,
                 # so the next checkpoint removes it instead of leaving it until a restart.
                 for key, state in dropped:
                     self.files.setdefault(key, state)
+
+    def _unchanged(
+        self, work: list[SegmentWork], body: dict[str, Any], keep: set[tuple[int, int]]
+    ) -> bool:
+        """Rule 9: this checkpoint would write the last manifest again, with no segment
+        work, no superseded file to drop and (rule 10) no WAL to trim while space is low."""
+        return (
+            body == self._written_body
+            and not any(w.data or w.flag_offsets or w.seal for w in work)
+            and keep.issuperset(self.files)
+            and not self._trim_pending()
+        )
 
     def _trim_pending(self) -> bool:
         """Rule 10: the space is low and one more manifest would let the WAL be trimmed
@@ -469,21 +441,11 @@ class Store:
         low = self.space is not None and self.space.low
         return low and self._trimmed_below <= self._prev_covered
 
-    def _check_room(self, work: list[_SegmentWork], body: dict[str, Any]) -> None:
-        """Worker thread, rule 8: raise NoRoomError when the checkpoint would eat into the
-        lower half of the reserve (the manifest is measured as its JSON body)."""
-        space = self.space
-        if space is None:
-            return
-        needed = sum(w.grows for w in work) + len(ujson.dumps(body))
-        if not space.room_for(needed):
-            raise NoRoomError(needed, space.free_bytes, space.checkpoint_floor)
-
     def _snapshot(
         self, registry: TopicRegistry, covered: int, final: bool
-    ) -> tuple[list[_SegmentWork], dict[str, Any]]:
+    ) -> tuple[list[SegmentWork], dict[str, Any]]:
         pending, self._pending = dict(self._pending.deleted), _Pending()
-        work: list[_SegmentWork] = []
+        work: list[SegmentWork] = []
         topics: list[dict[str, Any]] = []
         for name in registry.names:
             log = registry.topics[name]
@@ -492,7 +454,7 @@ class Store:
                 for seg in log.segments:
                     if seg.nbytes == 0 and (log.topic_id, seg.base_seq) not in self.files:
                         continue  # rule 6
-                    work.append(self._segment_work(log, seg, pending))
+                    work.append(segment_work(self.files, self.paths.segments, log, seg, pending))
                     segments.append(
                         {
                             "base": seg.base_seq,
@@ -539,114 +501,6 @@ class Store:
             "extensions": {ext.key: ext.snapshot() for ext in self.extensions},
         }
         return work, body
-
-    def _segment_work(
-        self, log: TopicLog, seg: Any, pending: dict[tuple[int, int], set[int]]
-    ) -> _SegmentWork:
-        key = (log.topic_id, seg.base_seq)
-        state = self.files.get(key)
-        written = state.written if state is not None else 0
-        # Bytes are copied here, on the trio thread: the segment may grow (and move its
-        # buffer) while the worker thread writes.
-        data = bytes(seg.view()[written : seg.nbytes]) if seg.nbytes > written else b""
-        seal = seg.sealed and not (state is not None and state.sealed)
-        flags = []
-        for idx in pending.pop(key, ()):
-            end = seg.offset_of(idx) + seg.frame_len(idx)
-            if end <= written and not seg.is_live(idx):
-                flags.append(end - 1)
-        return _SegmentWork(
-            key=key,
-            path=segment_path(self.paths.segments, log.topic_id, seg.base_seq),
-            topic_id=log.topic_id,
-            base_seq=seg.base_seq,
-            salt=seg.salt,
-            data=data,
-            flag_offsets=sorted(flags),
-            seal=seal,
-            state=state,
-            grows=len(data) + (index_size(seg.count) if seal else 0),
-        )
-
-    def _write_segments(self, work: list[_SegmentWork]) -> None:
-        """Worker thread: append new bytes, flip flags, sync, seal (rule 3)."""
-        created: list[SegmentFileState] = []
-        done = False
-        try:
-            for w in work:
-                state = w.state
-                if state is None:
-                    if self.fs.exists(w.path):  # left by a checkpoint that failed (rule 5)
-                        remove_segment(self.fs, w.path, handles=self.handles)
-                    writer = SegmentWriter.create(
-                        self.fs,
-                        w.path,
-                        topic_id=w.topic_id,
-                        base_seq=w.base_seq,
-                        salt=w.salt,
-                        handles=self.handles,
-                    )
-                    state = SegmentFileState(w.path, 0, False, writer)
-                    created.append(state)
-                if not w.data and not w.flag_offsets and not w.seal:
-                    w.state = state
-                    continue
-                try:
-                    self._write_segment(w, state)
-                except BaseException:
-                    if state.writer is not None:  # rule 5: reopen at the durable length
-                        state.writer.close()
-                        state.writer = None
-                    raise
-                w.state = state
-            done = True
-        finally:
-            if not done:
-                # Files this pass created are not adopted: the next checkpoint starts them
-                # over, so their handles must not stay open (or pinned) meanwhile, and
-                # their bytes must not hold the disk full until then (rule 8).
-                for state in created:
-                    if state.writer is not None:
-                        state.writer.close()
-                        state.writer = None
-                    self._discard(state.path)
-
-    def _write_segment(self, w: _SegmentWork, state: SegmentFileState) -> None:
-        if state.writer is None and not state.sealed:
-            index = w.path + ".idx"
-            if self.fs.exists(index):  # a seal that failed before its manifest
-                self.fs.remove(index)
-            state.writer = open_for_append(
-                self.fs, w.path, durable_length=state.written, handles=self.handles
-            )
-        if w.flag_offsets:
-            mark_deleted(self.fs, w.path, [o + 1 for o in w.flag_offsets], sync=True)
-        if w.data:
-            assert state.writer is not None
-            state.writer.append(w.data)
-            state.writer.sync()
-            state.written += len(w.data)
-        if w.seal and state.writer is not None:
-            state.writer.seal()
-            state.sealed = True
-            state.writer = None
-
-    def _discard(self, path: str) -> None:
-        """Best effort: remove a file a failed checkpoint created (the next one would)."""
-        try:
-            remove_segment(self.fs, path, handles=self.handles)
-        except OSError as exc:
-            log.warning("cannot remove %s after a failed checkpoint: %s", path, exc)
-
-    def _remove_all(self, dropped: list[tuple[tuple[int, int], SegmentFileState]]) -> None:
-        """Worker thread: remove dropped segments' files; ``dropped`` keeps what is left."""
-        while dropped:
-            state = dropped[-1][1]
-            if state.writer is not None:
-                state.writer.close()
-                state.writer = None
-            remove_segment(self.fs, state.path, handles=self.handles)
-            dropped.pop()
 
     async def aclose(self, registry: TopicRegistry) -> None:
         """Final checkpoint (clean shutdown: exact heads, no watermark gaps), close the WAL."""
