@@ -329,8 +329,8 @@ class Store:
                 while True:
                     await self._changed.wait()
                     self._changed = trio.Event()
-                    if self.space is not None and self.space.low:
-                        break  # rule 10: a delete may give space back; do not wait 30 s
+                    if not low and self.space is not None and self.space.low:
+                        break  # rule 10: space ran low during a 30 s wait; start now
                     grown = (
                         self.wal.statistics().bytes_written_total - self._wal_bytes_at_checkpoint
                     )
