@@ -113,11 +113,11 @@ async def write_records(ctx: RequestContext) -> Reply:
 async def diff_records(ctx: RequestContext) -> Reply:
     """POST /v0/topics/:topic/diff — records after a cursor (§3)."""
     args: dict[str, Any] = decode_json_object(ctx.body, DIFF_FIELDS)
-    args["owner"] = ctx.principal  # a commit to a new cursor counts against its key
     max_bytes = args.pop("max_batch_bytes", DIFF_BYTE_BUDGET)
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
         raise InvalidRequestError.for_field("max_batch_bytes", "must be a positive integer")
     max_bytes = min(max_bytes, DIFF_BYTE_CEILING)
+    args["owner"] = ctx.principal  # a commit to a new cursor counts against its key
     if args.get("wait_ms"):
         result = await _long_poll(ctx, args, max_bytes)
     else:
