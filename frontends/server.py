@@ -382,10 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for err in group.exceptions:
             print(f"topics-server: {what}: {err}", file=sys.stderr, flush=True)
         sys.exit(1)
-    except* StorageCorruptionError as group:
+    except* StorageCorruptionError as refused:
         # Recovery refused a file before changing anything: one line that says which file,
         # why, and what to do, not a traceback.
-        for err in group.exceptions:
+        for err in refused.exceptions:
             print(
                 f"topics-server: cannot open the data directory {cfg.data_dir}: {err}. "
                 "Nothing in it was changed. A newer format version means a newer release "
