@@ -1,7 +1,7 @@
 """The user docs stay true: ENDPOINTS.md is what scripts/gen_endpoints.py makes of openapi.json,
 every relative link in the user pages points at a file that exists, and every reference to a
-section or a heading (``§3.3``, ``STYLE §5``, ``docs/WATCH.md, "Fan-out"``, ``WATCH.md#fan-out``) in
-code, tests and docs lands on one that exists."""
+section or a heading (``§3.3``, ``STYLE §5``, ``docs/WATCH.md, "Fan-out"``,
+``WATCH.md#fan-out``) in code, tests and docs lands on one that exists."""
 
 from __future__ import annotations
 
