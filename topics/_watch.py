@@ -147,7 +147,7 @@ class WatchHub:
         #: Feeds with ``topic_prefix`` entries -> their join (``_watch_prefix``).
         self.joiners: dict[WatchFeed, Callable[[TopicLog], None]] = {}
         #: Commits a named cursor after a delivery (the engine's; set by ``WatchOps``).
-        self.on_delivered: Callable[[TopicLog, str, int], None] | None = None
+        self.on_delivered: Callable[[TopicLog, str, int, Principal | None], None] | None = None
 
     # -- sessions ---------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ __all__ = [
     "SegmentCorruptionError",
     "SegmentData",
     "SegmentWriter",
+    "index_size",
     "mark_deleted",
     "open_for_append",
     "parse_segment_name",
@@ -84,6 +85,11 @@ class SegmentData(NamedTuple):
 def segment_path(dir: str, topic_id: int, base_seq: int) -> str:
     """The data file of a topic's segment starting at ``base_seq`` (index: ``+ ".idx"``)."""
     return f"{dir.rstrip('/')}/{topic_id:016x}-{base_seq:016x}{_SUFFIX}"
+
+
+def index_size(frames: int) -> int:
+    """Bytes of the index a seal writes for ``frames`` frames (a checkpoint's space check)."""
+    return _INDEX_HEADER.size + _U32.size * frames + _U32.size
 
 
 def parse_segment_name(name: str) -> tuple[int, int] | None:

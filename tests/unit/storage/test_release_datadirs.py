@@ -14,8 +14,11 @@ it was, so the newer release it came from can still open it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +105,23 @@ def test_a_newer_format_is_refused_and_left_untouched(
     after = _snapshot(data)
     after.pop("LOCK", None)
     assert after == before
+
+
+def test_the_server_refuses_a_newer_format_in_one_line(tmp_path: Path) -> None:
+    """topics-server on a directory a newer release wrote: exit 1 and one line naming the
+    file's version and what to do, not a traceback."""
+    data = _copy(RELEASES[-1], tmp_path)
+    _bump_manifest_version(data)
+    proc = subprocess.run(
+        [sys.executable, "-m", "topics.frontends.server", "--port", "0", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TOPICS_API_KEYS": "", "TOPICS_HOST": "127.0.0.1"},
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"topics-server: cannot open the data directory {data}"), last
+    assert f"version {MANIFEST_FORMAT_VERSION + 1}" in last
+    assert "Upgrades and rollbacks" in last
