@@ -1,5 +1,5 @@
-"""The watch hub: the engine side of live delivery (contract §7, §7.x; ARCHITECTURE
-"Live delivery").
+"""The watch hub: the engine side of live delivery (contract §7, §7.x; docs/WATCH.md,
+"Fan-out").
 
 Role: hold watch sessions (subscription, per-topic cursors, owner, GC), run the feeds that
 turn topic logs into stream events (records, tombstones, caught-up, topic-deleted) for SSE

@@ -5,7 +5,7 @@ layout in ``_core/_ext.pyi``) to an active segment file; at a size/age limit the
 seals it (sync, then an index file written atomically). Reads hand the frame bytes to
 ``SegmentBuffer.from_frames``. Deletions of sealed records flip the frame's trailer byte
 in place (the trailer is outside the frame CRC); see ``docs/STORAGE_FORMATS.md`` for the
-measurement behind that choice. (ARCHITECTURE.md, "Storage": "Segments are the store".)
+measurement behind that choice (docs/STORAGE_FORMATS.md, "Segments").
 
 Rule 1: file names are numeric only (``<topic_id>-<base_seq>.seg``, hex): user input
   never reaches a path.

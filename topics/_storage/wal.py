@@ -7,7 +7,8 @@ one ``fdatasync``, both in one worker-thread call (a write alone: Rule 8); then 
 resolves the tickets.
 The format and the reader live in ``wal_reader``, the tickets, batches, errors and
 statistics in ``wal_tickets`` (both re-exported here), the disk calls in ``wal_io``.
-(ARCHITECTURE.md, "Storage", WAL; STYLE.md §5: request tasks never own a durability step.)
+(docs/STORAGE_FORMATS.md, "Writer (group commit)"; STYLE §5: request tasks never own a
+durability step.)
 
 Rule 1: LSNs are assigned in ``submit()`` order, consecutively, and frames reach the file
   in LSN order: only the writer task writes, one batch at a time.

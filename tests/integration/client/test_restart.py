@@ -5,7 +5,7 @@ The server is stopped, and two writes (one from ``topics.Client``, one from
 back on the same port and data directory after longer than the quick retries last
 (``RetryPolicy.max_attempts`` ran out after about 3 s before), and each write lands
 exactly once: a server that is not there is waited for until the call's own deadline
-(docs/CLIENT.md, "Retries", rule 5).
+(docs/CLIENT.md, "Retries and idempotency", rule 5).
 """
 
 from __future__ import annotations
