@@ -8,7 +8,8 @@ when root; the ``bench`` extra into ./.venv through pip; then re-runs itself wit
 venv's python), runs each benchmark script in its own process one after the other
 (recording the load average before and after each), keeps every script's JSON in
 ``<out dir>/bench/results.json`` and renders the page with its tables, target verdicts and
-PNG figures (``<out dir>/bench/*.png``).
+PNG figures (``<out dir>/bench/*.png``). Each benchmark's entry records the run it came from
+(command, commit, machine), which the page names at the top of its section.
 
 The full run takes about 20-35 minutes on a 2-core machine; ``--quick`` (smoke sizes, for
 checking the tooling, not for conclusions) about 2-3 minutes. ``--only`` re-runs some
@@ -30,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _report
 import _setup
 from _machine import ROOT, facts, loadavg, utc_now
 from _suite import BENCHES, BY_NAME, run_one
@@ -65,8 +67,6 @@ def set_up(argv: list[str]) -> None:
 
 
 def render(results: dict[str, Any], out: Path) -> None:
-    import _report
-
     figure_dir = out.parent / "bench"
     try:
         import _plots
@@ -121,12 +121,14 @@ def main(argv: list[str]) -> int:
         },
         "benchmarks": {},
     }
+    this_run = _report.run_facts(results["meta"])  # kept with each entry, across --only runs
     workdir = Path(tempfile.mkdtemp(prefix="topics-bench-run-"))
     timeout = args.timeout or (300.0 if args.quick else 1800.0)
     print(f"{len(selected)} benchmarks, logs in {workdir}", flush=True)
     for i, bench in enumerate(selected, 1):
         print(f"[{i}/{len(selected)}] {bench.name}: {bench.what} ...", end=" ", flush=True)
         entry = run_one(bench, args.quick, workdir, timeout)
+        entry["run"] = this_run
         results["benchmarks"][bench.name] = entry
         print(f"{entry['status']}" + (f" ({entry['reason']})" if entry.get("reason") else "")
               + (f" in {entry['seconds']} s" if "seconds" in entry else ""), flush=True)  # fmt: skip

@@ -7,7 +7,7 @@ Async users inside a trio program open the engine directly::
 
 Scripts without trio use :func:`open`, which runs the engine on its own thread with its
 own ``trio.run`` and forwards each call there (``trio.from_thread``), so every engine
-method keeps running on the one engine thread (ARCHITECTURE: "One thread runs the engine").
+method keeps running on the one engine thread (docs/ARCHITECTURE.md, "One thread, no locks").
 
 Rules:
 1. The engine thread is started and joined in exactly one place (``SyncEngine``).

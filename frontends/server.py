@@ -42,6 +42,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 
 from topics import __version__
+from topics._storage.fs import StorageCorruptionError
 from topics.auth import KeyStore
 from topics.engine import open_engine
 from topics.settings import Limits
@@ -380,6 +381,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         what = "stopped" if listening.is_set() else "cannot start"
         for err in group.exceptions:
             print(f"topics-server: {what}: {err}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    except* StorageCorruptionError as refused:
+        # Recovery refused a file before changing anything: one line that says which file,
+        # why, and what to do, not a traceback.
+        for err in refused.exceptions:
+            print(
+                f"topics-server: cannot open the data directory {cfg.data_dir}: {err}. "
+                "Nothing in it was changed. A newer format version means a newer release "
+                'wrote it (docs/OPERATIONS.md, "Upgrades and rollbacks"); a damaged file '
+                "means restoring it from a backup.",
+                file=sys.stderr,
+                flush=True,
+            )
         sys.exit(1)
     return 0
 

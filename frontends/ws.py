@@ -155,7 +155,7 @@ class WsConnection:
     def _delivered(self, commit: tuple[TopicLog, str, int]) -> None:
         on_delivered = self.engine.watch_hub.on_delivered
         if on_delivered is not None:
-            on_delivered(*commit)
+            on_delivered(*commit, self.principal)
 
     # -- commands in (rules 2-4) -------------------------------------------------------
 
@@ -243,6 +243,7 @@ class WsConnection:
             op.cursor,  # type: ignore[arg-type]  # the engine type-checks
             op.seq,  # type: ignore[arg-type]
             expect_seq=op.expect_seq,  # type: ignore[arg-type]
+            owner=self.principal,
         )
         return wire.committed_frame(op.request_id, info.to_dict())
 

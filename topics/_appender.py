@@ -110,9 +110,15 @@ class Appender:
         self.check_ready()
         self.check_storage()
 
-    def check_storage(self) -> None:
+    def check_freeing(self) -> None:
+        """:meth:`check_serving` for a change that gives space back (a topic or record
+        delete): allowed below the reserve, which is kept for it (``_durability`` rule 4)."""
+        self.check_ready()
+        self.check_storage(freeing=True)
+
+    def check_storage(self, *, freeing: bool = False) -> None:
         """Refuse a change before it is applied when storage cannot take it
-        (``_durability`` rule 4)."""
+        (``_durability`` rule 4); ``freeing``: a delete, refused only on a full WAL."""
         store = self.store
         if store is None:
             return
@@ -125,7 +131,7 @@ class Appender:
         space = self.space
         if space is not None:
             space.maybe_refresh(wal.bytes_written_total)
-        if wal.full or (space is not None and space.low):
+        if wal.full or (not freeing and space is not None and space.low):
             raise self._storage_refusal()
 
     def _storage_refusal(self) -> InsufficientStorageError:

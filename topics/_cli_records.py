@@ -19,7 +19,9 @@ from topics._cli_session import Session, UsageError
 from topics._core.scan import BodyError, split_write_body
 from topics.cli_filters import FilterSyntaxError, bounded_starts, parse_time, parse_where
 from topics.client import Client, WatchRecord
-from topics.errors import NotFoundError, TopicsError
+from topics.client._topic_wait import wait_for_topics as topic_wait_steps
+from topics.consumer import drive
+from topics.errors import TopicsError
 from topics.types import Record, WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
@@ -319,19 +321,14 @@ def last_n_starts(client: Client, topics: Sequence[str], n: int) -> dict[str, in
 
 
 def wait_for_topics(client: Client, topics: Sequence[str], err: IO[str]) -> None:
-    """``tail --wait``: poll until every named topic exists (no watch can name a topic that
-    does not exist; a prefix watch would also bring in every other topic under the name)."""
-    said = False
-    for topic in topics:
-        delay = 0.05
-        while True:
-            try:
-                client.get_topic(topic, touch=False)
-                break
-            except NotFoundError:
-                if not said:
-                    err.write(f"topics: waiting for {topic} to exist\n")
-                    err.flush()
-                    said = True
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+    """``tail --wait``: wait until every named topic exists (the client's own wait, as
+    ``watch(..., wait_for_topic=True)`` does it), saying so once on stderr."""
+    said: list[str] = []
+
+    def on_wait(topic: str) -> None:
+        if not said:
+            err.write(f"topics: waiting for {topic} to exist\n")
+            err.flush()
+        said.append(topic)
+
+    drive(client, topic_wait_steps(topics, on_wait))

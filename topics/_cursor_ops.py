@@ -16,10 +16,18 @@ Rules:
    logged synced but not awaited: a crash may lose the last few, and those records are
    delivered again (at least once).
 4. ``lag`` is ``max(0, head_seq - seq)``, the measure a diff reports as ``lag``.
+5. Bounds (``429 throttled``, ``detail.limit``): a topic holds at most
+   ``Limits.max_cursors_per_topic`` cursors, and one API key creates at most
+   ``Limits.max_cursors_per_key`` over every topic (_cursors rule 5; a read-only key may
+   commit, so this is what bounds its state). Only a new name is checked: commits to an
+   existing cursor always go through. A read or subscription that would commit to a new
+   cursor past a bound is refused up front; a stream whose cursor was deleted meanwhile
+   does not re-create it past a bound (nothing to answer: the commit is skipped).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +35,6 @@ from . import _args
 from ._cursors import (
     CURSOR_DELETE,
     CURSOR_PUT,
-    MAX_CURSORS_PER_TOPIC,
     Cursors,
     check_cursor_name,
     encode_delete,
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
     from ._appender import Appender
     from ._log import TopicLog
     from ._storage.wal import WalTicket
+    from .auth import Principal
 
 __all__ = ["CursorOps"]
 
@@ -61,13 +69,20 @@ class CursorOps:
         self.cursors = Cursors()
 
     async def put_cursor(
-        self, topic: str, cursor: str, seq: int, *, expect_seq: int | None = None
+        self,
+        topic: str,
+        cursor: str,
+        seq: int,
+        *,
+        expect_seq: int | None = None,
+        owner: Principal | None = None,
     ) -> CursorInfo:
-        """Commit ``seq`` to the named cursor of ``topic`` (rules 1-3), creating it.
+        """Commit ``seq`` to the named cursor of ``topic`` (rules 1-3), creating it;
+        ``owner`` is the API key that asks (rule 5; None: an engine caller).
 
         Raises: invalid_request (bad name, seq above the head), topic_not_found,
         cursor_conflict (``expect_seq`` differs from the committed seq), throttled
-        (``MAX_CURSORS_PER_TOPIC``).
+        (``max_cursors_per_topic``, ``max_cursors_per_key``).
 
         Example::
 
@@ -91,9 +106,9 @@ class CursorOps:
                 f'cursor "{cname}" of {name!r} is at {current}, not the expected {expect}',
                 detail={"topic": name, "cursor": cname, "seq": current, "expect_seq": expect},
             )
-        if held is None and len(self.cursors.of(log.topic_id)) >= MAX_CURSORS_PER_TOPIC:
-            raise ThrottledError.for_limit("max_cursors_per_topic", MAX_CURSORS_PER_TOPIC)
-        ticket = self._commit_cursor(log, cname, seq)
+        if held is None:
+            self.check_room(log, cname, owner)
+        ticket = self._commit_cursor(log, cname, seq, owner)
         if ticket is not None:
             await self._app.wait(ticket)
         else:
@@ -133,8 +148,13 @@ class CursorOps:
             await self._app.yield_point()
         return DeleteCursorResult(name, cname, deleted)
 
-    def cursor_lags(self, include: Callable[[str], bool] | None = None) -> list[CursorInfo]:
-        """Every cursor of every topic ``include`` accepts (for /v0/metrics)."""
+    def cursor_lags(
+        self, include: Callable[[str], bool] | None = None, limit: int = 0
+    ) -> list[CursorInfo]:
+        """The cursors of the topics ``include`` accepts, in (topic, cursor) name order:
+        the first ``limit`` of them (0: all), for /v0/metrics. Only what is returned is
+        built, and a topic's names are sorted only as far as needed (``heapq.nsmallest``),
+        so a scrape costs what it shows, not every cursor that exists."""
         out: list[CursorInfo] = []
         by_topic = self.cursors.by_topic
         if not by_topic:
@@ -142,8 +162,13 @@ class CursorOps:
         for name in self._app.registry.names:
             log = self._app.registry.topics[name]
             held = by_topic.get(log.topic_id)
-            if held and (include is None or include(name)):
-                out.extend(self._cursor_info(log, c) for c in sorted(held))
+            if not held or (include is not None and not include(name)):
+                continue
+            room = limit - len(out) if limit else len(held)
+            names = sorted(held) if room >= len(held) else heapq.nsmallest(room, held)
+            out.extend(self._cursor_info(log, c) for c in names)
+            if limit and len(out) >= limit:
+                break
         return out
 
     # -- engine hooks ----------------------------------------------------------------------
@@ -160,18 +185,40 @@ class CursorOps:
         held = self.cursors.get(log.topic_id, cursor)
         return held.seq if held is not None else 0
 
-    def _commit_cursor(self, log: TopicLog, cursor: str, seq: int) -> WalTicket | None:
+    def check_room(self, log: TopicLog, cursor: str, owner: Principal | None) -> None:
+        """Rule 5: raise 429 when creating ``cursor`` of ``log`` would pass a bound (an
+        existing cursor always has room)."""
+        if self.cursors.get(log.topic_id, cursor) is not None:
+            return
+        limits = self._app.limits
+        cap = limits.max_cursors_per_topic
+        if cap and len(self.cursors.of(log.topic_id)) >= cap:
+            raise ThrottledError.for_limit("max_cursors_per_topic", cap)
+        per_key = limits.max_cursors_per_key
+        key = owner.key_index if owner is not None else -1
+        if per_key and key >= 0 and self.cursors.per_owner.get(key, 0) >= per_key:
+            raise ThrottledError.for_limit("max_cursors_per_key", per_key)
+
+    def _commit_cursor(
+        self, log: TopicLog, cursor: str, seq: int, owner: Principal | None = None
+    ) -> WalTicket | None:
         """Apply and log one commit (synchronous: atomic between awaits). The caller has
-        checked ``seq <= log.head``; None for a memory-only engine."""
+        checked ``seq <= log.head`` (and rule 5 for a new cursor); None for a memory-only
+        engine."""
         now = self.clock.now_ms()
-        self.cursors.commit(log.topic_id, cursor, seq, now)
+        key = owner.key_index if owner is not None else -1
+        self.cursors.commit(log.topic_id, cursor, seq, now, key)
         if self._app.store is None:
             return None
-        payload = encode_put(log.topic_id, cursor, seq, now)
+        held = self.cursors.get(log.topic_id, cursor)
+        payload = encode_put(log.topic_id, cursor, seq, now, held.owner if held else key)
         return self._app.store.log_extension(CURSOR_PUT, payload, sync=True)
 
-    def commit_delivered(self, log: TopicLog, cursor: str, seq: int) -> None:
-        """A stream delivered up to ``seq`` of a ``commit: true`` subscription (rule 3)."""
+    def commit_delivered(
+        self, log: TopicLog, cursor: str, seq: int, owner: Principal | None = None
+    ) -> None:
+        """A stream of ``owner`` delivered up to ``seq`` of a ``commit: true``
+        subscription (rules 3, 5)."""
         if log.deleted or self._app.registry.get(log.name) is not log:
             return
         held = self.cursors.get(log.topic_id, cursor)
@@ -180,7 +227,12 @@ class CursorOps:
         store = self._app.store
         if store is not None and (store.wal.read_only or store.wal.full):
             return  # the WAL cannot take it; the next delivery commits again
-        self._commit_cursor(log, cursor, min(seq, log.head))
+        if held is None:
+            try:
+                self.check_room(log, cursor, owner)
+            except ThrottledError:
+                return  # rule 5: deleted meanwhile, and no room to create it again
+        self._commit_cursor(log, cursor, min(seq, log.head), owner)
 
     @staticmethod
     def cursor_read_args(from_seq: int, cursor: object, commit: object) -> str | None:
@@ -195,11 +247,14 @@ class CursorOps:
             raise InvalidRequestError.for_field("from_seq", "give from_seq or cursor, not both")
         return cname
 
-    async def commit_read(self, log: TopicLog, cursor: str, seq: int) -> None:
-        """Commit what a read returned (``commit: true``), awaited like an explicit commit."""
+    async def commit_read(
+        self, log: TopicLog, cursor: str, seq: int, owner: Principal | None = None
+    ) -> None:
+        """Commit what a read returned (``commit: true``), awaited like an explicit commit;
+        the read checked rule 5 before it read."""
         if self.cursor_start(log, cursor) == seq or log.deleted:
             return
-        ticket = self._commit_cursor(log, cursor, seq)
+        ticket = self._commit_cursor(log, cursor, seq, owner)
         if ticket is not None:
             await self._app.wait(ticket)
 
@@ -237,12 +292,17 @@ class CursorOps:
         self,
         resolved: dict[str, tuple[TopicLog, int, TopicWatermarks]],
         named: Mapping[str, tuple[str, bool]],
+        owner: Principal | None = None,
     ) -> None:
-        """Move the resolved starts of the topics that name a cursor to its seq."""
-        for name, (cname, _) in named.items():
+        """Move the resolved starts of the topics that name a cursor to its seq; a topic
+        that commits to a new cursor is checked against rule 5 first (429 up front; the
+        stream's commits check again, so the bound holds however many subscribe)."""
+        for name, (cname, commit) in named.items():
             got = resolved.get(name)
             if got is not None:
                 log = got[0]
+                if commit:
+                    self.check_room(log, cname, owner)
                 seq = self.cursor_start(log, cname)
                 resolved[name] = (log, seq, TopicWatermarks(seq, log.head, log.earliest))
 

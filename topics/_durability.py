@@ -19,7 +19,11 @@ anything is applied while the WAL is stalled on a full disk or the free space is
 reserve (``Limits.min_free_bytes``), so a 507 with ``outcome: not_stored`` means exactly
 that. A change already applied when the disk filled stays queued in the WAL (wal.py Rule
 9): its caller gets 507 with ``outcome: unknown`` at once, and it becomes durable when
-space returns. Both clear by themselves when space returns; no restart.
+space returns. Both clear by themselves when space returns; no restart. Deleting topics
+and records is the way out, so below the reserve (not on a WAL stalled on a full disk) those
+deletes are still accepted (``Appender.check_freeing``): their WAL entries are small, and
+the checkpoints that follow drop the deleted data's segment files and WAL bytes (store.py
+rules 8 and 10), so writes resume once the space is back above the reserve.
 """
 
 from __future__ import annotations
@@ -252,6 +256,7 @@ class Durability:
         tickets += [store.log_head(log, sync=True) for log in rec.new_heads]
         await nursery.start(wal.run)
         app.space = DiskSpace(fs, paths.root, app.limits.min_free_bytes)
+        store.space = app.space
         await nursery.start(app.space.run)
         for ticket in tickets:
             await app.wait(ticket)

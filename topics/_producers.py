@@ -31,8 +31,9 @@ Rules:
    with the actual head in ``detail.head_seq``. Checked after fencing and deduplication
    (a retry of a batch that did append is answered ``deduped``, not refused), right
    before the append.
-5. At most ``MAX_PRODUCERS_PER_TOPIC`` producer ids per topic: state is never forgotten
-   while the topic lives (forgetting it would drop a fence), so a new id past the cap is
+5. At most ``Limits.max_producers_per_topic`` producer ids per topic
+   (``TOPICS_MAX_PRODUCERS_PER_TOPIC``, 0 = unlimited): state is never forgotten while the
+   topic lives (forgetting it would drop a fence), so a new id past the cap is
    ``429 throttled`` (``detail.limit`` ``max_producers_per_topic``).
 """
 
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from ._log import TopicLog
 
 __all__ = [
-    "MAX_PRODUCERS_PER_TOPIC",
     "PRODUCER_ID_MAX_CHARS",
     "check_expected_head",
     "check_producer",
@@ -56,7 +56,6 @@ __all__ = [
 ]
 
 PRODUCER_ID_MAX_CHARS = 256
-MAX_PRODUCERS_PER_TOPIC = 10_000
 
 
 def producer_arg(producer_id: object, epoch: object) -> ProducerClaim | None:
@@ -83,12 +82,13 @@ def _utf8(value: str, field: str) -> bytes:
         raise InvalidRequestError.for_field(field, "is not valid UTF-8") from None
 
 
-def check_producer(log: TopicLog, claim: ProducerClaim) -> ProducerState | None:
-    """Rule 1 (and 5): raise if ``claim`` is fenced; the producer's current state, if any."""
+def check_producer(log: TopicLog, claim: ProducerClaim, cap: int) -> ProducerState | None:
+    """Rule 1 (and 5: ``cap`` new ids, 0 = unlimited): raise if ``claim`` is fenced or
+    would be one id too many; the producer's current state, if any."""
     state = log.producers.get(claim.producer_id)
     if state is None:
-        if len(log.producers) >= MAX_PRODUCERS_PER_TOPIC:
-            raise ThrottledError.for_limit("max_producers_per_topic", MAX_PRODUCERS_PER_TOPIC)
+        if cap and len(log.producers) >= cap:
+            raise ThrottledError.for_limit("max_producers_per_topic", cap)
         return None
     if claim.epoch < state.epoch:
         raise ProducerFencedError(

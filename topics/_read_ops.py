@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._appender import Appender
     from ._cursor_ops import CursorOps
     from ._log import TopicLog
+    from .auth import Principal
 
 __all__ = ["DEFAULT_LIMIT", "MAX_WAIT_MS", "ReadOps"]
 
@@ -64,7 +65,7 @@ class ReadOps:
         from_seq: int = 0,
         limit: int = 0,
         node: str | list[str] | None = None,
-        include_tags: bool = False,
+        include_tags: bool = True,
         include_meta: bool = True,
         include_data: bool = True,
         wait_ms: int = 0,
@@ -77,6 +78,7 @@ class ReadOps:
         where: object = None,
         format: str = "records",
         ce_type_field: str | None = None,
+        owner: Principal | None = None,
     ) -> DiffResult:
         """Records after ``from_seq`` (exclusive), windowed, with any tombstone (§3).
 
@@ -86,11 +88,16 @@ class ReadOps:
         ``format="cloudevents"`` answers CloudEvents (``result.events``; the type from
         meta's ``ce_type_field``, default "type"). docs/SEMANTICS.md rules 29-32.
 
+        Records carry what was written, ``tag`` included; ``include_tags=False`` leaves
+        tags out (the HTTP wire's default, which its route passes explicitly).
+
         ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
         write (at most 30 s). ``cursor`` starts after a named cursor's committed seq
         instead of ``from_seq`` (_cursor_ops rule 1); ``commit`` then commits the answer's
         ``next_from_seq`` to it before answering (at most once: an answer lost on the way
-        is not read again). Raises: invalid_request, topic_not_found (never creates).
+        is not read again; ``owner``, the API key reading, counts a new cursor against its
+        bound: _cursor_ops rule 5). Raises: invalid_request, topic_not_found (never
+        creates), throttled (a new cursor past a bound).
 
         Example::
 
@@ -140,6 +147,8 @@ class ReadOps:
         log = self._live_topic(name)
         if cname is not None:
             from_seq = self._cursor_ops.cursor_start(log, cname)
+            if commit:
+                self._cursor_ops.check_room(log, cname, owner)
         now = self.clock.now_ms() if bounds is not None else 0
         result = read_diff(
             log, from_seq, limit, skip, flags, budget, None, bounds, now, self._time_bound(bounds)
@@ -164,7 +173,7 @@ class ReadOps:
             )
         log.last_read_ts = self.clock.now_ms()
         if commit and cname is not None:
-            await self._cursor_ops.commit_read(log, cname, result.next_from_seq)
+            await self._cursor_ops.commit_read(log, cname, result.next_from_seq, owner)
         return result
 
     def _time_bound(self, bounds: ReadBounds | None) -> Callable[[], bool] | None:

@@ -1,5 +1,5 @@
-"""The watch hub: the engine side of live delivery (contract §7, §7.x; ARCHITECTURE
-"Live delivery").
+"""The watch hub: the engine side of live delivery (contract §7, §7.x; docs/WATCH.md,
+"Fan-out").
 
 Role: hold watch sessions (subscription, per-topic cursors, owner, GC), run the feeds that
 turn topic logs into stream events (records, tombstones, caught-up, topic-deleted) for SSE
@@ -151,7 +151,7 @@ class WatchHub:
         #: Feeds with ``topic_prefix`` entries -> their join (``_watch_prefix``).
         self.joiners: dict[WatchFeed, Callable[[TopicLog], None]] = {}
         #: Commits a named cursor after a delivery (the engine's; set by ``WatchOps``).
-        self.on_delivered: Callable[[TopicLog, str, int], None] | None = None
+        self.on_delivered: Callable[[TopicLog, str, int, Principal | None], None] | None = None
 
     # -- sessions ---------------------------------------------------------------------
 

@@ -151,7 +151,7 @@ class WatchOps:
         self._app.check_ready()
         lenient_all = lenient and guard.entries is not None  # a prefix may cover none yet
         resolved = self._resolve_starts(starts, lenient, lenient_all) if starts else {}
-        self._cursor_ops.start_at_cursors(resolved, named)
+        self._cursor_ops.start_at_cursors(resolved, named, owner)
         apply_from_ts(resolved, timed)
         hub = self.watch_hub
         resolved = guard.resolve(self, resolved, {}, self.limits.max_watch_topics)
@@ -238,7 +238,7 @@ class WatchOps:
             )
         self._app.check_ready()
         resolved = self._resolve_starts(starts, lenient=False) if starts else {}
-        self._cursor_ops.start_at_cursors(resolved, named)
+        self._cursor_ops.start_at_cursors(resolved, named, principal)
         apply_from_ts(resolved, timed)
         resolved = guard.resolve(self, resolved, feed.topics, self.limits.max_watch_topics)
         for name, (log, cursor, _) in resolved.items():

@@ -238,7 +238,7 @@ class WatchStream:
             ring.append((frame_no, topic, st.cursor, st.done))
         st.cursor = cursor
         if st.commit_to is not None and st.log is not None and self._hub.on_delivered:
-            self._hub.on_delivered(st.log, st.commit_to, cursor)
+            self._hub.on_delivered(st.log, st.commit_to, cursor, self.session.owner)
         if deleted:
             st.done = True
 

@@ -135,7 +135,7 @@ class Writes:
         state: ProducerState | None = None
         fence = False
         if claim is not None:
-            state = check_producer(log, claim)
+            state = check_producer(log, claim, self.limits.max_producers_per_topic)
             fence = state is None or claim.epoch > state.epoch
         if key is not None and not created:
             hit = self._dedupe_hit(log, key, now, state)

@@ -95,7 +95,7 @@ class Reader:
         from_seq: int = 0,
         limit: int = 0,
         node: str | list[str] | None = None,
-        include_tags: bool = False,
+        include_tags: bool = True,
         include_meta: bool = True,
         include_data: bool = True,
         from_ts: int | None = None,
@@ -103,7 +103,8 @@ class Reader:
         to_seq: int | None = None,
         where: object = None,
     ) -> DiffResult:
-        """Records after ``from_seq`` with the engine's exact diff semantics (no waiting).
+        """Records after ``from_seq`` with the engine's exact diff semantics (no waiting),
+        tags included unless ``include_tags=False``.
 
         ``from_ts``/``to_ts``/``to_seq``/``where`` as on ``Engine.diff`` (issue 18); a
         ``to_ts`` not yet passed by any record is judged against the wall clock.

@@ -30,6 +30,9 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_topics_per_key",
         "max_routers_per_key",
         "max_watch_sessions_per_key",
+        "max_cursors_per_topic",
+        "max_cursors_per_key",
+        "max_producers_per_topic",
         "max_where_ms",
     }
 )
@@ -63,6 +66,12 @@ class Limits:
     max_topics_per_key: int = 0
     max_routers_per_key: int = 0
     max_watch_sessions_per_key: int = 0
+    # State one topic or one key may grow (0 = unlimited): named cursors per topic and
+    # created by one API key over every topic (_cursor_ops.py), producer ids per topic
+    # (_producers.py rule 5). A producer id costs ~600 B, a cursor up to ~1.3 KiB.
+    max_cursors_per_topic: int = 1000
+    max_cursors_per_key: int = 10_000
+    max_producers_per_topic: int = 10_000
     # Not a contract limit: segment file handles the store keeps open (_storage/handles.py),
     # so descriptors stay bounded however many topics there are.
     max_open_files: int = 256

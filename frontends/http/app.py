@@ -160,7 +160,7 @@ class TopicsHttpApp:
         """Serve one HTTP request: request id, admission, the key, the route, the reply.
 
         Kept whole: every request passes here; each step is a few lines and a call per
-        step would cost every request a frame (docs/ARCHITECTURE.md, the request path).
+        step would cost every request a frame (docs/ARCHITECTURE.md, "The path a request takes").
         """
         t0 = time.perf_counter()
         headers: dict[bytes, bytes] = dict(scope["headers"])

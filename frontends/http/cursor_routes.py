@@ -49,6 +49,7 @@ async def put_cursor(ctx: RequestContext) -> Reply:
         _cursor_name(ctx),
         args.get("seq"),  # type: ignore[arg-type]  # the engine type-checks (None: 400)
         expect_seq=args.get("expect_seq"),
+        owner=ctx.principal,
     )
     return ctx.json(info.to_dict())
 

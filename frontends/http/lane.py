@@ -477,8 +477,8 @@ class LaneConnection:
             if lean:
                 # A stream waits here for its whole life: readiness first, then a read
                 # that returns at once, keeps ~2 KiB of frames and a cancel scope fewer
-                # per idle stream than parking inside ``receive_some`` (ARCHITECTURE,
-                # "Memory per stream").
+                # per idle stream than parking inside ``receive_some``
+                # (docs/BENCHMARKS_WATCH.md, "Issue 15, second round": the lean idle wait).
                 await trio.lowlevel.wait_readable(self.stream.socket)
             await self._fill(self._read_deadline())
         return {"type": "http.disconnect"}

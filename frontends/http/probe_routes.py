@@ -7,7 +7,9 @@ Rules:
    ``replay_progress``) while it runs and 503 shutting_down once the drain has begun.
    Readiness means "can take writes": while storage refuses them (a full disk, free space
    below the reserve, a failed WAL) it is 503 not_ready with ``detail.storage``, and it
-   turns 200 again by itself when space returns (docs/HTTP.md, "Probes").
+   turns 200 again by itself when space returns (docs/HTTP.md, "Probes"). So is a server
+   that cannot accept connections (descriptors exhausted, ``accepting.py``): 503 not_ready
+   with ``detail.accepting`` (the errno name) while accepts fail, 200 once one succeeds.
 3. /v0/metrics answers 200 even while recovering; Prometheus text by default, the JSON
    snapshot for ``Accept: application/json``. It needs the read scope when keys are
    configured; health and ready need a key only with ``TOPICS_PROBE_AUTH``. The per-topic
@@ -57,6 +59,14 @@ async def ready(ctx: RequestContext) -> Reply:
             detail={"storage": storage},
             retry_after=5.0,
         )
+    accepting = state.accepting
+    if accepting.failing():
+        raise NotReadyError(
+            f"new connections are refused ({accepting.error}: out of file descriptors); "
+            "raise the open-file limit or shed connections",
+            detail={"accepting": accepting.error},
+            retry_after=1.0,
+        )
     topics = engine.topic_count
     return ctx.json({"status": "ready", "wal_replay_complete": True, "topics": topics})
 
@@ -70,10 +80,8 @@ async def metrics_route(ctx: RequestContext) -> Reply:
     principal = ctx.principal
     include = principal.may_touch if principal.prefixes else None
     stats = engine.statistics(max_topic_gauges=state.settings.metrics_max_topics, include=include)
-    cursors = [
-        (c.topic, c.cursor, c.seq, c.lag)
-        for c in engine.cursor_lags(include)[: state.settings.metrics_max_topics]
-    ]
+    shown = engine.cursor_lags(include, state.settings.metrics_max_topics)
+    cursors = [(c.topic, c.cursor, c.seq, c.lag) for c in shown]
     wal = engine.wal_statistics()
     extras: dict[str, float | int] = {}
     for source in state.metrics_sources:

@@ -113,10 +113,14 @@ async def write_records(ctx: RequestContext) -> Reply:
 async def diff_records(ctx: RequestContext) -> Reply:
     """POST /v0/topics/:topic/diff — records after a cursor (§3)."""
     args: dict[str, Any] = decode_json_object(ctx.body, DIFF_FIELDS)
+    # The wire's default (§3): no tags unless asked. The Python API's default is the
+    # other way (records carry what was written), so it is passed, never left to it.
+    args.setdefault("include_tags", False)
     max_bytes = args.pop("max_batch_bytes", DIFF_BYTE_BUDGET)
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
         raise InvalidRequestError.for_field("max_batch_bytes", "must be a positive integer")
     max_bytes = min(max_bytes, DIFF_BYTE_CEILING)
+    args["owner"] = ctx.principal  # a commit to a new cursor counts against its key
     if args.get("wait_ms"):
         result = await _long_poll(ctx, args, max_bytes)
     else:

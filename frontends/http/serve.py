@@ -32,6 +32,7 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
+from .accepting import AcceptWatch
 from .app import TopicsHttpApp
 from .connection import (
     CLOSE_HANDSHAKE_TIMEOUT_S,
@@ -164,6 +165,7 @@ async def serve(
     lifespan = Lifespan(wrapped, config, lifespan_state)
     context = WorkerContext(None)
     fast = _lane(app, accepts, config, head_timeout, max_body, lifespan_state)
+    watch = app.state.accepting if isinstance(app, TopicsHttpApp) else AcceptWatch()
 
     def in_lane(stream: trio.SocketStream, info: ConnectionInfo) -> Awaitable[bytes | None]:
         return LaneConnection(fast, stream, info).run()
@@ -194,7 +196,7 @@ async def serve(
                     accepting.start_soon(
                         partial(trio.serve_listeners, handler_nursery=server_nursery),
                         lambda stream: run_guarded(stream, in_lane if lane else None, in_hypercorn),
-                        listeners,
+                        watch.wrap(listeners),  # readiness sees a failing accept (accepting.py)
                     )
                     await shutdown_trigger()
                     accepting.cancel_scope.cancel()  # stop accepting; drain below

@@ -33,6 +33,7 @@ from topics.errors import InvalidRequestError, ShuttingDownError, ThrottledError
 from topics.settings import Limits
 from topics.wire.envelope import json_bytes, performance
 
+from .accepting import AcceptWatch
 from .pressure import PressureMonitor
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ class HttpState:
         #: ``GET /v0/openapi.json`` documents.
         self.routes: tuple[Route, ...] = ()
         self._longpolls: set[trio.CancelScope] = set()
+        #: Failed accepts (descriptors exhausted): /v0/ready is 503 while they go on.
+        self.accepting = AcceptWatch()
 
     # -- per-key in-flight cap (§11) -----------------------------------------------------
 

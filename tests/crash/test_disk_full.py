@@ -348,3 +348,104 @@ async def test_a_rotation_out_of_descriptors_stalls_and_retries_instead_of_faili
         assert wal.statistics().rotations_total == 1
         await wal.aclose()
     assert wal_files(disk, D) == [0, 1]
+
+
+# -- the way out: checkpoints keep half the reserve, deletes give space back ---------------
+
+
+async def test_a_checkpoint_that_would_eat_the_reserve_waits_instead_of_filling_the_disk() -> None:
+    """store.py rule 8, space.py rule 5: a WAL backlog larger than the free space is not
+    written into segments until the volume is full; nothing is written at all."""
+    disk = FakeDisk()
+    clock = ManualClock(START_MS)
+    async with open_engine(
+        ROOT, clock=clock, fs=disk, limits=Limits(min_free_bytes=40_000)
+    ) as engine:
+        store, space = engine._store, engine._space
+        assert store is not None
+        assert space is not None
+        await engine.put_topic("f", {"durability": "fsync"})
+        for i in range(10):
+            await engine.write("f", [{"data": f"{i}" + "x" * 5_000}])  # ~50 KB, WAL only
+        # Above the reserve (writes go on), but the ~50 KB checkpoint would leave less
+        # than half of it free.
+        disk.capacity = disk.used_bytes() + 60_000
+        space.refresh()
+        assert engine.storage_state() == "ok"
+        used, generation = disk.used_bytes(), store.generation
+        with pytest.raises(OSError) as deferred:
+            await store.checkpoint(engine._registry)
+        assert deferred.value.errno == errno.ENOSPC
+        assert disk.used_bytes() == used, "the checkpoint wrote nothing"
+        assert store.generation == generation
+        disk.capacity = None
+        await store.checkpoint(engine._registry)
+        assert store.generation == generation + 1
+    async with open_engine(ROOT, clock=clock, fs=disk) as engine:
+        assert len((await read_topic(engine, "f"))["records"]) == 10
+
+
+async def test_a_checkpoint_that_meets_a_full_disk_removes_the_files_it_created() -> None:
+    disk = FakeDisk()
+    clock = ManualClock(START_MS)
+    async with open_engine(ROOT, clock=clock, fs=disk, limits=_no_reserve()) as engine:
+        store = engine._store
+        assert store is not None
+        await engine.put_topic("f", {"durability": "fsync"})
+        await engine.write("f", [{"data": "x" * 5_000}])
+        used = disk.used_bytes()
+        disk.capacity = used + 1_000  # the segment file is created, its bytes do not fit
+        with pytest.raises(OSError) as failed:
+            await store.checkpoint(engine._registry)
+        assert failed.value.errno == errno.ENOSPC
+        assert disk.used_bytes() == used, "the half-written segment file was left behind"
+        disk.capacity = None
+
+
+async def test_below_the_reserve_a_topic_delete_is_accepted_and_gives_writes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fill, writes refused, delete a topic (accepted), space freed by the checkpoints that
+    follow (store.py rule 10, every LOW_SPACE_INTERVAL_S), writes accepted again."""
+    monkeypatch.setattr(store_module, "LOW_SPACE_INTERVAL_S", 0.01)
+    disk = FakeDisk()
+    clock = ManualClock(START_MS)
+    limits = Limits(min_free_bytes=20_000)
+    async with open_engine(ROOT, clock=clock, fs=disk, limits=limits) as engine:
+        store, space = engine._store, engine._space
+        assert store is not None
+        assert space is not None
+        await engine.put_topic("keep", {"durability": "fsync"})
+        await engine.write("keep", [{"data": "kept"}])
+        await engine.put_topic("old", {"durability": "fsync"})
+        await store.checkpoint(engine._registry)  # part of "old" in segments, part WAL only
+        for i in range(12):
+            await engine.write("old", [{"data": f"{i}" + "x" * 5_000}])
+            if i == 5:
+                await store.checkpoint(engine._registry)
+        disk.capacity = disk.used_bytes() + 15_000  # below the reserve
+        space.refresh()
+        for attempt in (engine.write("keep", [{"data": "refused"}]), engine.put_topic("new")):
+            with pytest.raises(InsufficientStorageError) as refused:
+                await attempt
+            assert refused.value.detail is not None
+            assert refused.value.detail["storage"] == "below_reserve"
+        # Deleting records and topics is how space comes back: both are accepted.
+        trimmed = await engine.delete_records("keep", before_seq=1)
+        assert trimmed.deleted == 0
+        deleted = await engine.delete_topic("old")
+        assert deleted.deleted
+        with trio.fail_after(WAIT_S):
+            while engine.storage_state() != "ok":
+                await trio.sleep(0.01)
+                space.refresh()  # the reading the background task takes every second
+        # Its ~60 KB in the WAL (the file it was in is trimmed) and the segment files
+        # that held half of it again are gone.
+        assert disk.free_bytes(ROOT) >= 15_000 + 80_000
+        await engine.write("keep", [{"data": "after"}])
+    async with open_engine(ROOT, clock=clock, fs=disk) as engine:
+        assert [r["data"] for r in (await read_topic(engine, "keep"))["records"]] == [
+            "kept",
+            "after",
+        ]
+        assert "old" not in engine._registry.topics

@@ -145,6 +145,47 @@ def _fill_refuse_and_recover(
     return acked
 
 
+def test_deleting_a_topic_is_the_way_out_from_inside(small_disk: Path) -> None:
+    """No filler to remove: the disk is full of one topic's records. Writes are refused,
+    the topic delete is accepted (store.py rule 10, _durability rule 4), its bytes are
+    freed within seconds and writes are accepted again, with no restart."""
+    reserve = 2 << 20
+    data = small_disk / "data"
+    server = spawn_server({"TOPICS_MIN_FREE_BYTES": str(reserve)}, "--data-dir", str(data))
+    try:
+        with server.client() as http:
+            assert _wait_ready(http, 200).status_code == 200
+            assert http.put("/v0/topics/keep", json={"durability": "fsync"}).status_code == 201
+            assert http.post("/v0/topics/keep", json={"records": [{"data": "kept"}]}).is_success
+            for i in range(MAX_WRITES):
+                value = f"{i:06d}" + "x" * RECORD_CHARS
+                r = http.post("/v0/topics/bulk", json={"records": [{"data": value}]})
+                if r.status_code == 507:
+                    break
+                assert r.status_code in (200, 201), r.text
+            else:
+                pytest.fail(f"no 507 after {MAX_WRITES} writes")
+            assert _wait_ready(http, 503).json()["error"]["detail"]["storage"] == "below_reserve"
+            r = http.delete("/v0/topics/bulk")
+            assert r.status_code == 200, r.text
+            assert r.json()["deleted"] is True
+            assert _wait_ready(http, 200).status_code == 200, "the delete freed no space"
+            assert _metric(http, "topics_storage_free_bytes") > reserve
+            r = http.post("/v0/topics/keep", json={"records": [{"data": "after"}]})
+            assert r.status_code == 200, r.text
+    finally:
+        assert server.stop() == 0, server.stderr()
+    again = spawn_server({"TOPICS_MIN_FREE_BYTES": "0"}, "--data-dir", str(data))
+    try:
+        with again.client() as http:
+            assert _wait_ready(http, 200).status_code == 200
+            page = http.post("/v0/topics/keep/diff", json={}).json()
+            assert [r["data"] for r in page["records"]] == ["kept", "after"]
+            assert http.get("/v0/topics/bulk").status_code == 404
+    finally:
+        assert again.stop() == 0, again.stderr()
+
+
 def _read_all(server: ServerProcess) -> dict[int, str]:
     got: dict[int, str] = {}
     with server.client() as http:

@@ -63,7 +63,8 @@ SMUGGLING = {
 #: What hypercorn alone (``TOPICS_HTTP_LANE=0``) does not refuse, and why: its h11 parser
 #: unfolds obs-fold (RFC 9112 §5.2 allows that as well as a 400) and it upper-cases the
 #: method before any app sees it, so neither reaches the dispatcher's check. The lane, which
-#: owns every connection of a default server, refuses both (docs/HTTP.md, "Framing").
+#: owns every connection of a default server, refuses both (docs/HTTP.md,
+#: "Connections and hostile clients": framing).
 HYPERCORN_ACCEPTS = {
     SMUGGLING["lowercase-method"]: "hypercorn upper-cases the method before the app",
     SMUGGLING["obs-fold"]: "h11 unfolds obs-fold lines (RFC 9112 section 5.2 allows it)",

@@ -210,6 +210,12 @@ def test_console_files_are_served_without_a_key_and_the_api_still_needs_one(
         assert filters.status_code == 200
         assert filters.headers["content-type"].startswith("text/javascript")
         assert page.text.index("/console/filters.js") < page.text.index("/console/console.js")
+        for helper in ("jsontree.js", "stats.js"):  # the record tree, the charts: no CDN
+            served = anonymous.get(f"/console/{helper}")
+            assert served.status_code == 200
+            assert served.headers["content-type"].startswith("text/javascript")
+            assert page.text.index(f"/console/{helper}") < page.text.index("/console/console.js")
+        assert "://" not in page.text.replace("http://www.w3.org", "")  # nothing from elsewhere
         css = anonymous.get("/console/console.css")
         assert css.status_code == 200
         assert css.headers["content-type"].startswith("text/css")
@@ -268,7 +274,7 @@ def test_console_tails_a_topic_live_with_an_api_key(
         tools.wait_for_dom(lambda html: 'id="tail-state" class="dim">live' in html)
         html = tools.dom()
         assert '<td class="mono topic-name">orders</td>' in html
-        assert '<td class="data">{"sku":"A1"}</td>' in html  # the backlog record, with its tag
+        assert '<summary class="j-line">{"sku":"A1"}</summary>' in html  # the backlog record
         assert '<td class="mono">c-7</td>' in html
         r = http.post("/v0/topics/orders", json={"records": [{"data": {"live": "tail-me"}}]})
         r.raise_for_status()

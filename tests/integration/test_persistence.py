@@ -1,5 +1,5 @@
-"""Persistence round trips on a real data directory (ARCHITECTURE "Storage"; contract §0.10,
-§2, §5; docs/ARCHITECTURE.md "Durability").
+"""Persistence round trips on a real data directory (docs/ARCHITECTURE.md "Durability";
+docs/STORAGE_FORMATS.md; contract §0.10, §2, §5).
 
 Every test opens an engine on ``tmp_path``, changes something, closes it cleanly (or forces
 a checkpoint with ``engine._store.checkpoint``) and opens the directory again. What must

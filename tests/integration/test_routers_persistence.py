@@ -1,5 +1,5 @@
 """Routers across restarts and crashes (contract §6 "derived", §1.4, §3.3 source_trim;
-docs/ROUTERS.md "Durability").
+docs/ROUTERS.md "Durability details").
 
 Copies are never WAL-logged: a source append is one WAL frame whatever the fan-out, and
 after a crash the router re-derives the copies after its checkpointed cursor. What must

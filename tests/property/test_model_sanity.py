@@ -76,9 +76,18 @@ def test_frame_size_counts_node_tag_meta_and_ujson_data(model: ContractModel) ->
 
 def test_rendering_omits_absent_fields_and_honours_include_flags(model: ContractModel) -> None:
     model.write("t", [{"data": None}, {"data": 1, "tag": "g", "node": "n", "meta": {"m": 2}}])
-    plain = model.diff("t").to_dict()["records"]
+    plain = model.diff("t").to_dict()["records"]  # the Python API's default: tags too
     assert plain[0] == {"$seq": 1, "$ts": T0, "data": None}
-    assert plain[1] == {"$seq": 2, "$ts": T0, "$node": "n", "data": 1, "meta": {"m": 2}}
+    assert plain[1] == {
+        "$seq": 2,
+        "$ts": T0,
+        "$node": "n",
+        "$tag": "g",
+        "data": 1,
+        "meta": {"m": 2},
+    }
+    untagged = model.diff("t", include_tags=False).to_dict()["records"]
+    assert untagged[1] == {"$seq": 2, "$ts": T0, "$node": "n", "data": 1, "meta": {"m": 2}}
     full = model.diff("t", include_tags=True, include_meta=False, include_data=False)
     assert full.to_dict()["records"][1] == {"$seq": 2, "$ts": T0, "$node": "n", "$tag": "g"}
 

@@ -4,7 +4,7 @@ The property test (tests/property/test_engine_model.py) drives the real engine a
 model with the same operations and compares every answer. The model is written for
 obviousness, not speed: each topic is a plain list of live record objects, every query is
 a linear scan, and every rule is spelled out next to the code that implements it, with the
-rule number of docs/SEMANTICS.md ("S<n>") or the contract section ("§x.y").
+rule number of docs/SEMANTICS.md (S<n>) or the contract section (§x.y).
 
 Rule 1: nothing from the engine implementation is imported here: only the public result
 types, the error classes, the config parser and the name check.
@@ -726,7 +726,7 @@ class ContractModel:
         from_seq: int = 0,
         limit: int = 0,
         node: str | list[str] | None = None,
-        include_tags: bool = False,
+        include_tags: bool = True,
         include_meta: bool = True,
         include_data: bool = True,
         wait_ms: int = 0,

@@ -18,6 +18,7 @@ import os
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ __all__ = [
     "START_TIMEOUT_S",
     "STOP_TIMEOUT_S",
     "ServerProcess",
+    "free_port",
     "servers",
     "spawn_server",
 ]
@@ -95,6 +97,14 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError(f"topics-server did not stop:\n{self.stderr()}") from None
+
+
+def free_port() -> int:
+    """A loopback port free right now: for a server restarted on the same port (pass
+    ``--port`` to :func:`spawn_server`), so its clients find it again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def spawn_server(env: Mapping[str, str] | None = None, *args: str) -> ServerProcess:

@@ -1,13 +1,18 @@
 """The user docs stay true: ENDPOINTS.md is what scripts/gen_endpoints.py makes of openapi.json,
-and every relative link in the user pages points at a file that exists."""
+every relative link in the user pages points at a file that exists, and every reference to a
+section or a heading (``§3.3``, ``STYLE §5``, ``docs/WATCH.md, "Fan-out"``,
+``WATCH.md#fan-out``) in code, tests and docs lands on one that exists."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import re
+import subprocess
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -176,3 +181,231 @@ def test_no_doc_links_outside_the_repository() -> None:
             assert path.exists(), f"{page.name} links to missing {target}"
             checked += 1
     assert checked > 20
+
+
+# -- References to sections and headings ---------------------------------------------------
+#
+# Code, tests and docs cite the style guide as ``STYLE §n`` (or ``STYLE.md §n``) and a
+# heading of a page by its title, or by the title's part before a colon or a parenthesis:
+# ``docs/WATCH.md, "Fan-out"``, ``WATCH.md "Resume order"``, ``[CLI.md](CLI.md), "Filters"``,
+# ``[WATCH.md](WATCH.md) ("Prefix watch", "Backlog guard")``, or a link to its anchor.
+# Every such reference must land on a heading that exists. Files are found through git, not
+# a list, so a module or page that moves is still read where it now is.
+
+# STYLE.md lives in the team's shared folder, beside the clone (read-only in CI).
+STYLE = ROOT.parent / "shared" / "STYLE.md"
+
+_STYLE_CITATION = re.compile(r"\bSTYLE(?:\.md)?[,:]?\s*§\s*(\d+)")
+
+_HEADING_CITATION = re.compile(
+    r"(?<![\w/.\"'-])"  # the start of a name, not the middle of a path or a string literal
+    r"(?:\[[^\]\n]*\]\()?"  # the "[text](" of a Markdown link, if it is one
+    r"(?P<doc>(?:[\w.-]+/)*[A-Z][A-Z0-9_]+(?:\.md)?)(?:#[\w-]+)?(?:\)|`{1,2})?"
+    r"(?P<sep>[,:]?[ \t]*(?:\n[ \t]*(?:#[ \t]*)?)?\(?)"  # may wrap onto a comment line
+    r"(?P<quoted>[\"“][^\s\"”][^\"”]{0,160}[\"”]"
+    r"(?:[ \t]*,[ \t]*(?:and[ \t]+)?[\"“][^\s\"”][^\"”]{0,160}[\"”])*)"
+)
+_QUOTED = re.compile(r"[\"“]([^\"”]+)[\"”]")
+_ANCHOR = re.compile(r"(?<![\w/.\"'-])(?P<doc>(?:[\w.-]+/)*[\w-]+\.md)?#(?P<anchor>[a-z0-9_-]+)\b")
+
+
+def _repo_text_files() -> list[Path]:
+    """Every text file of the checkout: tracked or new, not ignored, not a symlink."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode == 0:
+        paths = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    else:  # not a git checkout (an unpacked sdist): every file outside hidden folders
+        paths = [
+            p for p in ROOT.rglob("*") if not any(s[0] == "." for s in p.relative_to(ROOT).parts)
+        ]
+    files = []
+    for path in sorted(set(paths)):
+        if path.is_symlink() or not path.is_file() or path.suffix in {".png", ".ico", ".so"}:
+            continue
+        files.append(path)
+    return files
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _squash(text: str) -> str:
+    """A heading or a citation of it, wrapped and marked up however: plain words."""
+    text = re.sub(r"\s*\n\s*(?:#\s*)?", " ", text)
+    return " ".join(text.replace("`", "").replace("*", "").split()).casefold()
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower()).replace(" ", "-")
+
+
+def _names(heading: str, cited: str) -> bool:
+    """Whether ``cited`` names ``heading``: the whole of it, or its title before a colon, a
+    parenthesis, a dash or a comma ("Filters" for "Filters: `--since`, `--where`")."""
+    heading, cited = _squash(heading), _squash(cited)
+    if heading == cited:
+        return True
+    rest = heading[len(cited) :] if heading.startswith(cited) else ""
+    return rest.startswith((":", " (", " —", " - ", ","))
+
+
+def _headings(page: Path) -> list[str]:
+    """The headings of a Markdown page, outside fenced code."""
+    found, inside = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        elif not inside and (m := re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)):
+            found.append(m.group(1))
+    return found
+
+
+def _cited_page(doc: str, cited_from: Path) -> Path | None:
+    """The Markdown page a citation names: beside the citing file, in docs/, at the top of
+    the repository, or (STYLE.md and the intended ARCHITECTURE.md) in the shared folder
+    when the citation says ``../shared/``; None when no such page exists."""
+    name = doc if doc.endswith(".md") else f"{doc}.md"
+    if "/" in name:
+        candidates = [cited_from.parent / name, ROOT / name]
+    else:
+        candidates = [cited_from.parent / name, DOCS / name, ROOT / name]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def _where(path: Path, text: str, offset: int) -> str:
+    return f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, offset) + 1}"
+
+
+def heading_citations(path: Path, text: str) -> list[tuple[str, str, str]]:
+    """(where, doc as written, heading as cited) for each quoted heading ``text`` cites."""
+    found = []
+    for m in _HEADING_CITATION.finditer(text):
+        if not m.group("sep") and not m.group(0).startswith("["):
+            continue  # "X.md""..." is two string literals, not a citation
+        for quoted in _QUOTED.finditer(m.group("quoted")):
+            found.append((_where(path, text, m.start()), m.group("doc"), quoted.group(1)))
+    return found
+
+
+def anchor_citations(path: Path, text: str) -> list[tuple[str, str | None, str]]:
+    """(where, doc or None for the page itself, anchor) for each link to a heading of
+    another page (``WATCH.md#fan-out``), and each ``](#anchor)`` of a Markdown page."""
+    found: list[tuple[str, str | None, str]] = []
+    for m in _ANCHOR.finditer(text):
+        doc = m.group("doc")
+        if doc is None and not (
+            path.suffix == ".md" and text[max(0, m.start() - 2) : m.start()] == "]("
+        ):
+            continue  # a colour, a CSS id, a comment: only a page's own links count
+        found.append((_where(path, text, m.start()), doc, m.group("anchor")))
+    return found
+
+
+class _Pages:
+    """The headings of each page, read once."""
+
+    def __init__(self) -> None:
+        self.seen: dict[Path, list[str]] = {}
+
+    def __call__(self, page: Path) -> list[str]:
+        if page not in self.seen:
+            self.seen[page] = _headings(page)
+        return self.seen[page]
+
+
+def broken_references_in(path: Path, text: str, headings_of: _Pages) -> list[str]:
+    """What in ``text`` (the file ``path``) cites a page or a heading that does not exist."""
+    broken: list[str] = []
+    for where, doc, cited in heading_citations(path, text):
+        if not doc.endswith(".md") and not re.match(r"[A-Z0-9§`]", cited):
+            continue  # ROUTERS, "wid": a constant and a string, not a page and a heading
+        page = _cited_page(doc, path)
+        if page is None:
+            if doc.endswith(".md"):
+                broken.append(f"{where}: {doc} does not exist (cited for {cited!r})")
+            continue  # a bare upper-case word that names no page: not a citation
+        if not any(_names(h, cited) for h in headings_of(page)):
+            broken.append(f"{where}: {doc} has no heading {cited!r}")
+    for where, linked, anchor in anchor_citations(path, text):
+        target = path.resolve() if linked is None else _cited_page(linked, path)
+        if target is None:
+            broken.append(f"{where}: {linked} does not exist (link to #{anchor})")
+        elif anchor not in {_slug(h) for h in headings_of(target)}:
+            broken.append(f"{where}: {linked or path.name} has no heading #{anchor}")
+    return broken
+
+
+def test_every_cited_heading_exists_in_the_page_it_names() -> None:
+    """``docs/ARCHITECTURE.md, "Durability"`` and ``WATCH.md#fan-out`` name a heading that
+    the page has, wherever the citing file sits and whatever it is (code, test, doc)."""
+    pages, broken = _Pages(), []
+    for path in _repo_text_files():
+        text = _read(path)
+        if text is not None:
+            broken += broken_references_in(path, text, pages)
+    assert len(pages.seen) >= 10  # (the extraction itself works)
+    assert not broken, "references to headings that do not exist:\n" + "\n".join(broken)
+
+
+def test_every_style_section_cited_exists_in_style_md() -> None:
+    """``STYLE §n`` names a numbered section of the shared style guide, which sits at
+    ../shared/STYLE.md beside the checkout (skipped where that folder is absent)."""
+    if not STYLE.is_file():
+        pytest.skip(f"{STYLE} is not beside this checkout")
+    sections = set(re.findall(r"^## (\d+)\. ", STYLE.read_text(encoding="utf-8"), re.M))
+    assert len(sections) >= 10  # (the numbering is still "## n. Title")
+    cited: list[tuple[str, str]] = []
+    for path in _repo_text_files():
+        text = _read(path)
+        if text is not None:
+            cited += [
+                (_where(path, text, m.start()), m.group(1)) for m in _STYLE_CITATION.finditer(text)
+            ]
+    assert cited  # (the extraction itself works)
+    missing = [f"{where}: STYLE §{n}" for where, n in cited if n not in sections]
+    assert not missing, "STYLE sections cited that STYLE.md does not have:\n" + "\n".join(missing)
+
+
+def test_the_reference_check_reads_each_form_and_names_each_break() -> None:
+    """The check itself, on made-up text in a made-up file: every form of citation resolves
+    when it names a real heading and is reported when it does not. (Each broken sample starts
+    its string literal, which the repository-wide scan leaves alone.)"""
+    path, pages = ROOT / "topics" / "_made_up.py", _Pages()
+    good = "\n".join([
+        'see docs/WATCH.md, "Fan-out", rule 2',
+        '(WATCH.md "Resume order")',
+        '(ARCHITECTURE: "One thread, no locks")',
+        '[CLI.md](CLI.md), "Filters"',
+        '[WATCH.md](WATCH.md#fan-out) ("Prefix watch", "Backlog guard")',
+        'docs/ARCHITECTURE.md, "Where a route and\n    # its documentation go"',
+        '``docs/STORAGE_FORMATS.md`` ("WAL")',
+        '(docs/\nSTORAGE_FORMATS.md, "Heads table")',
+        '{ROUTERS, "wid": 1}',
+    ])  # fmt: skip
+    assert len(heading_citations(path, good)) == 10
+    assert broken_references_in(path, good, pages) == []
+    bad = {
+        'docs/WATCH.md, "Fan out"': "docs/WATCH.md has no heading 'Fan out'",
+        'ARCHITECTURE "Storage"': "ARCHITECTURE has no heading 'Storage'",
+        'WATCH.md ("Prefix watch", "Backlog guards")': "WATCH.md has no heading 'Backlog guards'",
+        'docs/NO_SUCH_PAGE.md, "Intro"': "docs/NO_SUCH_PAGE.md does not exist (cited for 'Intro')",
+        "WATCH.md#fan-in": "WATCH.md has no heading #fan-in",
+        'docs/CLIENT.md, "Retries"': "docs/CLIENT.md has no heading 'Retries'",
+    }
+    for text, message in bad.items():
+        assert broken_references_in(path, text, pages) == [f"topics/_made_up.py:1: {message}"]
+    style = "STYLE §" + "13, and STYLE.md §" + "4"
+    assert [m.group(1) for m in _STYLE_CITATION.finditer(style)] == ["13", "4"]

@@ -70,7 +70,8 @@ from .._storage.manifest import (
 from .._storage.segment_files import parse_segment_name, read_segment, segment_path
 from .._storage.wal_reader import scan_wal, wal_files
 from ..config import parse_config
-from .store import SegmentFileState, StorePaths
+from .segment_work import SegmentFileState
+from .store import StorePaths
 
 __all__ = ["Recovered", "StaleManifestError", "recover"]
 

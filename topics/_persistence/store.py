@@ -4,7 +4,8 @@ Role: the engine calls the ``log_*`` methods synchronously, right after it appli
 change in memory; they queue one WAL entry each and return its ticket (the engine awaits
 it where the durability class says so). ``checkpoint`` writes the in-memory segments'
 new bytes and delete flags to segment files, then an atomic manifest of metadata only,
-then trims the WAL behind it.
+then trims the WAL behind it. The worker-thread code that writes, seals and removes
+segment files, and the space check before it, is ``segment_work.py``.
 
 Rules:
 1. Durability classes (§0.10): ``ephemeral`` logs only topic config, deletes of the
@@ -36,12 +37,21 @@ Rules:
    write, seal or manifest meets ENOSPC/EDQUOT, or that finds the WAL stalled on a full
    disk (``WalFullError``: nothing can be covered until the WAL catches up), is retried.
    The engine keeps serving reads meanwhile and refuses writes (``_durability`` rule 4).
+   With a free-space reserve a checkpoint does not even start when what it would write
+   (segment bytes, seal indexes, the manifest) leaves less than half the reserve free
+   (space.py rule 5; :class:`NoRoomError`, retried the same way), and one that fails
+   removes the segment files it created, so a backlog too large for the disk waits
+   without filling the volume.
 9. A periodic checkpoint that would write the same manifest as the last one (no WAL entry,
    delete, segment byte or read time since, and no superseded segment file left to drop:
    that takes one more manifest, as the last one is the fallback) writes nothing: an idle
    server leaves the directory as it is, so an offline reader (``topics.Reader``, the
    Spark source) keeps its planning view instead of reloading the whole directory every
    30 s.
+10. While the free space is below the reserve, checkpoints run every second instead of
+   every 30 s, and one more manifest is written while the WAL still holds entries behind
+   the newest one (rule 3 trims only behind the older): a topic deleted to get space back
+   frees its segment files and WAL bytes within seconds, with no other write to drive it.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -68,21 +78,28 @@ from .._storage.fs import Fs, is_no_space
 from .._storage.handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
 from .._storage.heads import HeadTable
 from .._storage.manifest import write_manifest
-from .._storage.segment_files import (
-    SegmentWriter,
-    mark_deleted,
-    open_for_append,
-    remove_segment,
-    segment_path,
-)
 from .._storage.wal import Wal, WalError, WalFullError, WalTicket
+from .segment_work import (
+    NoRoomError,
+    SegmentFileState,
+    SegmentWork,
+    check_room,
+    remove_all,
+    segment_work,
+    write_segments,
+)
 
-__all__ = ["CHECKPOINT_INTERVAL_S", "SegmentFileState", "Store", "StorePaths"]
+if TYPE_CHECKING:
+    from .._storage.space import DiskSpace
+
+__all__ = ["CHECKPOINT_INTERVAL_S", "NoRoomError", "SegmentFileState", "Store", "StorePaths"]
 
 #: Checkpoint at least this often while anything changed, and whenever the WAL grew by
 #: CHECKPOINT_WAL_BYTES since the last one (this bounds replay time after a crash).
 CHECKPOINT_INTERVAL_S = 30.0
 CHECKPOINT_WAL_BYTES = 256 << 20
+#: The checkpoint interval while the free space is below the reserve (rule 10).
+LOW_SPACE_INTERVAL_S = 1.0
 #: After a checkpoint ran out of file descriptors, retry after this long, doubling up to
 #: the max (rule 7).
 CHECKPOINT_RETRY_MIN_S = 1.0
@@ -134,29 +151,6 @@ class StorePaths:
 
 
 @dataclass(slots=True)
-class SegmentFileState:
-    """What is on disk for one segment: bytes written (and synced) and whether sealed."""
-
-    path: str
-    written: int
-    sealed: bool
-    writer: SegmentWriter | None = None
-
-
-@dataclass(slots=True)
-class _SegmentWork:
-    key: tuple[int, int]
-    path: str
-    topic_id: int
-    base_seq: int
-    salt: int
-    data: bytes
-    flag_offsets: list[int]
-    seal: bool
-    state: SegmentFileState | None
-
-
-@dataclass(slots=True)
 class _Pending:
     deleted: dict[tuple[int, int], set[int]] = field(default_factory=dict)
 
@@ -193,6 +187,11 @@ class Store:
         # Every topic's head as handed out, for a recovery on this boot (heads.py); set
         # by the engine once recovery is done, None where the system cannot use one.
         self.heads: HeadTable | None = None
+        # The free-space reading and its reserve (rules 8 and 10); None: no check.
+        self.space: DiskSpace | None = None
+        # The WAL was last trimmed below this LSN (rule 10 writes one more manifest while
+        # the space is low and entries up to the newest manifest's covered LSN remain).
+        self._trimmed_below = 0
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
         """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
@@ -217,7 +216,14 @@ class Store:
     def log_topic_delete(self, log: TopicLog) -> WalTicket:
         if self.heads is not None:
             self.heads.untrack(log)
+        self._freeing()
         return self._submit(entries.TOPIC_DELETE, entries.encode_u64s(log.topic_id), True)
+
+    def _freeing(self) -> None:
+        """Rule 10: a delete while the space is low; its entry starts a new WAL file, so
+        the current one (holding the deleted bytes) can be trimmed (wal.py Rule 10)."""
+        if self.space is not None and self.space.low:
+            self.wal.rotate_soon()
 
     def log_watermark(self, log: TopicLog, watermark: int) -> WalTicket:
         return self._submit(entries.WATERMARK, entries.encode_u64s(log.topic_id, watermark), True)
@@ -265,12 +271,14 @@ class Store:
         if log.config.durability == "ephemeral":
             return None
         payload = entries.encode_u64s(log.topic_id, bound)
+        self._freeing()
         return self._submit(entries.DELETE_BEFORE, payload, log.config.durability == "fsync")
 
     def log_delete_seqs(self, log: TopicLog, seqs: list[int]) -> WalTicket | None:
         if log.config.durability == "ephemeral" or not seqs:
             return None
         payload = entries.encode_u64s(log.topic_id, *seqs)
+        self._freeing()
         return self._submit(entries.DELETE_SEQS, payload, log.config.durability == "fsync")
 
     def log_gap(self, log: TopicLog, marker: GapMarker) -> WalTicket:
@@ -316,10 +324,13 @@ class Store:
         """Checkpoint periodically, and early when the WAL has grown a lot."""
         task_status.started()
         while True:
-            with trio.move_on_after(CHECKPOINT_INTERVAL_S):
+            low = self.space is not None and self.space.low
+            with trio.move_on_after(LOW_SPACE_INTERVAL_S if low else CHECKPOINT_INTERVAL_S):
                 while True:
                     await self._changed.wait()
                     self._changed = trio.Event()
+                    if not low and self.space is not None and self.space.low:
+                        break  # rule 10: space ran low during a 30 s wait; start now
                     grown = (
                         self.wal.statistics().bytes_written_total - self._wal_bytes_at_checkpoint
                     )
@@ -361,22 +372,19 @@ class Store:
                 raise WalError("the WAL failed; no checkpoint until the engine is reopened")
             covered = self.wal.next_lsn - 1
             pending = self._pending.deleted
-            idle = not pending
+            idle = not pending and not final
             work, body = self._snapshot(registry, covered, final)
             keep = {w.key for w in work}
-            if (
-                idle
-                and not final
-                and body == self._written_body
-                and not any(w.data or w.flag_offsets or w.seal for w in work)
-                and keep.issuperset(self.files)  # nor a superseded file left to drop
-            ):
+            if idle and self._unchanged(work, body, keep):
                 # Nothing changed since the last one: the manifest (and its generation)
                 # stays, so an offline reader's view of the directory stays valid too.
                 return
             try:
                 await self.wal.flush()  # rule 5: nothing here is ahead of the WAL
-                await trio.to_thread.run_sync(self._write_segments, work, abandon_on_cancel=False)
+                await trio.to_thread.run_sync(check_room, self.space, work, body)
+                await trio.to_thread.run_sync(
+                    write_segments, self.fs, self.handles, work, abandon_on_cancel=False
+                )
             except BaseException:
                 for key, idxs in pending.items():
                     self.pending_deleted(key).update(idxs)
@@ -398,6 +406,7 @@ class Store:
             prev_covered, prev_keep = self._prev_covered, self._prev_keep
             self._prev_covered, self._prev_keep = covered, keep
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
+            self._trimmed_below = prev_covered + 1
             self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
             dropped = [
                 (key, self.files.pop(key))
@@ -405,18 +414,38 @@ class Store:
                 if key not in keep | prev_keep
             ]
             try:
-                await trio.to_thread.run_sync(self._remove_all, dropped, abandon_on_cancel=False)
+                await trio.to_thread.run_sync(
+                    remove_all, self.fs, self.handles, dropped, abandon_on_cancel=False
+                )
             finally:
                 # What a failure left (a removal that ran out of descriptors) stays listed,
                 # so the next checkpoint removes it instead of leaving it until a restart.
                 for key, state in dropped:
                     self.files.setdefault(key, state)
 
+    def _unchanged(
+        self, work: list[SegmentWork], body: dict[str, Any], keep: set[tuple[int, int]]
+    ) -> bool:
+        """Rule 9: this checkpoint would write the last manifest again, with no segment
+        work, no superseded file to drop and (rule 10) no WAL to trim while space is low."""
+        return (
+            body == self._written_body
+            and not any(w.data or w.flag_offsets or w.seal for w in work)
+            and keep.issuperset(self.files)
+            and not self._trim_pending()
+        )
+
+    def _trim_pending(self) -> bool:
+        """Rule 10: the space is low and one more manifest would let the WAL be trimmed
+        up to the newest manifest's covered LSN."""
+        low = self.space is not None and self.space.low
+        return low and self._trimmed_below <= self._prev_covered
+
     def _snapshot(
         self, registry: TopicRegistry, covered: int, final: bool
-    ) -> tuple[list[_SegmentWork], dict[str, Any]]:
+    ) -> tuple[list[SegmentWork], dict[str, Any]]:
         pending, self._pending = dict(self._pending.deleted), _Pending()
-        work: list[_SegmentWork] = []
+        work: list[SegmentWork] = []
         topics: list[dict[str, Any]] = []
         for name in registry.names:
             log = registry.topics[name]
@@ -425,7 +454,7 @@ class Store:
                 for seg in log.segments:
                     if seg.nbytes == 0 and (log.topic_id, seg.base_seq) not in self.files:
                         continue  # rule 6
-                    work.append(self._segment_work(log, seg, pending))
+                    work.append(segment_work(self.files, self.paths.segments, log, seg, pending))
                     segments.append(
                         {
                             "base": seg.base_seq,
@@ -472,103 +501,6 @@ class Store:
             "extensions": {ext.key: ext.snapshot() for ext in self.extensions},
         }
         return work, body
-
-    def _segment_work(
-        self, log: TopicLog, seg: Any, pending: dict[tuple[int, int], set[int]]
-    ) -> _SegmentWork:
-        key = (log.topic_id, seg.base_seq)
-        state = self.files.get(key)
-        written = state.written if state is not None else 0
-        # Bytes are copied here, on the trio thread: the segment may grow (and move its
-        # buffer) while the worker thread writes.
-        data = bytes(seg.view()[written : seg.nbytes]) if seg.nbytes > written else b""
-        flags = []
-        for idx in pending.pop(key, ()):
-            end = seg.offset_of(idx) + seg.frame_len(idx)
-            if end <= written and not seg.is_live(idx):
-                flags.append(end - 1)
-        return _SegmentWork(
-            key=key,
-            path=segment_path(self.paths.segments, log.topic_id, seg.base_seq),
-            topic_id=log.topic_id,
-            base_seq=seg.base_seq,
-            salt=seg.salt,
-            data=data,
-            flag_offsets=sorted(flags),
-            seal=seg.sealed and not (state is not None and state.sealed),
-            state=state,
-        )
-
-    def _write_segments(self, work: list[_SegmentWork]) -> None:
-        """Worker thread: append new bytes, flip flags, sync, seal (rule 3)."""
-        created: list[SegmentFileState] = []
-        done = False
-        try:
-            for w in work:
-                state = w.state
-                if state is None:
-                    if self.fs.exists(w.path):  # left by a checkpoint that failed (rule 5)
-                        remove_segment(self.fs, w.path, handles=self.handles)
-                    writer = SegmentWriter.create(
-                        self.fs,
-                        w.path,
-                        topic_id=w.topic_id,
-                        base_seq=w.base_seq,
-                        salt=w.salt,
-                        handles=self.handles,
-                    )
-                    state = SegmentFileState(w.path, 0, False, writer)
-                    created.append(state)
-                if not w.data and not w.flag_offsets and not w.seal:
-                    w.state = state
-                    continue
-                try:
-                    self._write_segment(w, state)
-                except BaseException:
-                    if state.writer is not None:  # rule 5: reopen at the durable length
-                        state.writer.close()
-                        state.writer = None
-                    raise
-                w.state = state
-            done = True
-        finally:
-            if not done:
-                # Files this pass created are not adopted: the next checkpoint starts them
-                # over, so their handles must not stay open (or pinned) meanwhile.
-                for state in created:
-                    if state.writer is not None:
-                        state.writer.close()
-                        state.writer = None
-
-    def _write_segment(self, w: _SegmentWork, state: SegmentFileState) -> None:
-        if state.writer is None and not state.sealed:
-            index = w.path + ".idx"
-            if self.fs.exists(index):  # a seal that failed before its manifest
-                self.fs.remove(index)
-            state.writer = open_for_append(
-                self.fs, w.path, durable_length=state.written, handles=self.handles
-            )
-        if w.flag_offsets:
-            mark_deleted(self.fs, w.path, [o + 1 for o in w.flag_offsets], sync=True)
-        if w.data:
-            assert state.writer is not None
-            state.writer.append(w.data)
-            state.writer.sync()
-            state.written += len(w.data)
-        if w.seal and state.writer is not None:
-            state.writer.seal()
-            state.sealed = True
-            state.writer = None
-
-    def _remove_all(self, dropped: list[tuple[tuple[int, int], SegmentFileState]]) -> None:
-        """Worker thread: remove dropped segments' files; ``dropped`` keeps what is left."""
-        while dropped:
-            state = dropped[-1][1]
-            if state.writer is not None:
-                state.writer.close()
-                state.writer = None
-            remove_segment(self.fs, state.path, handles=self.handles)
-            dropped.pop()
 
     async def aclose(self, registry: TopicRegistry) -> None:
         """Final checkpoint (clean shutdown: exact heads, no watermark gaps), close the WAL."""

@@ -4,7 +4,7 @@ Role: the WAL, segment files, the manifest and recovery never call ``os.open``,
 ``os.fsync`` or ``open()`` on data files themselves; they take an :class:`Fs`. Production
 uses :class:`RealFs`; crash tests swap in ``tests.support.fakedisk.FakeDisk`` (which models
 what survives a power loss) or ``tests.support.faultfs.FaultFs`` (which injects EIO/ENOSPC).
-(ARCHITECTURE.md, "Storage": "All file operations pass through one small Fs interface".)
+(docs/STORAGE_FORMATS.md, "The Fs seam", states the same rules for readers of the format.)
 
 Invariants every implementation keeps:
 

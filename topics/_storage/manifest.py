@@ -4,7 +4,8 @@ Role: a checkpoint writes the engine's metadata (topic configs and ids, heads, f
 segment lists with durable lengths, router cursors, the WAL LSN it covers) as one JSON
 body; recovery loads the newest valid one and replays the WAL from there. The body is
 opaque here. Payloads are never in it, so a checkpoint costs the same at any data size.
-(ARCHITECTURE.md, "Storage": manifest/snapshot; "Recovery": manifest first.)
+(docs/STORAGE_FORMATS.md, "Manifest"; docs/ARCHITECTURE.md, "Durability": checkpoints write
+it, and recovery loads it first.)
 
 Rule 1: a manifest file is only ever created under a temporary name, written, fsynced,
   and then renamed to ``MANIFEST-<generation>`` (then the directory is synced). So a

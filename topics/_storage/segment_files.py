@@ -5,7 +5,7 @@ layout in ``_core/_ext.pyi``) to an active segment file; at a size/age limit the
 seals it (sync, then an index file written atomically). Reads hand the frame bytes to
 ``SegmentBuffer.from_frames``. Deletions of sealed records flip the frame's trailer byte
 in place (the trailer is outside the frame CRC); see ``docs/STORAGE_FORMATS.md`` for the
-measurement behind that choice. (ARCHITECTURE.md, "Storage": "Segments are the store".)
+measurement behind that choice (docs/STORAGE_FORMATS.md, "Segments").
 
 Rule 1: file names are numeric only (``<topic_id>-<base_seq>.seg``, hex): user input
   never reaches a path.
@@ -47,6 +47,7 @@ __all__ = [
     "SegmentCorruptionError",
     "SegmentData",
     "SegmentWriter",
+    "index_size",
     "mark_deleted",
     "open_for_append",
     "parse_segment_name",
@@ -84,6 +85,11 @@ class SegmentData(NamedTuple):
 def segment_path(dir: str, topic_id: int, base_seq: int) -> str:
     """The data file of a topic's segment starting at ``base_seq`` (index: ``+ ".idx"``)."""
     return f"{dir.rstrip('/')}/{topic_id:016x}-{base_seq:016x}{_SUFFIX}"
+
+
+def index_size(frames: int) -> int:
+    """Bytes of the index a seal writes for ``frames`` frames (a checkpoint's space check)."""
+    return _INDEX_HEADER.size + _U32.size * frames + _U32.size
 
 
 def parse_segment_name(name: str) -> tuple[int, int] | None:

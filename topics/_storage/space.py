@@ -16,6 +16,13 @@ Rule 2: it is cached. It is refreshed by :meth:`DiskSpace.run` every ``interval_
 Rule 3: a failed reading keeps the previous one and is logged; it never refuses writes
   by itself (the WAL's own ENOSPC handling is the backstop).
 Rule 4: a reserve of 0 turns the check off; the reading is still taken for the metrics.
+Rule 5: a checkpoint may spend the reserve, not the volume: it starts only when a fresh
+  reading leaves ``checkpoint_floor`` (half the reserve) free after the bytes it will
+  write (:meth:`DiskSpace.room_for`). A WAL backlog larger than the free space therefore
+  waits (store.py rule 8) instead of filling the disk to 100 % and leaving half-written
+  segments behind; the other half of the reserve stays for what gets the space back —
+  the WAL entries of topic and record deletes (allowed below the reserve: _durability
+  rule 4), the manifests that drop the deleted topics' segment files, and the WAL trim.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class DiskSpace:
         self._path = path
         self.min_free_bytes = min_free_bytes
         self.budget_bytes = max(_MIN_BUDGET_BYTES, min_free_bytes // 4)
+        self.checkpoint_floor = min_free_bytes // 2
         self.free_bytes: int | None = None
         self._written_at_reading = 0
 
@@ -66,6 +74,15 @@ class DiskSpace:
             log.warning("cannot read the free space of %s: %s", self._path, exc)
         if written_total is not None:
             self._written_at_reading = written_total
+
+    def room_for(self, needed: int) -> bool:
+        """Rule 5 (blocking: takes a fresh reading): True when ``needed`` more bytes still
+        leave ``checkpoint_floor`` free, or when the check is off or cannot be read."""
+        if self.min_free_bytes == 0:
+            return True
+        self.refresh()
+        free = self.free_bytes
+        return free is None or free - needed >= self.checkpoint_floor
 
     def maybe_refresh(self, written_total: int) -> None:
         """Rule 2: a reading on the write path once ``budget_bytes`` were written."""

@@ -7,7 +7,8 @@ one ``fdatasync``, both in one worker-thread call (a write alone: Rule 8); then 
 resolves the tickets.
 The format and the reader live in ``wal_reader``, the tickets, batches, errors and
 statistics in ``wal_tickets`` (both re-exported here), the disk calls in ``wal_io``.
-(ARCHITECTURE.md, "Storage", WAL; STYLE.md §5: request tasks never own a durability step.)
+(docs/STORAGE_FORMATS.md, "Writer (group commit)"; STYLE §5: request tasks never own a
+durability step.)
 
 Rule 1: LSNs are assigned in ``submit()`` order, consecutively, and frames reach the file
   in LSN order: only the writer task writes, one batch at a time.
@@ -46,6 +47,10 @@ Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) 
   an fsync, is Rule 4. Closing while stalled makes one last attempt, then fails the rest.
   A rotation that cannot open its new file for want of a descriptor (EMFILE/ENFILE)
   stalls the same way: nothing was created, and the shortage passes.
+Rule 10: :meth:`Wal.rotate_soon` makes the next batch start a new file whatever the size
+  of the current one. Only closed files can be trimmed, so a store short of space asks for
+  it when a topic is deleted: the bytes of that topic in the current file can then go with
+  the next two checkpoints instead of waiting for the file to fill (store.py rule 10).
 """
 
 from __future__ import annotations
@@ -160,6 +165,7 @@ class Wal:
         self._wakeup = trio.Event()
         self._progress = trio.Event()
         self._sync_requested = False
+        self._rotate_requested = False  # Rule 10
         self._failure: BaseException | None = None
         # Rule 9: the batch waiting for disk space (retried first), the backoff before its
         # next attempt, and an event that cuts the backoff short when the Wal closes.
@@ -321,6 +327,10 @@ class Wal:
         """
         await self._progress.wait()
 
+    def rotate_soon(self) -> None:
+        """Rule 10: the next batch starts a new file (the current one can then be trimmed)."""
+        self._rotate_requested = True
+
     async def flush(self) -> None:
         """Wait until every frame submitted so far is written and synced.
 
@@ -416,8 +426,8 @@ class Wal:
     async def _commit(self, batch: WalBatch) -> None:
         sync = batch.sync or self._sync_requested or self._sync_interval_s == 0 or self._sync_due()
         self._sync_requested = False
-        rotate = bool(batch.frames) and self._file.size >= self._max_file_bytes
-        rotate = rotate and self._file.size > HEADER_SIZE
+        big = self._file.size >= self._max_file_bytes or self._rotate_requested
+        rotate = bool(batch.frames) and big and self._file.size > HEADER_SIZE
         self._inflight = batch
         assert self._limiter is not None
         args = (self._fs, self._dir, self._file, batch.frames, sync, rotate)
@@ -454,6 +464,7 @@ class Wal:
             self._retry_delay_s = RETRY_MIN_S
             self._open.set_stall(None)
         if result.new_file is not None:
+            self._rotate_requested = False
             old = self._file
             self._closed_files.append((old.file_no, old.first_lsn))
             self._file = result.new_file

@@ -3,7 +3,7 @@
 Role: this module owns the bytes of a WAL file: the file header, the frame layout, the
 frame encoder the writer uses, and the streaming scan that recovery and the read-only
 Reader use. ``docs/STORAGE_FORMATS.md`` ("WAL") is the prose version of the layout.
-(ARCHITECTURE.md, "Storage", WAL; "Recovery": streaming, never a whole file in memory.)
+Recovery (docs/ARCHITECTURE.md, "Durability") streams it, never a whole file in memory.
 
 Rule 1: a frame validates only with the salt of the file it sits in: its CRC32C is seeded
   with the header's random salt and covers the length field and everything after the CRC

@@ -188,7 +188,7 @@ class ClientAPI:
         from_seq: int = 0,
         limit: int = 0,
         node: str | Sequence[str] | None = None,
-        include_tags: bool = False,
+        include_tags: bool = True,
         include_meta: bool = True,
         include_data: bool = True,
         wait_ms: int = 0,
@@ -206,7 +206,9 @@ class ClientAPI:
         ``cursor`` reads after a named cursor instead; ``commit`` commits the answer's
         ``next_from_seq`` to it on the server (at most once: never retried).
         ``from_ts`` (ms; instead of ``from_seq``), ``to_ts``/``to_seq`` (inclusive ends),
-        ``where`` (a predicate), ``format="cloudevents"``: see ``Engine.diff``.
+        ``where`` (a predicate), ``format="cloudevents"``: see ``Engine.diff``. Records
+        carry their tags unless ``include_tags=False`` (sent explicitly: the wire's
+        default is no tags).
 
         Raises: invalid_request, topic_not_found.
         """
@@ -421,7 +423,9 @@ class ClientAPI:
     @plan(
         awaited=False,
         aio_doc="""Iterate (``async for``) over live records and loss events of ``topics`` (§7); see
-        :class:`topics.client.AsyncWatchIterator`.""",
+        :class:`topics.client.AsyncWatchIterator`. ``wait_for_topic``: a named topic that
+        does not exist yet is waited for (then read from its first record) instead of
+        raising ``topic_not_found``, as ``topics tail --wait`` does.""",
     )
     def watch(
         self,
@@ -433,11 +437,14 @@ class ClientAPI:
         cursor_store: CursorStore | None = None,
         heartbeat_ms: int = 15_000,
         group: str | None = None,
+        wait_for_topic: bool = False,
         **options: Any,
     ) -> Plan[WatchIterator, AsyncWatchIterator]:
         """Iterate over live records and loss events of ``topics`` (§7); see
-        :class:`topics.client.WatchIterator`."""
-        spec = WatchSpec.build(topics, tail, node, heartbeat_ms, options)
+        :class:`topics.client.WatchIterator`. ``wait_for_topic``: a named topic that does
+        not exist yet is waited for (then read from its first record) instead of raising
+        ``topic_not_found``, as ``topics tail --wait`` does."""
+        spec = WatchSpec.build(topics, tail, node, heartbeat_ms, options, wait_for_topic)
         return WatchPlan(spec, cursor_store, group)
 
     @plan(

@@ -17,6 +17,13 @@ Rules:
    value too, so clients throttled together do not return together.
 4. Retries stop after ``max_attempts`` attempts in all or when the next wait would pass
    ``timeout_s`` since the first attempt; then the last error is raised.
+5. A server that is not there (the connection failed, or ``502``/``503``/``504``: a
+   restart in progress, refused connections, a proxy with no backend) is retried without
+   counting attempts, until the call's own deadline (``Exchange``: the client's
+   ``timeout_s`` after the first attempt, plus a long poll's wait, and never past
+   ``timeout_s`` here): an ordinary restart takes seconds, longer than ``max_attempts``
+   quick retries last. Its waits stop growing at ``reconnect_delay_s``, so a server that
+   comes back is found within that long.
 """
 
 from __future__ import annotations
@@ -43,23 +50,42 @@ class RetryPolicy:
         max_delay_s: the largest backoff step (a server's Retry-After may be longer).
         timeout_s: give up when the next wait would end later than this after the first
             attempt.
+        reconnect_delay_s: the largest backoff step while the server is not there
+            (rule 5).
     """
 
     max_attempts: int = 6
     base_delay_s: float = 0.1
     max_delay_s: float = 5.0
     timeout_s: float = 60.0
+    reconnect_delay_s: float = 1.0
 
-    def delay_s(self, attempt: int, started: float, server_s: float | None) -> float | None:
+    def delay_s(
+        self,
+        attempt: int,
+        started: float,
+        server_s: float | None,
+        *,
+        unreachable_until: float | None = None,
+    ) -> float | None:
         """The wait before attempt ``attempt + 1`` (``attempt`` counts from 1), or None to
-        give up. ``started`` is the ``time.monotonic()`` of the first attempt."""
-        if attempt >= self.max_attempts:
+        give up. ``started`` is the ``time.monotonic()`` of the first attempt.
+        ``unreachable_until``: the server was not there (rule 5); retry without counting
+        attempts until this ``time.monotonic()`` deadline."""
+        top = self.max_delay_s
+        deadline = started + self.timeout_s
+        if unreachable_until is not None:
+            top = min(top, self.reconnect_delay_s)
+            deadline = min(deadline, unreachable_until)
+        elif attempt >= self.max_attempts:
             return None
-        step = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        if self.max_attempts <= 1:  # retry=False: never, whatever the failure
+            return None
+        step = min(top, self.base_delay_s * 2 ** min(attempt - 1, 62))
         delay = random.uniform(step / 2, step)
         if server_s is not None:
             delay = max(delay, server_s * random.uniform(1.0, 1.1))
-        if time.monotonic() + delay - started > self.timeout_s:
+        if time.monotonic() + delay > deadline:
             return None
         return delay
 

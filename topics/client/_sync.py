@@ -40,7 +40,10 @@ class Client(ClientAPI, driver="sync"):
     Args:
         url: the server, e.g. ``http://127.0.0.1:4000`` (the default).
         api_key: sent as ``Authorization: Bearer <key>``.
-        timeout_s: timeout of one request; a long-poll diff adds its ``wait_ms``.
+        timeout_s: timeout of one request; a long-poll diff adds its ``wait_ms``. Also
+            each call's deadline while the server is not there (refused connections,
+            503 during a restart): such a call is retried until then, not given up
+            after ``retry.max_attempts``.
         retry: a :class:`RetryPolicy`, True for the default policy, False for none.
         auto_idempotency_key: give every ``write()`` a fresh idempotency key when it has
             none, so a retried write never appends twice (within the topic's

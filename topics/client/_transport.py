@@ -50,6 +50,9 @@ __all__ = [
 
 DEFAULT_URL = "http://127.0.0.1:4000"
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+#: Answers that mean the server itself is not there yet (a restart, a proxy without its
+#: backend): waited for like a refused connection (_retry rule 5).
+_UNREACHABLE = frozenset({502, 503, 504})
 _BY_STATUS: dict[int, type[TopicsError]] = {
     404: NotFoundError,
     429: ThrottledError,
@@ -142,7 +145,8 @@ class Settings:
     Attributes:
         url: the server's base URL, e.g. ``http://127.0.0.1:4000``.
         api_key: sent as ``Authorization: Bearer <key>``.
-        timeout_s: connect/read/write timeout of one request (a long poll adds its wait).
+        timeout_s: connect/read/write timeout of one request (a long poll adds its wait),
+            and the deadline of a call whose server is not there (_retry rule 5).
         retry: the retry policy (``RetryPolicy(max_attempts=1)`` never retries).
         auto_idempotency_key: give each ``write()`` call a fresh idempotency key (uuid4)
             when the caller gave none, so its retries can never append twice.
@@ -225,11 +229,20 @@ class Exchange(Generic[T]):
             err: TopicsError = connection_error(failure, self.request_id, self.settings.url)
             retry = call.idempotent or not getattr(err, "sent", True)
             server_s = None
+            unreachable = True
         else:
             err = error_from_response(failure.status_code, failure.headers, failure.content)
             retry = call.idempotent and failure.status_code in RETRY_STATUSES
             server_s = err.retry_after
-        delay = self.settings.retry.delay_s(self.attempt, self.started, server_s) if retry else None
+            unreachable = failure.status_code in _UNREACHABLE
+        if not retry:
+            raise err
+        # _retry rule 5: a server that is not there is waited for until the call's own
+        # deadline (a restart outlasts the quick retries); only throttling counts attempts.
+        until = self.started + self.settings.timeout_s + (call.wait_s or 0) if unreachable else None
+        delay = self.settings.retry.delay_s(
+            self.attempt, self.started, server_s, unreachable_until=until
+        )
         if delay is None:
             raise err
         return delay

@@ -5,7 +5,9 @@ POST /v0/watch, GET the stream, feed chunks, hand items to the consumer, save co
 sleep between attempts. The loop reconnects for as long as the consumer iterates: across
 dropped connections, watchdog expiries and server restarts (re-creating the session when
 it is gone). It ends only when every watched topic was deleted, or with an error that no
-retry can fix (a 4xx such as ``topic_not_found`` or ``unauthorized``).
+retry can fix (a 4xx such as ``topic_not_found`` or ``unauthorized``). With
+``wait_for_topic=True`` a named topic that does not exist yet is waited for first
+(:mod:`topics.client._topic_wait`) instead of ending it with ``topic_not_found``.
 
 Example::
 
@@ -29,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 
+from topics.consumer import adrive, drive
 from topics.errors import TopicsError
 
 from ._cursor_store import CursorStore, MemoryCursorStore
 from ._group import ServerCursorStore
 from ._retry import RETRY_STATUSES
+from ._topic_wait import wait_for_topics
 from ._transport import error_from_response
 from ._watch_state import Commit, WatchEventValue, WatchSpec, WatchState, WatchTopics
 
@@ -128,6 +132,8 @@ class WatchIterator(_Base):
 
     def _run(self) -> Generator[WatchEventValue, None, None]:
         state = self._state
+        if state.spec.wait_for_topic:  # _watch_state rule 8
+            state.spec.appeared(drive(self._client, wait_for_topics(state.spec.starts)))
         http = self._client.http
         timeout = _stream_timeout(self._client.settings.timeout_s, state.watchdog_s)
         while state.active:
@@ -208,6 +214,8 @@ class AsyncWatchIterator(_Base):
 
     async def _run(self) -> AsyncGenerator[WatchEventValue, None]:
         state = self._state
+        if state.spec.wait_for_topic:
+            state.spec.appeared(await adrive(self._client, wait_for_topics(state.spec.starts)))
         http = self._client.http
         timeout = _stream_timeout(self._client.settings.timeout_s, state.watchdog_s)
         while state.active:

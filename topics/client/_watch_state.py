@@ -34,6 +34,10 @@ Rules:
    re-created session names every tracked topic with its committed cursor and asks the
    prefixes from the beginning (``tail`` dropped): a topic created while the client was
    away is then read from its first record.
+8. ``wait_for_topic``: before the first session, wait until every named topic exists
+   (:mod:`topics.client._topic_wait`, the CLI's ``tail --wait`` too); a topic that did not
+   exist at first and was to be tailed is read from its first record (it was all written
+   after the watch began).
 """
 
 from __future__ import annotations
@@ -168,6 +172,8 @@ class WatchSpec:
     options: dict[str, Any] = field(default_factory=dict)
     #: ``topic_prefix`` as POSTed: prefix -> ``{"tail", "max_backlog"}`` (rule 7).
     prefixes: dict[str, dict[str, Any]] | None = None
+    #: Wait for named topics that do not exist yet instead of failing (rule 8).
+    wait_for_topic: bool = False
 
     @classmethod
     def build(
@@ -177,8 +183,12 @@ class WatchSpec:
         node: str | None,
         heartbeat_ms: int,
         options: Mapping[str, Any],
+        wait_for_topic: bool = False,
     ) -> WatchSpec:
         options = dict(options)
+        # Records carry what was written, as every read of the Python API does; the
+        # wire's default (no tags) is the server's.
+        options.setdefault("include_tags", True)
         prefixes = _prefixes(options.pop("topic_prefix", None), tail)
         unknown = set(options) - _OPTIONS
         if unknown:
@@ -194,7 +204,16 @@ class WatchSpec:
             starts = {name: dict(default) for name in topics}
         if not starts and not prefixes:
             raise ValueError("watch at least one topic or topic_prefix")
-        return cls(starts, node, heartbeat_ms, options, prefixes)
+        return cls(starts, node, heartbeat_ms, options, prefixes, wait_for_topic)
+
+    def appeared(self, topics: set[str]) -> None:
+        """``topics`` did not exist when the watch began (rule 8): one asked to tail is read
+        from its first record instead, since everything in it was written after that."""
+        for name in topics:
+            start = self.starts.get(name)
+            if start is not None and start.get("tail"):
+                del start["tail"]
+                start["from_seq"] = 0
 
 
 def _prefixes(value: object, tail: bool) -> dict[str, dict[str, Any]] | None:

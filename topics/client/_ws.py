@@ -218,7 +218,9 @@ def events_of(frame: Mapping[str, Any]) -> list[WatchEventValue]:
 def subscribe_message(
     rid: str, topics: str | Sequence[str] | Mapping[str, Any], options: Mapping[str, Any]
 ) -> str:
-    msg: dict[str, Any] = {"op": "subscribe", "request_id": rid}
+    # Records carry what was written, as every read of the Python API does (the
+    # frame's own default is no tags); include_tags=False in ``options`` says otherwise.
+    msg: dict[str, Any] = {"op": "subscribe", "request_id": rid, "include_tags": True}
     if isinstance(topics, str):
         msg["topic"] = topics
     elif isinstance(topics, Mapping):
@@ -345,9 +347,9 @@ class WebSocket:
         self, topics: str | Sequence[str] | Mapping[str, Any], **options: Any
     ) -> Subscribed:
         """Subscribe (``from_seq``/``tail`` for one topic, or a ``topics`` map of starts;
-        ``node``, ``limit``, ``include_*``, ``topic_prefix`` (topics may then be empty),
-        ``max_backlog``, ``on_backlog``); returns the typed ``subscribed`` answer (still a
-        mapping of the frame)."""
+        ``node``, ``limit``, ``include_*`` (tags included unless ``include_tags=False``),
+        ``topic_prefix`` (topics may then be empty), ``max_backlog``, ``on_backlog``);
+        returns the typed ``subscribed`` answer (still a mapping of the frame)."""
         rid = self._proto.next_id("subscribe")
         return Subscribed.from_frame(self._request(rid, subscribe_message(rid, topics, options)))
 

@@ -13,6 +13,8 @@
 //   of topics/cli_filters.py) and shown as the tuple it sends; the server checks it again,
 //   and its invalid_request message is shown beside the form with nothing else changed.
 //   A bounded read says when its end is reached (diff: end_reached; watch: end-reached).
+// - Charts and live counters (stats.js) are drawn from the /v0/metrics snapshot each poll
+//   takes; record data is a collapsible tree with a copy button (jsontree.js).
 // - Every change goes through the same key and the same /v0 calls as any client; the
 //   destructive ones (delete records, delete topic) take a confirmation step first.
 "use strict";
@@ -26,6 +28,8 @@
 
   const $ = (sel) => document.querySelector(sel);
   const F = globalThis.TopicsFilters;   // filters.js
+  const Json = globalThis.TopicsJson;   // jsontree.js: record data as a collapsible tree
+  const Stats = globalThis.TopicsStats; // stats.js: charts and counters from /v0/metrics
   const state = {
     topics: [],          // last GET /v0/topics entries
     tail: null,          // {topic, wid, es, cursor}
@@ -176,10 +180,11 @@
         cell(t.topic, "mono topic-name"), cell(t.type), cell(t.durability),
         cell(fmt(t.earliest_seq), "num"), cell(fmt(t.head_seq), "num head"),
         cell(fmt(t.count), "num count"), cell(fmtBytes(t.bytes), "num"),
-        cell(fmt(lag), "num lag" + (lag !== "" && lag > 1000 ? " lag-bad" : "")), action,
+        cell(fmt(lag), "num lag" + (lag !== "" && lag > 1000 ? " lag-bad" : "")),
+        Stats.writesCell(t.topic), action,
       ], (state.tail && state.tail.topic === t.topic) || state.detail === t.topic ? "selected" : ""));
     }
-    fill($("#topics tbody"), rows, 9, filter ? "no topic with this prefix" : "no topics yet");
+    fill($("#topics tbody"), rows, 10, filter ? "no topic with this prefix" : "no topics yet");
   }
 
   async function pollTopics() {
@@ -237,9 +242,11 @@
     } catch (err) { result("#queues-result", describe(err), false); }
   }
 
-  // -- cursors (every topic's, from the /v0/metrics gauges) ----------------------------
+  // -- cursors (every topic's, from the /v0/metrics gauges), charts, counters -----------
   async function pollCursors() {
     const m = await api("GET", "/v0/metrics");
+    Stats.sample(m, Date.now());
+    if (state.detail) Stats.renderTopic(state.detail);
     const lags = m.topics_cursor_lag || {}, seqs = m.topics_cursor_seq || {};
     const rows = [];
     for (const topic of Object.keys(lags).sort()) {
@@ -249,11 +256,12 @@
           cell(topic, "mono"), cell(name, "mono cursor-name"),
           cell(fmt((seqs[topic] || {})[name]), "num"),
           cell(fmt(lag), "num cursor-lag" + (lag > 1000 ? " lag-bad" : "")),
+          Stats.lagCell(topic, name),
         ]));
       }
     }
     $("#all-cursors-meta").textContent = rows.length + " cursors";
-    fill($("#all-cursors tbody"), rows, 4, "no consumer cursors");
+    fill($("#all-cursors tbody"), rows, 5, "no consumer cursors");
   }
 
   async function poll() {
@@ -400,7 +408,7 @@
         const rows = frame.records.map((r) => row([
           cell(r.$seq, "num seq"), cell(r.$ts ? new Date(r.$ts).toISOString().replace("T", " ").replace("Z", "") : ""),
           cell(r.$tag || "", "mono"), cell(r.$node || "", "mono"),
-          cell(r.data === undefined ? "" : JSON.stringify(r.data), "data"),
+          Json.cell(r.data),
         ], "record"));
         addTailRows(rows);
         tail.cursor = frame.to_seq;
@@ -465,6 +473,7 @@
     $("#detail-topic").textContent = topic;
     $("#detail").hidden = false;
     $("#browse tbody").replaceChildren();
+    Stats.renderTopic(topic);
     for (const sel of ["#produce-result", "#browse-meta", "#config-result", "#delete-result"]) $(sel).textContent = "";
     history.replaceState(null, "", "?topic=" + encodeURIComponent(topic));
     renderTopics();
@@ -530,7 +539,7 @@
       state.browseOpts = opts;
       const rows = res.records.map((r) => row([
         cell(r.$seq, "num seq"), cell(isoTime(r.$ts)), cell(r.$tag || "", "mono"),
-        cell(JSON.stringify(r.data), "data"),
+        Json.cell(r.data),
       ], "record"));
       if (res.tombstone) {
         const td = cell("tombstone: seqs " + res.tombstone.gap_from + "–" + res.tombstone.gap_to + " lost (" + res.tombstone.reason + ")");

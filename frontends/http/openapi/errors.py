@@ -49,8 +49,9 @@ ERROR_CODES: dict[str, str] = {
     "topic_full": "A write to a full topic whose discard policy is reject; nothing appended.",
     "throttled": "CPU pressure (detail.retry_after_ms) or a resource cap (detail.limit, "
     "detail.max); carries Retry-After.",
-    "not_ready": "The engine is still recovering its WAL (detail.replay_progress); carries "
-    "Retry-After.",
+    "not_ready": "The engine is still recovering its WAL (detail.replay_progress); on "
+    "/v0/ready also storage refusing writes (detail.storage) or connections not accepted "
+    "(detail.accepting); carries Retry-After.",
     "shutting_down": "The server is draining after a signal; carries Retry-After.",
     "internal": "A bug or a storage failure; the message never reveals internals.",
     "insufficient_storage": "Our extension (507): the data directory's disk is full or below "
@@ -149,9 +150,24 @@ _DETAILS: dict[str, Schema] = {
         },
         "anyOf": [{"required": ["retry_after_ms"]}, {"required": ["limit", "max"]}],
     },
-    "not_ready": obj(
-        {"replay_progress": {"type": "number", "minimum": 0, "maximum": 1}}, ["replay_progress"]
-    ),
+    "not_ready": {
+        "type": "object",
+        "properties": {
+            "replay_progress": {"type": "number", "minimum": 0, "maximum": 1},
+            "storage": string(
+                "/v0/ready: writes are refused for storage.",
+                enum=["below_reserve", "disk_full", "wal_failed"],
+            ),
+            "accepting": string(
+                "/v0/ready: accept() fails with this errno (EMFILE, ENFILE): out of descriptors."
+            ),
+        },
+        "anyOf": [
+            {"required": ["replay_progress"]},
+            {"required": ["storage"]},
+            {"required": ["accepting"]},
+        ],
+    },
 }
 
 

@@ -98,7 +98,8 @@ _LIVENESS = (
     "set. Needs a key only with TOPICS_PROBE_AUTH."
 )
 _READINESS = (
-    "§8.2. 503 not_ready (detail.replay_progress) during WAL replay, "
+    "§8.2. 503 not_ready (detail.replay_progress) during WAL replay, (detail.storage) while "
+    "storage refuses writes, (detail.accepting) while accept() runs out of descriptors; "
     "503 shutting_down while draining. Needs a key only with TOPICS_PROBE_AUTH."
 )
 

@@ -92,9 +92,15 @@ def test_only_reruns_some_and_keeps_the_rest(
     assert saved["benchmarks"]["watch"]["kept_from_previous_run"] is True
     assert saved["meta"]["machine"]["nproc"] >= 1
     assert "--only engine" in saved["meta"]["command"]
+    # the entry run now carries its run; the kept one keeps what it had (nothing, here)
+    run = saved["benchmarks"]["engine"]["run"]
+    assert run["command"] == saved["meta"]["command"]
+    assert run["commit"] == saved["meta"]["machine"]["git_commit"]
+    assert "run" not in saved["benchmarks"]["watch"]
     page = out.read_text()
     assert "| resident memory <= 150 B per 64 B record | 100 B | met |" in page
     assert "9.0 KiB" in page
+    assert "kept from an earlier run whose command, commit and machine were not recorded" in page
 
     with pytest.raises(SystemExit):
         run_all.main(["--no-setup", "--only", "nosuchbench", "--out", str(out)])

@@ -54,12 +54,37 @@ def test_503_retry_after_header_in_seconds(server: ServerProcess, sleeps: list[f
 def test_gives_up_with_the_last_error_and_its_request_id(
     server: ServerProcess, sleeps: list[float]
 ) -> None:
-    transport = FaultyTransport([error_response(503, "shutting_down")] * 4)
-    with _client(server, transport) as c, pytest.raises(topics.ShuttingDownError) as err:
+    transport = FaultyTransport([error_response(429, "throttled")] * 4)
+    with _client(server, transport) as c, pytest.raises(topics.ThrottledError) as err:
         c.get_topic("x")
     assert len(transport.requests) == FAST.max_attempts
     assert request_id_of(err.value) == transport.requests[-1].headers["x-request-id"]
     assert err.value.retry_after is None or err.value.retry_after >= 0
+
+
+def test_a_restarting_server_is_waited_for_past_max_attempts(
+    server: ServerProcess, sleeps: list[float]
+) -> None:
+    """Refused connections, then 503 while the server replays its log (issue 34): not a
+    count of attempts but the call's deadline decides (_retry rule 5)."""
+    down = [raises(httpx.ConnectError)] * 6 + [error_response(503, "not_ready")] * 4
+    transport = FaultyTransport([*down, error_response(503, "shutting_down")])
+    with _client(server, transport) as c:
+        assert c.health()["status"] == "ok"
+    assert len(transport.requests) == 12 > FAST.max_attempts
+    assert all(s <= FAST.max_delay_s for s in sleeps)
+
+
+def test_an_absent_server_is_given_up_at_the_calls_deadline(server: ServerProcess) -> None:
+    """Real sleeps: a client with ``timeout_s=0.5`` stops retrying a refused connection
+    about half a second after its first attempt, with the connection error."""
+    transport = FaultyTransport([raises(httpx.ConnectError)] * 10_000)
+    started = time.monotonic()
+    with _client(server, transport, timeout_s=0.5) as c, pytest.raises(ClientConnectionError):
+        c.write(unique("never"), [{"data": 1}])
+    elapsed = time.monotonic() - started
+    assert 0.4 <= elapsed < 2.0, elapsed
+    assert len(transport.requests) > FAST.max_attempts
 
 
 def test_non_idempotent_claim_is_not_retried_on_429(
@@ -163,6 +188,16 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         delays = [policy.delay_s(attempt, now, None) for _ in range(50)]
         assert all(d is not None and step / 2 <= d <= step for d in delays)
     assert policy.delay_s(10, now, None) is None  # attempts used up
+
+
+def test_an_unreachable_server_is_retried_until_the_deadline_in_short_steps() -> None:
+    policy = RetryPolicy(max_attempts=3, base_delay_s=0.1, max_delay_s=5.0, timeout_s=100)
+    now = time.monotonic()
+    delays = [policy.delay_s(40, now, None, unreachable_until=now + 60) for _ in range(50)]
+    assert all(d is not None and 0.5 <= d <= 1.0 for d in delays)  # reconnect_delay_s caps
+    assert policy.delay_s(40, now, None) is None  # counted attempts end at max_attempts
+    assert policy.delay_s(1, now, None, unreachable_until=now) is None  # the deadline
+    assert RetryPolicy(max_attempts=1).delay_s(1, now, None, unreachable_until=now + 60) is None
 
 
 def test_server_hint_wins_and_the_deadline_caps() -> None:

@@ -4,7 +4,6 @@ against a scripted fake (reconnects, watchdog, gone sessions, ``retry:``)."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 import topics
+from tests.support.server import free_port
 from topics.client import FileCursorStore, MemoryCursorStore, WatchRecord
 from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
 from topics.wire import cursor as cursor_codec
@@ -141,15 +141,9 @@ def test_cursor_store_commits_only_what_was_taken(client: topics.Client, tmp_pat
     assert store.load() == {name: 6}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_watch_survives_a_server_restart_without_loss(start_server: Any, tmp_path: Any) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     args = ("--data-dir", str(tmp_path / "data"), "--port", port)
     server = start_server({}, *args)
     name = "restart"

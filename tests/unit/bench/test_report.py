@@ -203,6 +203,53 @@ def test_report_has_every_section_status_and_machine_facts(results: dict[str, An
                 j += 1
 
 
+def _section(page: str, heading: str) -> str:
+    return page.split(heading + "\n", 1)[1].split("\n## ", 1)[0].lstrip("\n")
+
+
+def test_each_section_names_the_run_its_numbers_come_from(results: dict[str, Any]) -> None:
+    """A results file may hold benchmarks of several runs (``--only`` keeps the others): each
+    section opens with its own run, and the page never claims to be one run."""
+    benches = results["benchmarks"]
+    benches["persistence"].update(
+        kept_from_previous_run=True,
+        run={"command": "python bench/run_all.py --only persistence", "commit": "def5678",
+             "dirty": True, "machine": "1 core, a laptop", "recorded_in": "0123abc"},
+    )  # fmt: skip
+    benches["routers"]["kept_from_previous_run"] = True  # from a run that recorded nothing
+    benches["hostile"] = {
+        "status": "ok", "started_utc": "2026-11-25 15:05:37 UTC", "kept_from_previous_run": True,
+        "run": {"command": None, "how": "run on its own", "commit": "48f8605"},
+    }  # fmt: skip
+    page = _report.render(results, {})
+    assert "one run of every benchmark" not in page
+    assert "each section opens with the run its numbers come from" in page
+    # a benchmark of the file's own run: the run in the file's header
+    assert _section(page, "## Embedded engine").startswith(
+        "**Run:** 2026-11-22 03:00:00 UTC; `python bench/run_all.py`; commit abc1234; "
+        "2 cores, AMD EPYC, 23.5 GiB, Debian GNU/Linux 12 (bookworm), kernel 6.1, "
+        "Python 3.11.7 (cython core).\n\n`python bench/engine.py` — 10.0 s"
+    )
+    assert _section(page, "## Persistence").startswith(
+        "**Run:** 2026-11-22 03:00:00 UTC; `python bench/run_all.py --only persistence`; "
+        "commit def5678 with uncommitted changes; 1 core, a laptop; "
+        "results added to the file in 0123abc.\n"
+    )
+    assert _section(page, "## Routers").startswith(
+        "**Run:** 2026-11-22 03:00:00 UTC, kept from an earlier run whose command, commit "
+        "and machine were not recorded.\n"
+    )
+    assert _section(page, "### Under hostile connections").startswith(
+        "**Run:** 2026-11-25 15:05:37 UTC; run on its own; commit 48f8605; machine not recorded.\n"
+    )
+    row = "| {} | ok | 10.0 | 1.00 1.00 1.00 → 1.50 1.10 1.00 | 2026-11-22 03:00:00 UTC | {} |"
+    assert row.format("engine", "the last run") in page
+    assert row.format("routers", "an earlier run") in page
+    # a table that mixes benchmarks says which run each row group comes from
+    assert "Rows from 3 benchmarks, each with the run its section names: engine started " in page
+    assert "_skipped: missing: java_" in page  # a section with no numbers names no run
+
+
 def test_render_only_writes_the_page_and_non_empty_pngs(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "docs" / "BENCHMARKS.md"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from topics._clock import ManualClock
-from topics._cursors import MAX_CURSORS_PER_TOPIC
+from topics._cursor_ops import CursorOps
+from topics._cursors import CURSOR_PUT, Committed, Cursors, encode_put
+from topics.auth import Principal
 from topics.engine import Engine, open_engine
 from topics.errors import (
     CursorConflictError,
@@ -14,8 +18,9 @@ from topics.errors import (
     ThrottledError,
     TopicNotFoundError,
 )
+from topics.settings import Limits
 
-from ._support import START_MS
+from ._support import START_MS, with_limits
 
 
 async def fill(engine: Engine, topic: str = "t", n: int = 5) -> None:
@@ -124,15 +129,15 @@ async def test_delete_cursor_and_delete_with_the_topic(engine):
     assert await engine.list_cursors("t") == []  # a recreated topic starts with none
 
 
-async def test_the_cursor_cap(engine, monkeypatch):
-    monkeypatch.setattr("topics._cursor_ops.MAX_CURSORS_PER_TOPIC", 2)
+@with_limits(max_cursors_per_topic=2)
+async def test_the_cursor_cap(engine):
     await fill(engine)
     await engine.put_cursor("t", "a", 1)
     await engine.put_cursor("t", "b", 1)
     with pytest.raises(ThrottledError):
         await engine.put_cursor("t", "c", 1)
     await engine.put_cursor("t", "b", 2)  # an existing one still commits
-    assert MAX_CURSORS_PER_TOPIC >= 100
+    assert Limits().max_cursors_per_topic >= 100
 
 
 async def test_cursor_lags_for_metrics(engine):
@@ -354,3 +359,83 @@ def test_consume_with_the_sync_facade_resumes_after_a_restart(tmp_path):
         seen = []
         topics.consume(db, "t", "billing", lambda r: seen.append(r.seq), until_caught_up=True)
         assert seen == [6]
+
+
+# -- per-key bound and the metrics' cost (_cursor_ops rule 5) -------------------------------
+
+READER = Principal(key_index=1, scopes=frozenset({"read"}))
+
+
+@with_limits(max_cursors_per_key=2)
+async def test_one_key_creates_at_most_its_cursors_however_it_commits(engine):
+    await fill(engine, "a")
+    await fill(engine, "b")
+    await engine.put_cursor("a", "r0", 1, owner=READER)
+    await engine.diff("b", cursor="r1", commit=True, owner=READER)
+    throttled = {"limit": "max_cursors_per_key", "max": 2}
+    with pytest.raises(ThrottledError) as refused:
+        await engine.put_cursor("b", "r2", 1, owner=READER)
+    assert refused.value.detail == throttled
+    with pytest.raises(ThrottledError):
+        await engine.diff("a", cursor="r2", commit=True, owner=READER)
+    with pytest.raises(ThrottledError):
+        await engine.create_watch({"a": {"cursor": "r2", "commit": True}}, owner=READER)
+    feed = engine.open_watch_feed()
+    try:
+        with pytest.raises(ThrottledError):
+            engine.watch_subscribe(feed, {"b": {"cursor": "r2", "commit": True}}, principal=READER)
+        # A stream whose cursor is gone does not re-create it past the bound.
+        hook = engine.watch_hub.on_delivered
+        assert hook is not None
+        hook(engine._registry.topics["a"], "r2", 3, READER)
+        assert [c.cursor for c in await engine.list_cursors("a")] == ["r0"]
+    finally:
+        feed.close()
+    assert (await engine.diff("a", cursor="r2")).record_count == 5  # no commit: no slot
+    await engine.put_cursor("a", "r0", 4, owner=READER)  # its own cursors still commit
+    await engine.put_cursor("a", "engine", 1)  # an engine caller is no key
+    assert (await engine.delete_cursor("a", "r0")).deleted
+    await engine.put_cursor("b", "r2", 1, owner=READER)  # the slot is free again
+
+
+async def test_metrics_lags_build_only_the_cursors_they_show(engine, monkeypatch):
+    for topic in ("a", "b", "c"):
+        await fill(engine, topic)
+        for i in range(20):
+            await engine.put_cursor(topic, f"g{i:02d}", 1)
+    built: list[str] = []
+    real = CursorOps._cursor_info
+
+    def counted(self: CursorOps, log: Any, cursor: str) -> Any:
+        built.append(cursor)
+        return real(self, log, cursor)
+
+    monkeypatch.setattr(CursorOps, "_cursor_info", counted)
+    shown = engine.cursor_lags(None, 25)
+    assert [(c.topic, c.cursor) for c in shown] == [
+        *(("a", f"g{i:02d}") for i in range(20)),
+        *(("b", f"g{i:02d}") for i in range(5)),
+    ]
+    assert len(built) == 25, "a scrape built cursors it does not show"
+    assert len(engine.cursor_lags()) == 60
+
+
+def test_the_creating_key_survives_the_snapshot_and_the_log():
+    """_cursors rule 5: the owner is in the manifest section and in CURSOR_PUT entries;
+    entries and sections without one (older data) restore as no key."""
+    held = Cursors()
+    held.commit(1, "a", 1, 0, 3)
+    held.commit(1, "b", 1, 0)
+    logged = [
+        (CURSOR_PUT, encode_put(2, "x", 1, 0, 3)),
+        (CURSOR_PUT, encode_put(1, "a", 5, 0, 4)),  # a commit by another key: owner kept
+        (CURSOR_PUT, b'[2, "old", 1, 0]'),
+    ]
+    again = Cursors()
+    again.restore(held.snapshot(), logged)
+    assert again.per_owner == {3: 2}
+    assert again.get(1, "a") == Committed(5, 0, 3)
+    again.drop_topic(2)
+    assert again.per_owner == {3: 1}
+    assert again.delete(1, "a")
+    assert again.per_owner == {}

@@ -191,27 +191,31 @@ async def test_diff_always_returns_at_least_one_record_over_the_budget(engine):
 FLAG_BATCH = [{"data": 1, "tag": "t1", "meta": {"m": 1}, "node": "n1"}, {"data": 2}]
 
 
-async def test_default_render_has_node_data_meta_but_no_tag(engine):
+async def test_default_render_is_what_was_written(engine):
+    """The Python API's default: tag included (issue 34; the HTTP wire's default is the
+    contract's, no tag: tests/integration/client/test_tags_default.py)."""
     await engine.write("t", FLAG_BATCH)
     assert rendered(await engine.diff("t")) == [
-        {"$seq": 1, "$ts": START_MS, "$node": "n1", "data": 1, "meta": {"m": 1}},
-        {"$seq": 2, "$ts": START_MS, "data": 2},
-    ]
-
-
-async def test_include_tags_adds_tag(engine):
-    await engine.write("t", FLAG_BATCH)
-    assert rendered(await engine.diff("t", include_tags=True)) == [
         {"$seq": 1, "$ts": START_MS, "$node": "n1", "$tag": "t1", "data": 1, "meta": {"m": 1}},
         {"$seq": 2, "$ts": START_MS, "data": 2},
     ]
-    (first, _) = (await engine.diff("t", include_tags=True)).records
+    (first, _) = (await engine.diff("t")).records
     assert first.tag == "t1"
+
+
+async def test_include_tags_false_drops_tag(engine):
+    await engine.write("t", FLAG_BATCH)
+    assert rendered(await engine.diff("t", include_tags=False)) == [
+        {"$seq": 1, "$ts": START_MS, "$node": "n1", "data": 1, "meta": {"m": 1}},
+        {"$seq": 2, "$ts": START_MS, "data": 2},
+    ]
+    (first, _) = (await engine.diff("t", include_tags=False)).records
+    assert first.tag is None
 
 
 async def test_include_meta_false_drops_meta(engine):
     await engine.write("t", FLAG_BATCH)
-    assert rendered(await engine.diff("t", include_meta=False)) == [
+    assert rendered(await engine.diff("t", include_meta=False, include_tags=False)) == [
         {"$seq": 1, "$ts": START_MS, "$node": "n1", "data": 1},
         {"$seq": 2, "$ts": START_MS, "data": 2},
     ]

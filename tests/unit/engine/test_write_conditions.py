@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.fakedisk import FakeDisk
-from topics import _producers
 from topics._clock import ManualClock
 from topics._storage.fs import Fs
 from topics.engine import Engine, open_engine
@@ -24,7 +23,7 @@ from topics.errors import (
     TopicNotFoundError,
 )
 
-from ._support import START_MS, recs, snapshot
+from ._support import START_MS, recs, snapshot, with_limits
 
 # -- compare-and-append ---------------------------------------------------------------------
 
@@ -151,10 +150,8 @@ async def test_bad_producer_arguments_are_invalid_request(
     assert (await engine.list_topics()).topics == []
 
 
-async def test_producer_ids_per_topic_are_capped(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_producers, "MAX_PRODUCERS_PER_TOPIC", 2)
+@with_limits(max_producers_per_topic=2)
+async def test_producer_ids_per_topic_are_capped(engine: Engine) -> None:
     await engine.write("t", recs(1), producer_id="a", epoch=0)
     await engine.write("t", recs(2), producer_id="b", epoch=0)
     with pytest.raises(ThrottledError) as info:
