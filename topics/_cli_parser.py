@@ -9,6 +9,7 @@ from topics import _cli_records as records
 from topics import _cli_topics as topics_cmds
 from topics import _cli_work as work
 from topics._cli_args import add_global_options
+from topics._cli_suggest import Parser
 
 
 def _bool_flag(p: argparse.ArgumentParser, name: str, help_on: str) -> None:
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     Kept whole: a declarative table of subcommands, in the order ``topics --help`` lists them.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(  # no abbreviations, here and in every subparser (_cli_suggest rule 1)
         prog="topics",
         description="Talk to a topics server (the /v0 HTTP API).",
         epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict, "

@@ -9,6 +9,8 @@ import ujson
 
 from topics._cli_format import pairs, table
 from topics._cli_session import EXIT_NOT_FOUND, EXIT_OK, Session, UsageError
+from topics._cli_suggest import note_config_field
+from topics.errors import TopicsError
 
 
 def ls(cli: Session) -> None:
@@ -57,7 +59,11 @@ def put(cli: Session) -> None:
             config[key] = ujson.loads(raw)
         except ValueError:
             config[key] = raw  # a bare word is a string: type=queue
-    res = cli.client.put_topic(cli.args.topic, config)
+    try:
+        res = cli.client.put_topic(cli.args.topic, config)
+    except TopicsError as exc:
+        note_config_field(exc)  # ttl=… -> "did you mean ttl_ms?"
+        raise
     if cli.json:
         cli.emit(res.to_dict())
     else:

@@ -55,6 +55,7 @@ from topics._cli_session import (
     Session,
     UsageError,
 )
+from topics._cli_suggest import parse_command_line
 from topics.client import Client, ClientConnectionError, RetryPolicy
 from topics.errors import ConflictError, NotFoundError, TopicsError
 
@@ -80,7 +81,8 @@ def exit_code(exc: TopicsError) -> int:
 def report(exc: TopicsError, as_json: bool) -> int:
     rid = getattr(exc, "request_id", None)
     where = f" (request id {rid})" if rid else ""
-    sys.stderr.write(f"topics: {exc.code}: {exc.message}{where}\n")
+    notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))  # did you mean
+    sys.stderr.write(f"topics: {exc.code}: {exc.message}{notes}{where}\n")
     if as_json:
         obj = exc.to_dict()
         if rid:
@@ -91,7 +93,7 @@ def report(exc: TopicsError, as_json: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``topics`` command line; returns the exit code (rule 3)."""
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(build_parser(), argv)
     run: Callable[[Session], int | None] = args.run
     retry = RetryPolicy(timeout_s=max(args.timeout, 1.0))
     try:
