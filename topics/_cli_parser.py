@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=records.write)
     p = sub.add_parser("read", help="print records after a seq")
     p.add_argument("topic")
-    p.add_argument("--from", dest="from_seq", type=int, default=0, help="start after this seq")
+    p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ",
+                   help="start after this seq (default 0: the start); -N: N before the head")  # fmt: skip
+    p.add_argument("-n", "--last", type=int, metavar="N", help="only the last N records")
     p.add_argument("--limit", type=int, default=1000, help="records per request")
     p.add_argument("--max", type=int, help="stop after this many records")
     _bound_options(p)
@@ -104,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="a topic more than N records behind skips to its head (reported on stderr)",
     )
-    p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
+    p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ",
+                   help="start after this seq (default: new); -N: N before the head")  # fmt: skip
     p.add_argument("--node", help="skip records written by this node")
     p.add_argument("--count", type=int, help="exit after this many records")
     _bound_options(p)

@@ -182,9 +182,16 @@ def _bounds(cli: Session) -> dict[str, Any]:
 def read(cli: Session) -> None:
     a = cli.args
     bounds = _bounds(cli)
-    if "from_ts" in bounds and a.from_seq:
-        raise UsageError("give --from or --since, not both")
-    cursor, shown = a.from_seq, 0
+    if "from_ts" in bounds and (a.from_seq is not None or a.last is not None):
+        raise UsageError("give --from, --last or --since, not two of them")
+    if a.from_seq is not None and a.last is not None:
+        raise UsageError("give --from or -n/--last, not both")
+    start = a.from_seq or 0
+    if a.last is not None:
+        start = last_n_starts(cli.client, [a.topic], a.last)[a.topic]
+    elif start < 0:  # --from -N: N before the head (kcat -o -N)
+        start = last_n_starts(cli.client, [a.topic], -start)[a.topic]
+    cursor, shown = start, 0
     cloudevents = a.format == "cloudevents"
     while True:
         page = cli.client.diff(
@@ -273,7 +280,9 @@ def _tail_starts(
         raise UsageError("name a topic or give --prefix")
     if cli.args.wait:
         wait_for_topics(cli.client, cli.args.topics, cli.err)
-    if cli.args.from_seq is not None:
+    if cli.args.from_seq is not None and cli.args.from_seq < 0:  # N before each head
+        topics = last_n_starts(cli.client, cli.args.topics, -cli.args.from_seq)
+    elif cli.args.from_seq is not None:
         topics = {t: cli.args.from_seq for t in cli.args.topics}
     elif cli.args.last is not None:
         topics = last_n_starts(cli.client, cli.args.topics, cli.args.last)
@@ -314,10 +323,15 @@ def _show_event(cli: Session, ev: object) -> None:
 
 
 def last_n_starts(client: Client, topics: Sequence[str], n: int) -> dict[str, int]:
-    """``tail -n N``: start each topic N records before its head."""
+    """``-n N`` and ``--from -N``: start each topic N seqs before its head, but not before
+    what it retains: asking for more than is there is not a loss to report."""
     if n < 0:
         raise UsageError("-n/--last: give a number of records >= 0")
-    return {t: max(0, client.get_topic(t, touch=False).head_seq - n) for t in topics}
+    starts = {}
+    for topic in topics:
+        state = client.get_topic(topic, touch=False)
+        starts[topic] = max(0, state.head_seq - n, state.earliest_seq - 1)
+    return starts
 
 
 def wait_for_topics(client: Client, topics: Sequence[str], err: IO[str]) -> None:
