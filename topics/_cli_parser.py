@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from topics import _cli_cursors as cursors
 from topics import _cli_records as records
 from topics import _cli_topics as topics_cmds
 from topics import _cli_work as work
@@ -25,6 +26,36 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="end after this seq")
     p.add_argument("--where", metavar="FILTER",
                    help="server-side filter, e.g. 'kind=refund and amount>10' (docs/CLI.md)")  # fmt: skip
+
+
+def _cursor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``topics cursors ls|lag|reset|rm``: consumer groups (topics/_cli_cursors.py)."""
+    group = sub.add_parser("cursors", help="consumer groups (named cursors): ls, lag, reset, rm")
+    csub = group.add_subparsers(dest="cursors_command", required=True, metavar="COMMAND")
+    for name, run, what in (("ls", cursors.ls, "list a topic's groups: seq, head, lag"),
+                            ("lag", cursors.lag, "how far behind the head (one group: a number)")):  # fmt: skip
+        p = csub.add_parser(name, help=what)
+        p.add_argument("topic")
+        p.add_argument("group", nargs="?", help="only this group")
+        p.set_defaults(run=run)
+    p = csub.add_parser("reset", help="move a group's cursor (creates it if new)")
+    p.add_argument("topic")
+    p.add_argument("group")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="before the first record kept")
+    to.add_argument("--to-latest", action="store_true", help="to the head: nothing left")
+    to.add_argument("--to", dest="to_seq", type=int, metavar="SEQ",
+                    help="to this seq; -N: N before the head")  # fmt: skip
+    to.add_argument("--shift-by", type=int, metavar="N",
+                    help="N forward (negative: back) from where it is")  # fmt: skip
+    to.add_argument("--to-time", metavar="WHEN",
+                    help="before the first record written at or after WHEN (10m, RFC 3339, ms)")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="say where, commit nothing")
+    p.set_defaults(run=cursors.reset)
+    p = csub.add_parser("rm", help="forget a group's cursor")
+    p.add_argument("topic")
+    p.add_argument("group")
+    p.set_defaults(run=cursors.rm)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("rm", help="delete a router")
     p.add_argument("router")
     p.set_defaults(run=work.router_rm)
+
+    _cursor_commands(sub)
 
     queue = sub.add_parser("queue", help="queues: claim, ack, nack, extend")
     qsub = queue.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")

@@ -22,7 +22,7 @@ from topics.client import Client, WatchRecord
 from topics.client._topic_wait import wait_for_topics as topic_wait_steps
 from topics.consumer import drive
 from topics.errors import TopicsError
-from topics.types import Record, WriteResult
+from topics.types import Record, TopicState, WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
@@ -322,16 +322,18 @@ def _show_event(cli: Session, ev: object) -> None:
         cli.err.write(f"topics: {ev.topic} caught up at {ev.head_seq}\n")
 
 
+def before_head(state: TopicState, n: int) -> int:
+    """The seq to read after for the last ``n`` seqs of a topic (``-n N``, ``--from -N``):
+    N before its head, but not before what it retains, since asking for more than is there
+    is not a loss to report."""
+    return max(0, state.head_seq - n, state.earliest_seq - 1)
+
+
 def last_n_starts(client: Client, topics: Sequence[str], n: int) -> dict[str, int]:
-    """``-n N`` and ``--from -N``: start each topic N seqs before its head, but not before
-    what it retains: asking for more than is there is not a loss to report."""
+    """``-n N`` and ``--from -N``: each topic's start, N before its head."""
     if n < 0:
         raise UsageError("-n/--last: give a number of records >= 0")
-    starts = {}
-    for topic in topics:
-        state = client.get_topic(topic, touch=False)
-        starts[topic] = max(0, state.head_seq - n, state.earliest_seq - 1)
-    return starts
+    return {t: before_head(client.get_topic(t, touch=False), n) for t in topics}
 
 
 def wait_for_topics(client: Client, topics: Sequence[str], err: IO[str]) -> None:
