@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from topics._cli_format import pairs, short, table
-from topics._cli_session import Session, UsageError, duration_ms
+from topics._cli_session import EXIT_CONFLICT, EXIT_OK, Session, UsageError, duration_ms
 from topics.cli_filters import FilterSyntaxError, parse_time
 
 
@@ -86,33 +86,36 @@ def queue_claim(cli: Session) -> None:
     if cli.json:
         cli.emit(res.to_dict())
         return
-    rows = [(j.seq, j.lease_id, j.deliveries, j.deadline, short(j.data)) for j in res.claimed]
+    rows = [
+        (j.seq, j.lease_id, j.deliveries, cli.style.ts(j.deadline), short(j.data))
+        for j in res.claimed
+    ]
     table(rows, ("SEQ", "LEASE_ID", "DELIVERIES", "DEADLINE", "DATA"), cli.out)
     cli.err.write(f"claimed {res.count}; {res.ready} ready\n")
 
 
-def queue_ack(cli: Session) -> None:
+def queue_ack(cli: Session) -> int:
     seqs, ids = _leases(cli)
     res = cli.client.ack(cli.args.queue, node=cli.args.node, seqs=seqs, lease_ids=ids)
-    _lease_result(cli, res.to_dict(), f"acked {res.acked}", res.skipped)
+    return _lease_result(cli, res.to_dict(), "acked", res.acked, res.skipped)
 
 
-def queue_nack(cli: Session) -> None:
+def queue_nack(cli: Session) -> int:
     seqs, ids = _leases(cli)
     res = cli.client.nack(
         cli.args.queue, node=cli.args.node, seqs=seqs, delay_ms=cli.args.delay_ms,
         lease_ids=ids,
     )  # fmt: skip
-    _lease_result(cli, res.to_dict(), f"nacked {res.nacked}", res.skipped)
+    return _lease_result(cli, res.to_dict(), "nacked", res.nacked, res.skipped)
 
 
-def queue_extend(cli: Session) -> None:
+def queue_extend(cli: Session) -> int:
     seqs, ids = _leases(cli)
     res = cli.client.extend(
         cli.args.queue, node=cli.args.node, seqs=seqs, lease_ms=cli.args.lease_ms,
         lease_ids=ids,
     )  # fmt: skip
-    _lease_result(cli, res.to_dict(), f"extended {res.extended}", res.skipped)
+    return _lease_result(cli, res.to_dict(), "extended", res.extended, res.skipped)
 
 
 def jobs_schedule(cli: Session) -> None:
@@ -172,9 +175,23 @@ def dlq_redrive(cli: Session) -> None:
     cli.out.write(f"moved {res.moved}{skipped}; {res.remaining} left in {a.dlq}\n")
 
 
-def _lease_result(cli: Session, obj: dict[str, Any], summary: str, skipped: list[int]) -> None:
+def _lease_result(
+    cli: Session, obj: dict[str, Any], verb: str, done: int, skipped: list[int]
+) -> int:
+    """What an ack, nack or extend did; a seq it could not settle fails the command (exit 4),
+    named on stderr. The server only says the lease was not held by ``--node``, so every way
+    that happens is named: an expired lease is as likely as a wrong node."""
     if cli.json:
         cli.emit(obj)
-        return
-    note = f"; skipped (not held by this node): {' '.join(map(str, skipped))}" if skipped else ""
-    cli.out.write(summary + note + "\n")
+    else:
+        cli.out.write(f"{verb} {done}\n")
+    if not skipped:
+        return EXIT_OK
+    which = ("seq " if len(skipped) == 1 else "seqs ") + " ".join(map(str, skipped))
+    them = "it" if len(skipped) == 1 else "them"
+    cli.err.write(
+        f"topics: not {verb}: {which} of {cli.args.queue}: no lease of node {cli.args.node} "
+        f"holds {them} (never claimed, already settled, or its lease expired or went to "
+        "another worker)\n"
+    )
+    return EXIT_CONFLICT
