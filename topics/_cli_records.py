@@ -22,7 +22,7 @@ from topics.client import Client, WatchRecord
 from topics.client._topic_wait import wait_for_topics as topic_wait_steps
 from topics.consumer import drive
 from topics.errors import TopicsError
-from topics.types import Record, TopicState, WriteResult
+from topics.types import DiffResult, Record, TopicState, WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
@@ -201,7 +201,7 @@ def read(cli: Session) -> None:
         bounds.pop("from_ts", None)  # resolved: go on from the cursor
         if page.tombstone is not None:
             cli.warn_tombstone(a.topic, page.tombstone)
-        items: list[Any] = list(page.events) if cloudevents else _page_records(page)
+        items: list[Any] = list(page.events) if cloudevents else page_records(page)
         for item in items:
             if a.max is not None and shown >= a.max:
                 return
@@ -215,9 +215,10 @@ def read(cli: Session) -> None:
             return
 
 
-def _page_records(page: Any) -> list[Record] | list[RawRecord]:
+def page_records(page: DiffResult) -> list[RawRecord]:
+    """A diff page's records, ``data``/``meta`` verbatim (topics/_cli_format.py rule 1)."""
     raw = raw_page(page.records_json) if page.record_count else []
-    return raw if raw is not None else page.records
+    return raw if raw is not None else [raw_from_record(r) for r in page.records]
 
 
 @contextlib.contextmanager

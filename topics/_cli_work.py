@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
-from topics._cli_format import pairs, short, table
+import ujson
+
+from topics._cli_format import RawRecord, cut, pairs, short, table
+from topics._cli_records import page_records
 from topics._cli_session import EXIT_CONFLICT, EXIT_OK, Session, UsageError, duration_ms
 from topics.cli_filters import FilterSyntaxError, parse_time
 
@@ -161,7 +165,7 @@ def dlq_redrive(cli: Session) -> None:
     if a.origin is not None:
         where["origin"] = a.origin
     if a.match is not None:
-        where["match"] = ["tag", "Glob" if a.match.endswith("*") else "Eq", a.match]
+        where["match"] = _tag_match(a.match)
     res = cli.client.redrive(a.dlq, to=a.to, max=a.max, where=where or None)
     if cli.json:
         cli.emit(res.to_dict())
@@ -173,6 +177,62 @@ def dlq_redrive(cli: Session) -> None:
         )
     skipped = f"; {res.skipped} without a queue to go to" if res.skipped else ""
     cli.out.write(f"moved {res.moved}{skipped}; {res.remaining} left in {a.dlq}\n")
+
+
+def _tag_match(pattern: str) -> list[str]:
+    return ["tag", "Glob" if pattern.endswith("*") else "Eq", pattern]
+
+
+def _dlq_where(origin: str | None, match: str | None) -> object:
+    """``dlq ls --origin/--match`` as a server-side ``where`` (the stamps are meta members)."""
+    tests: list[object] = []
+    if origin is not None:
+        tests.append(["meta.$dead_letter_from", "Eq", origin])
+    if match is not None:
+        tests.append(_tag_match(match))
+    return None if not tests else tests[0] if len(tests) == 1 else ["and", tests]
+
+
+def _dlq_jobs(cli: Session) -> Iterator[RawRecord]:
+    a = cli.args
+    where, cursor, shown = _dlq_where(a.origin, a.match), 0, 0
+    while True:
+        page = cli.client.diff(a.dlq, from_seq=cursor, include_tags=True, where=where)
+        if page.tombstone is not None:
+            cli.warn_tombstone(a.dlq, page.tombstone)
+        for rec in page_records(page):
+            if a.max is not None and shown >= a.max:
+                return
+            yield rec
+            shown += 1
+        cursor = page.next_from_seq
+        if page.caught_up:
+            return
+
+
+def _stamps(rec: RawRecord) -> list[object]:
+    """Where a dead-lettered job came from: the stamps the queue added to its meta
+    (docs/QUEUES.md, "Dead letters"); ``None`` (shown as -) when a record has none."""
+    try:
+        meta = ujson.loads(rec.meta_json) if rec.meta_json is not None else {}
+    except ValueError:
+        meta = {}
+    if not isinstance(meta, dict):
+        meta = {}
+    return [meta.get(f"$dead_letter_{k}") for k in ("from", "src_seq", "deliveries")]
+
+
+def dlq_ls(cli: Session) -> None:
+    if cli.json:  # records as `read --json` prints them, the stamps in their meta
+        for rec in _dlq_jobs(cli):
+            cli.out.write(rec.json_line() + "\n")
+        return
+    rows = [
+        [rec.seq, cli.style.ts(rec.ts), *_stamps(rec), rec.tag, cut(rec.data_json.decode())]
+        for rec in _dlq_jobs(cli)
+    ]
+    header = ("SEQ", "TIME", "FROM", "SRC_SEQ", "DELIVERIES", "TAG", "DATA")
+    table(rows, header, cli.out)
 
 
 def _lease_result(
