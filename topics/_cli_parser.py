@@ -19,6 +19,11 @@ def _bool_flag(p: argparse.ArgumentParser, name: str, help_on: str) -> None:
     p.add_argument(f"--no-{name}", dest=dest, action="store_false", help=argparse.SUPPRESS)
 
 
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no LOSS lines on stderr (--json still prints the tombstone lines)")  # fmt: skip
+
+
 def _bound_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", metavar="WHEN",
                    help="start at records written since: 10m, 2h, 1d, RFC 3339 or epoch ms")  # fmt: skip
@@ -122,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bound_options(p)
     p.add_argument("--format", choices=("records", "cloudevents"), default="records",
                    help="cloudevents: print each record as a CloudEvents 1.0 JSON event")  # fmt: skip
+    _quiet(p)
     p.set_defaults(run=records.read)
     p = sub.add_parser("tail", help="follow topics live (watch)")
     p.add_argument("topics", nargs="*")
@@ -150,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-v", "--verbose", action="store_true", help="report caught-up events and joined topics"
     )
+    _quiet(p)
     p.set_defaults(run=records.tail)
     p = sub.add_parser("health", help="server liveness")
     p.set_defaults(run=topics_cmds.health)
