@@ -33,7 +33,7 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
                    help="server-side filter, e.g. 'kind=refund and amount>10' (docs/CLI.md)")  # fmt: skip
 
 
-def _cursor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _cursor_commands(sub: argparse._SubParsersAction[Parser]) -> None:
     """``topics cursors ls|lag|reset|rm``: consumer groups (topics/_cli_cursors.py)."""
     group = sub.add_parser("cursors", help="consumer groups (named cursors): ls, lag, reset, rm")
     csub = group.add_subparsers(dest="cursors_command", required=True, metavar="COMMAND")
@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(  # no abbreviations, here and in every subparser (_cli_suggest rule 1)
         prog="topics",
         description="Talk to a topics server (the /v0 HTTP API).",
-        epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict, "
-        "5 throttled/unavailable, 6 cannot connect, 130 interrupted",
+        epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict (or a lease "
+        "not held), 5 throttled/unavailable, 6 cannot connect, 130 interrupted",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
