@@ -93,7 +93,8 @@ def _target(cli: Session, state: TopicState, current: int | None) -> int:
     if a.to_seq is not None:
         return a.to_seq if a.to_seq >= 0 else before_head(state, -a.to_seq)
     if a.shift_by is not None:
-        return min(state.head_seq, max(low, (current or 0) + a.shift_by))
+        shifted: int = (current or 0) + a.shift_by
+        return min(state.head_seq, max(low, shifted))
     try:
         ts = parse_time(a.to_time, int(time.time() * 1000))
     except FilterSyntaxError as exc:
