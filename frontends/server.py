@@ -385,9 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except* StorageCorruptionError as refused:
         # Recovery refused a file before changing anything: one line that says which file,
         # why, and what to do, not a traceback.
-        for err in refused.exceptions:
+        for bad in refused.exceptions:
             print(
-                f"topics-server: cannot open the data directory {cfg.data_dir}: {err}. "
+                f"topics-server: cannot open the data directory {cfg.data_dir}: {bad}. "
                 "Nothing in it was changed. A newer format version means a newer release "
                 'wrote it (docs/OPERATIONS.md, "Upgrades and rollbacks"); a damaged file '
                 "means restoring it from a backup.",

@@ -212,7 +212,11 @@ def pairs(items: Sequence[tuple[str, object]], out: IO[str]) -> None:
 
 
 def short(value: Any, limit: int = 60) -> str:
-    text = dumps(value)
+    return cut(dumps(value), limit)
+
+
+def cut(text: str, limit: int = 60) -> str:
+    """``text`` at most ``limit`` characters long, with an ellipsis where it was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import argparse
 
+from topics import _cli_cursors as cursors
 from topics import _cli_records as records
 from topics import _cli_topics as topics_cmds
 from topics import _cli_work as work
 from topics._cli_args import add_global_options
+from topics._cli_suggest import Parser
 
 
 def _bool_flag(p: argparse.ArgumentParser, name: str, help_on: str) -> None:
     dest = name.replace("-", "_")
     p.add_argument(f"--{name}", dest=dest, action="store_true", default=None, help=help_on)
     p.add_argument(f"--no-{name}", dest=dest, action="store_false", help=argparse.SUPPRESS)
+
+
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no LOSS lines on stderr (--json still prints the tombstone lines)")  # fmt: skip
 
 
 def _bound_options(p: argparse.ArgumentParser) -> None:
@@ -26,16 +33,46 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
                    help="server-side filter, e.g. 'kind=refund and amount>10' (docs/CLI.md)")  # fmt: skip
 
 
+def _cursor_commands(sub: argparse._SubParsersAction[Parser]) -> None:
+    """``topics cursors ls|lag|reset|rm``: consumer groups (topics/_cli_cursors.py)."""
+    group = sub.add_parser("cursors", help="consumer groups (named cursors): ls, lag, reset, rm")
+    csub = group.add_subparsers(dest="cursors_command", required=True, metavar="COMMAND")
+    for name, run, what in (("ls", cursors.ls, "list a topic's groups: seq, head, lag"),
+                            ("lag", cursors.lag, "how far behind the head (one group: a number)")):  # fmt: skip
+        p = csub.add_parser(name, help=what)
+        p.add_argument("topic")
+        p.add_argument("group", nargs="?", help="only this group")
+        p.set_defaults(run=run)
+    p = csub.add_parser("reset", help="move a group's cursor (creates it if new)")
+    p.add_argument("topic")
+    p.add_argument("group")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="before the first record kept")
+    to.add_argument("--to-latest", action="store_true", help="to the head: nothing left")
+    to.add_argument("--to", dest="to_seq", type=int, metavar="SEQ",
+                    help="to this seq; -N: N before the head")  # fmt: skip
+    to.add_argument("--shift-by", type=int, metavar="N",
+                    help="N forward (negative: back) from where it is")  # fmt: skip
+    to.add_argument("--to-time", metavar="WHEN",
+                    help="before the first record written at or after WHEN (10m, RFC 3339, ms)")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="say where, commit nothing")
+    p.set_defaults(run=cursors.reset)
+    p = csub.add_parser("rm", help="forget a group's cursor")
+    p.add_argument("topic")
+    p.add_argument("group")
+    p.set_defaults(run=cursors.rm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``topics`` parser.
 
     Kept whole: a declarative table of subcommands, in the order ``topics --help`` lists them.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(  # no abbreviations, here and in every subparser (_cli_suggest rule 1)
         prog="topics",
         description="Talk to a topics server (the /v0 HTTP API).",
-        epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict, "
-        "5 throttled/unavailable, 6 cannot connect, 130 interrupted",
+        epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict (or a lease "
+        "not held), 5 throttled/unavailable, 6 cannot connect, 130 interrupted",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -82,12 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=records.write)
     p = sub.add_parser("read", help="print records after a seq")
     p.add_argument("topic")
-    p.add_argument("--from", dest="from_seq", type=int, default=0, help="start after this seq")
+    p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ",
+                   help="start after this seq (default 0: the start); -N: N before the head")  # fmt: skip
+    p.add_argument("-n", "--last", type=int, metavar="N", help="only the last N records")
     p.add_argument("--limit", type=int, default=1000, help="records per request")
     p.add_argument("--max", type=int, help="stop after this many records")
     _bound_options(p)
     p.add_argument("--format", choices=("records", "cloudevents"), default="records",
                    help="cloudevents: print each record as a CloudEvents 1.0 JSON event")  # fmt: skip
+    _quiet(p)
     p.set_defaults(run=records.read)
     p = sub.add_parser("tail", help="follow topics live (watch)")
     p.add_argument("topics", nargs="*")
@@ -103,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="a topic more than N records behind skips to its head (reported on stderr)",
     )
-    p.add_argument("--from", dest="from_seq", type=int, help="start after this seq (default: new)")
+    p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ",
+                   help="start after this seq (default: new); -N: N before the head")  # fmt: skip
     p.add_argument("--node", help="skip records written by this node")
     p.add_argument("--count", type=int, help="exit after this many records")
     _bound_options(p)
@@ -115,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-v", "--verbose", action="store_true", help="report caught-up events and joined topics"
     )
+    _quiet(p)
     p.set_defaults(run=records.tail)
     p = sub.add_parser("health", help="server liveness")
     p.set_defaults(run=topics_cmds.health)
@@ -141,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("rm", help="delete a router")
     p.add_argument("router")
     p.set_defaults(run=work.router_rm)
+
+    _cursor_commands(sub)
 
     queue = sub.add_parser("queue", help="queues: claim, ack, nack, extend")
     qsub = queue.add_subparsers(dest="queue_command", required=True, metavar="COMMAND")
@@ -177,8 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--meta", help="meta as a JSON object")
     p.set_defaults(run=work.jobs_schedule)
 
-    dlq = sub.add_parser("dlq", help="dead-letter topics: redrive")
+    dlq = sub.add_parser("dlq", help="dead-letter topics: ls, redrive")
     dsub = dlq.add_subparsers(dest="dlq_command", required=True, metavar="COMMAND")
+    p = dsub.add_parser("ls", help="list dead-lettered jobs with the queue each came from")
+    p.add_argument("dlq", help="the dead-letter topic")
+    p.add_argument("--origin", help="only jobs dead-lettered from this queue")
+    p.add_argument("--match", metavar="TAG", help="only jobs with this tag (PREFIX* for a prefix)")
+    p.add_argument("--max", type=int, help="list at most N jobs")
+    p.set_defaults(run=work.dlq_ls)
     p = dsub.add_parser("redrive", help="move dead-lettered jobs back to their queue (admin)")
     p.add_argument("dlq", help="the dead-letter topic")
     p.add_argument("--to", help="this queue instead of each job's origin")

@@ -22,7 +22,7 @@ from topics.client import Client, WatchRecord
 from topics.client._topic_wait import wait_for_topics as topic_wait_steps
 from topics.consumer import drive
 from topics.errors import TopicsError
-from topics.types import Record, WriteResult
+from topics.types import DiffResult, Record, TopicState, WriteResult
 from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
@@ -182,9 +182,16 @@ def _bounds(cli: Session) -> dict[str, Any]:
 def read(cli: Session) -> None:
     a = cli.args
     bounds = _bounds(cli)
-    if "from_ts" in bounds and a.from_seq:
-        raise UsageError("give --from or --since, not both")
-    cursor, shown = a.from_seq, 0
+    if "from_ts" in bounds and (a.from_seq is not None or a.last is not None):
+        raise UsageError("give --from, --last or --since, not two of them")
+    if a.from_seq is not None and a.last is not None:
+        raise UsageError("give --from or -n/--last, not both")
+    start = a.from_seq or 0
+    if a.last is not None:
+        start = last_n_starts(cli.client, [a.topic], a.last)[a.topic]
+    elif start < 0:  # --from -N: N before the head (kcat -o -N)
+        start = last_n_starts(cli.client, [a.topic], -start)[a.topic]
+    cursor, shown = start, 0
     cloudevents = a.format == "cloudevents"
     while True:
         page = cli.client.diff(
@@ -194,7 +201,7 @@ def read(cli: Session) -> None:
         bounds.pop("from_ts", None)  # resolved: go on from the cursor
         if page.tombstone is not None:
             cli.warn_tombstone(a.topic, page.tombstone)
-        items: list[Any] = list(page.events) if cloudevents else _page_records(page)
+        items: list[Any] = list(page.events) if cloudevents else page_records(page)
         for item in items:
             if a.max is not None and shown >= a.max:
                 return
@@ -208,9 +215,10 @@ def read(cli: Session) -> None:
             return
 
 
-def _page_records(page: Any) -> list[Record] | list[RawRecord]:
+def page_records(page: DiffResult) -> list[RawRecord]:
+    """A diff page's records, ``data``/``meta`` verbatim (topics/_cli_format.py rule 1)."""
     raw = raw_page(page.records_json) if page.record_count else []
-    return raw if raw is not None else page.records
+    return raw if raw is not None else [raw_from_record(r) for r in page.records]
 
 
 @contextlib.contextmanager
@@ -273,7 +281,9 @@ def _tail_starts(
         raise UsageError("name a topic or give --prefix")
     if cli.args.wait:
         wait_for_topics(cli.client, cli.args.topics, cli.err)
-    if cli.args.from_seq is not None:
+    if cli.args.from_seq is not None and cli.args.from_seq < 0:  # N before each head
+        topics = last_n_starts(cli.client, cli.args.topics, -cli.args.from_seq)
+    elif cli.args.from_seq is not None:
         topics = {t: cli.args.from_seq for t in cli.args.topics}
     elif cli.args.last is not None:
         topics = last_n_starts(cli.client, cli.args.topics, cli.args.last)
@@ -313,11 +323,18 @@ def _show_event(cli: Session, ev: object) -> None:
         cli.err.write(f"topics: {ev.topic} caught up at {ev.head_seq}\n")
 
 
+def before_head(state: TopicState, n: int) -> int:
+    """The seq to read after for the last ``n`` seqs of a topic (``-n N``, ``--from -N``):
+    N before its head, but not before what it retains, since asking for more than is there
+    is not a loss to report."""
+    return max(0, state.head_seq - n, state.earliest_seq - 1)
+
+
 def last_n_starts(client: Client, topics: Sequence[str], n: int) -> dict[str, int]:
-    """``tail -n N``: start each topic N records before its head."""
+    """``-n N`` and ``--from -N``: each topic's start, N before its head."""
     if n < 0:
         raise UsageError("-n/--last: give a number of records >= 0")
-    return {t: max(0, client.get_topic(t, touch=False).head_seq - n) for t in topics}
+    return {t: before_head(client.get_topic(t, touch=False), n) for t in topics}
 
 
 def wait_for_topics(client: Client, topics: Sequence[str], err: IO[str]) -> None:

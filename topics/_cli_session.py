@@ -9,6 +9,7 @@ import sys
 from typing import IO, Any
 
 from topics._cli_format import Style, dumps, use_colour
+from topics._cli_losses import ToldLosses
 from topics.client import Client
 from topics.types import Tombstone
 
@@ -34,16 +35,23 @@ class Session:
         self.out: IO[str] = sys.stdout
         self.err: IO[str] = sys.stderr
         self.json: bool = args.json
+        self.told = ToldLosses(args.url)
 
     def emit(self, value: Any) -> None:
         self.out.write(dumps(value) + "\n")
 
     def warn_tombstone(self, topic: str, tomb: Tombstone) -> None:
-        loss = self.err_style.paint("loss", f"LOSS in {topic}")
-        self.err.write(
-            f"topics: {loss}: seqs {tomb.gap_from}..{tomb.gap_to} are gone "
-            f"({tomb.reason}, ~{tomb.missed_estimate} records)\n"
-        )
+        """Loss on stderr (topics/cli.py rule 2) unless ``--quiet``, or unless it is a read
+        from the start told already in this terminal session (topics/_cli_losses.py); with
+        ``--json`` also the tombstone line on stdout, always."""
+        quiet = getattr(self.args, "quiet", False)
+        from_start = tomb.gap_from == 1
+        if not quiet and (not from_start or self.told.first_time(topic)):
+            loss = self.err_style.paint("loss", f"LOSS in {topic}")
+            self.err.write(
+                f"topics: {loss}: seqs {tomb.gap_from}..{tomb.gap_to} are gone "
+                f"({tomb.reason}, ~{tomb.missed_estimate} records)\n"
+            )
         if self.json:
             self.emit({"tombstone": {"topic": topic, **tomb.to_dict()}})
 

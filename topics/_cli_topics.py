@@ -7,8 +7,11 @@ from typing import Any
 
 import ujson
 
+from topics._cli_cursors import cursor_items
 from topics._cli_format import pairs, table
 from topics._cli_session import EXIT_NOT_FOUND, EXIT_OK, Session, UsageError
+from topics._cli_suggest import note_config_field
+from topics.errors import TopicsError
 
 
 def ls(cli: Session) -> None:
@@ -26,8 +29,9 @@ def ls(cli: Session) -> None:
 
 def stat(cli: Session) -> None:
     state = cli.client.get_topic(cli.args.topic, touch=False)
+    groups = cli.client.list_cursors(cli.args.topic)  # their lag, as `cursors ls` shows it
     if cli.json:
-        cli.emit(state.to_dict())
+        cli.emit({**state.to_dict(), "cursors": [c.to_dict() for c in groups]})
         return
     items: list[tuple[str, object]] = [
         ("topic", state.topic),
@@ -41,9 +45,13 @@ def stat(cli: Session) -> None:
         ("last_write_ts", cli.style.ts(state.last_write_ts)),
         ("last_read_ts", cli.style.ts(state.last_read_ts)),
     ]
-    if state.queue is not None:
+    if state.queue is not None:  # whatever counts the server keeps, in its order
         items += [(f"queue.{k}", v) for k, v in state.queue.items()]
-    items += [(f"config.{k}", v) for k, v in state.config.to_dict().items()]
+    items += cursor_items(groups)
+    # `durable` is `durability == "fsync"` said again (topics/config.py rule 1): one line.
+    config = state.config.to_dict()
+    config.pop("durable", None)
+    items += [(f"config.{k}", v) for k, v in config.items()]
     pairs(items, cli.out)
 
 
@@ -57,7 +65,11 @@ def put(cli: Session) -> None:
             config[key] = ujson.loads(raw)
         except ValueError:
             config[key] = raw  # a bare word is a string: type=queue
-    res = cli.client.put_topic(cli.args.topic, config)
+    try:
+        res = cli.client.put_topic(cli.args.topic, config)
+    except TopicsError as exc:
+        note_config_field(exc)  # ttl=… -> "did you mean ttl_ms?"
+        raise
     if cli.json:
         cli.emit(res.to_dict())
     else:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
-from topics._cli_format import pairs, short, table
-from topics._cli_session import Session, UsageError, duration_ms
+import ujson
+
+from topics._cli_format import RawRecord, cut, pairs, short, table
+from topics._cli_records import page_records
+from topics._cli_session import EXIT_CONFLICT, EXIT_OK, Session, UsageError, duration_ms
 from topics.cli_filters import FilterSyntaxError, parse_time
 
 
@@ -86,33 +90,36 @@ def queue_claim(cli: Session) -> None:
     if cli.json:
         cli.emit(res.to_dict())
         return
-    rows = [(j.seq, j.lease_id, j.deliveries, j.deadline, short(j.data)) for j in res.claimed]
+    rows = [
+        (j.seq, j.lease_id, j.deliveries, cli.style.ts(j.deadline), short(j.data))
+        for j in res.claimed
+    ]
     table(rows, ("SEQ", "LEASE_ID", "DELIVERIES", "DEADLINE", "DATA"), cli.out)
     cli.err.write(f"claimed {res.count}; {res.ready} ready\n")
 
 
-def queue_ack(cli: Session) -> None:
+def queue_ack(cli: Session) -> int:
     seqs, ids = _leases(cli)
     res = cli.client.ack(cli.args.queue, node=cli.args.node, seqs=seqs, lease_ids=ids)
-    _lease_result(cli, res.to_dict(), f"acked {res.acked}", res.skipped)
+    return _lease_result(cli, res.to_dict(), "acked", res.acked, res.skipped)
 
 
-def queue_nack(cli: Session) -> None:
+def queue_nack(cli: Session) -> int:
     seqs, ids = _leases(cli)
     res = cli.client.nack(
         cli.args.queue, node=cli.args.node, seqs=seqs, delay_ms=cli.args.delay_ms,
         lease_ids=ids,
     )  # fmt: skip
-    _lease_result(cli, res.to_dict(), f"nacked {res.nacked}", res.skipped)
+    return _lease_result(cli, res.to_dict(), "nacked", res.nacked, res.skipped)
 
 
-def queue_extend(cli: Session) -> None:
+def queue_extend(cli: Session) -> int:
     seqs, ids = _leases(cli)
     res = cli.client.extend(
         cli.args.queue, node=cli.args.node, seqs=seqs, lease_ms=cli.args.lease_ms,
         lease_ids=ids,
     )  # fmt: skip
-    _lease_result(cli, res.to_dict(), f"extended {res.extended}", res.skipped)
+    return _lease_result(cli, res.to_dict(), "extended", res.extended, res.skipped)
 
 
 def jobs_schedule(cli: Session) -> None:
@@ -158,7 +165,7 @@ def dlq_redrive(cli: Session) -> None:
     if a.origin is not None:
         where["origin"] = a.origin
     if a.match is not None:
-        where["match"] = ["tag", "Glob" if a.match.endswith("*") else "Eq", a.match]
+        where["match"] = _tag_match(a.match)
     res = cli.client.redrive(a.dlq, to=a.to, max=a.max, where=where or None)
     if cli.json:
         cli.emit(res.to_dict())
@@ -172,9 +179,79 @@ def dlq_redrive(cli: Session) -> None:
     cli.out.write(f"moved {res.moved}{skipped}; {res.remaining} left in {a.dlq}\n")
 
 
-def _lease_result(cli: Session, obj: dict[str, Any], summary: str, skipped: list[int]) -> None:
+def _tag_match(pattern: str) -> list[str]:
+    return ["tag", "Glob" if pattern.endswith("*") else "Eq", pattern]
+
+
+def _dlq_where(origin: str | None, match: str | None) -> object:
+    """``dlq ls --origin/--match`` as a server-side ``where`` (the stamps are meta members)."""
+    tests: list[object] = []
+    if origin is not None:
+        tests.append(["meta.$dead_letter_from", "Eq", origin])
+    if match is not None:
+        tests.append(_tag_match(match))
+    return None if not tests else tests[0] if len(tests) == 1 else ["and", tests]
+
+
+def _dlq_jobs(cli: Session) -> Iterator[RawRecord]:
+    a = cli.args
+    where, cursor, shown = _dlq_where(a.origin, a.match), 0, 0
+    while True:
+        page = cli.client.diff(a.dlq, from_seq=cursor, include_tags=True, where=where)
+        if page.tombstone is not None:
+            cli.warn_tombstone(a.dlq, page.tombstone)
+        for rec in page_records(page):
+            if a.max is not None and shown >= a.max:
+                return
+            yield rec
+            shown += 1
+        cursor = page.next_from_seq
+        if page.caught_up:
+            return
+
+
+def _stamps(rec: RawRecord) -> list[object]:
+    """Where a dead-lettered job came from: the stamps the queue added to its meta
+    (docs/QUEUES.md, "Dead letters"); ``None`` (shown as -) when a record has none."""
+    try:
+        meta = ujson.loads(rec.meta_json) if rec.meta_json is not None else {}
+    except ValueError:
+        meta = {}
+    if not isinstance(meta, dict):
+        meta = {}
+    return [meta.get(f"$dead_letter_{k}") for k in ("from", "src_seq", "deliveries")]
+
+
+def dlq_ls(cli: Session) -> None:
+    if cli.json:  # records as `read --json` prints them, the stamps in their meta
+        for rec in _dlq_jobs(cli):
+            cli.out.write(rec.json_line() + "\n")
+        return
+    rows = [
+        [rec.seq, cli.style.ts(rec.ts), *_stamps(rec), rec.tag, cut(rec.data_json.decode())]
+        for rec in _dlq_jobs(cli)
+    ]
+    header = ("SEQ", "TIME", "FROM", "SRC_SEQ", "DELIVERIES", "TAG", "DATA")
+    table(rows, header, cli.out)
+
+
+def _lease_result(
+    cli: Session, obj: dict[str, Any], verb: str, done: int, skipped: list[int]
+) -> int:
+    """What an ack, nack or extend did; a seq it could not settle fails the command (exit 4),
+    named on stderr. The server only says the lease was not held by ``--node``, so every way
+    that happens is named: an expired lease is as likely as a wrong node."""
     if cli.json:
         cli.emit(obj)
-        return
-    note = f"; skipped (not held by this node): {' '.join(map(str, skipped))}" if skipped else ""
-    cli.out.write(summary + note + "\n")
+    else:
+        cli.out.write(f"{verb} {done}\n")
+    if not skipped:
+        return EXIT_OK
+    which = ("seq " if len(skipped) == 1 else "seqs ") + " ".join(map(str, skipped))
+    them = "it" if len(skipped) == 1 else "them"
+    cli.err.write(
+        f"topics: not {verb}: {which} of {cli.args.queue}: no lease of node {cli.args.node} "
+        f"holds {them} (never claimed, already settled, or its lease expired or went to "
+        "another worker)\n"
+    )
+    return EXIT_CONFLICT

@@ -5,10 +5,11 @@
     topics ls                          topics stat orders
     topics put jobs type=queue lease_ms=60000
     topics write orders < events.jsonl topics read orders --from 0
-    topics tail orders audit           topics rm orders
+    topics read pay -n 10              topics tail orders audit
+    topics rm orders                   topics cursors ls|lag|reset|rm orders [GROUP]
     topics router put|get|ls|rm ...    topics queue claim|ack|nack|extend ...
     topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
-    topics dlq redrive jobs.dlq [--to jobs] [--origin jobs] [--match TAG]
+    topics dlq ls jobs.dlq             topics dlq redrive jobs.dlq [--to jobs] [--origin jobs]
 
 Global options, before or after the subcommand (topics/_cli_args.py): ``--url`` (default
 ``$TOPICS_URL``, else ``http://127.0.0.1:4000``; ``host:port`` and ``:port`` too),
@@ -20,12 +21,15 @@ topics/_cli_format.py; bad input lines, topics/_cli_input.py.
 Rules:
 1. Output for people is a table or ``key  value`` lines on stdout; ``--json`` prints the
    API's own shapes (results' ``to_dict()``), records as one JSON object per line.
-2. Loss is never silent: a tombstone is reported on stderr, and in ``--json`` mode also as
-   a ``{"tombstone": {...}}`` line among the records.
+2. Loss is never silent: a tombstone is reported on stderr (a read from the start once per
+   terminal session, topics/_cli_losses.py; not at all with ``--quiet``), and in ``--json``
+   mode always as a ``{"tombstone": {...}}`` line among the records.
 3. Errors go to stderr as ``topics: <code>: <message> (request id <id>)``; with ``--json``
    the error object is also printed on stdout. Exit codes: 0 ok, 1 other server error,
-   2 usage, 3 not found, 4 conflict, 5 throttled/unavailable (after retries), 6 cannot
-   reach the server, 130 interrupted.
+   2 usage, 3 not found, 4 conflict (also an ack/nack/extend that found a lease not held),
+   5 throttled/unavailable (after retries), 6 cannot reach the server, 130 interrupted.
+   Flags are never abbreviated; an unknown one is a usage error naming the closest flag
+   (topics/_cli_suggest.py).
 4. ``write`` reads JSON lines (stdin or a file) and sends each line's bytes verbatim as a
    record's ``data`` (``--records``: each line is a whole record object, its ``data`` and
    ``meta`` still verbatim), in batches of ``--batch`` records (and at most
@@ -55,6 +59,7 @@ from topics._cli_session import (
     Session,
     UsageError,
 )
+from topics._cli_suggest import parse_command_line
 from topics.client import Client, ClientConnectionError, RetryPolicy
 from topics.errors import ConflictError, NotFoundError, TopicsError
 
@@ -80,7 +85,8 @@ def exit_code(exc: TopicsError) -> int:
 def report(exc: TopicsError, as_json: bool) -> int:
     rid = getattr(exc, "request_id", None)
     where = f" (request id {rid})" if rid else ""
-    sys.stderr.write(f"topics: {exc.code}: {exc.message}{where}\n")
+    notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))  # did you mean
+    sys.stderr.write(f"topics: {exc.code}: {exc.message}{notes}{where}\n")
     if as_json:
         obj = exc.to_dict()
         if rid:
@@ -91,7 +97,7 @@ def report(exc: TopicsError, as_json: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``topics`` command line; returns the exit code (rule 3)."""
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(build_parser(), argv)
     run: Callable[[Session], int | None] = args.run
     retry = RetryPolicy(timeout_s=max(args.timeout, 1.0))
     try:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -70,12 +71,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def topics_cli(request: pytest.FixtureRequest, cli_server: ServerProcess) -> Run:
-    """Run the CLI against the server (``TOPICS_URL`` in its environment)."""
+def topics_cli(request: pytest.FixtureRequest, cli_server: ServerProcess, tmp_path: Path) -> Run:
+    """Run the CLI against the server (``TOPICS_URL`` in its environment). Each test is one
+    terminal session of its own: ``XDG_RUNTIME_DIR``, where the CLI remembers the losses it
+    told (topics/_cli_losses.py), is the test's, never the user's."""
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
 
     def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
         full_env = {**os.environ, "TOPICS_URL": cli_server.base_url}
+        full_env["XDG_RUNTIME_DIR"] = str(runtime)
         full_env.pop("TOPICS_API_KEY", None)
         full_env.update(env or {})
         if request.param == "inproc":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from .conftest import Run
 from .test_cli import name, ok
 
@@ -52,4 +54,33 @@ def test_dlq_redrive(topics_cli: Run) -> None:
     res = json.loads(ok(topics_cli("--json", "dlq", "redrive", dlq, "--origin", q)))
     assert (res["moved"], res["remaining"]) == (1, 0)
     missing = topics_cli("dlq", "redrive", dlq, "--to", name("nope"))
+    assert missing.returncode == 3
+
+
+@pytest.mark.cli_process
+def test_dlq_ls_shows_where_each_job_came_from(topics_cli: Run) -> None:
+    q, q2, dlq = name("lq"), name("lq2"), name("ldlq")
+    for queue in (q, q2):
+        ok(topics_cli("put", queue, "type=queue", "max_deliveries=1", f"dead_letter={dlq}"))
+    ok(topics_cli("write", q, "--tag", "red", input='{"job":1}\n{"job":2}\n'))
+    ok(topics_cli("write", q2, input='{"job":3}\n'))
+    for queue, seqs in ((q, ["1", "2"]), (q2, ["1"])):
+        ok(topics_cli("queue", "claim", queue, "--node", "w", "--max", "2"))
+        ok(topics_cli("queue", "nack", queue, "--node", "w", *seqs))
+        ok(topics_cli("queue", "claim", queue, "--node", "w", "--max", "2"))  # dead-lettered
+    rows = ok(topics_cli("dlq", "ls", dlq)).splitlines()
+    assert rows[0].split() == ["SEQ", "TIME", "FROM", "SRC_SEQ", "DELIVERIES", "TAG", "DATA"]
+    assert [r.split()[:1] + r.split()[2:] for r in rows[1:]] == [
+        ["1", q, "1", "1", "red", '{"job":1}'],
+        ["2", q, "2", "1", "red", '{"job":2}'],
+        ["3", q2, "1", "1", "-", '{"job":3}'],
+    ]
+    only = ok(topics_cli("dlq", "ls", dlq, "--origin", q2)).splitlines()
+    assert [r.split()[0] for r in only[1:]] == ["3"]
+    tagged = ok(topics_cli("dlq", "ls", dlq, "--match", "re*", "--max", "1")).splitlines()
+    assert [r.split()[0] for r in tagged[1:]] == ["1"]
+    recs = [json.loads(line) for line in ok(topics_cli("--json", "dlq", "ls", dlq)).splitlines()]
+    assert recs[2]["meta"] == {"$dead_letter_from": q2, "$dead_letter_deliveries": 1,
+                               "$dead_letter_src_seq": 1}  # fmt: skip
+    missing = topics_cli("dlq", "ls", name("nodlq"))
     assert missing.returncode == 3
