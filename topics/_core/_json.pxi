@@ -8,6 +8,11 @@
 
 cdef enum:
     _MAX_DEPTH = 512
+    # Numbers of magnitude 1e308 or more are refused (I-JSON, RFC 7493 section 2.2: every
+    # reader holds a number below that as an IEEE double, and an integer of at most 308
+    # digits as an exact integer where it has them; Python's int() stops at 4300).
+    _MAX_SCALE = 308
+    _EXP_CAP = 100000000
 
 # String bytes: 0 plain ASCII, 1 '"', 2 '\\', 3 control (< 0x20), 4 start of UTF-8.
 cdef unsigned char _STR_CLASS[256]
@@ -28,6 +33,9 @@ cdef void _init_json_tables() noexcept:
 
 
 _init_json_tables()
+
+_NUMBER_RULE = "a number of magnitude 1e308 or more (I-JSON: beyond what a double holds)"
+_SURROGATE_RULE = "a lone UTF-16 surrogate escape (I-JSON: no reader can decode it)"
 
 
 cdef inline uint64_t _zero_bytes(uint64_t v) noexcept nogil:
@@ -120,6 +128,38 @@ cdef inline Py_ssize_t _ws(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n)
     return pos
 
 
+cdef inline int _hex_value(unsigned char c) noexcept nogil:
+    if c <= c'9':
+        return c - c'0'
+    return (c | 0x20) - c'a' + 10
+
+
+cdef inline int _code_unit(const unsigned char* s, Py_ssize_t pos) noexcept nogil:
+    """The UTF-16 code unit of the \\uXXXX escape at pos (its four hex digits checked)."""
+    return (_hex_value(s[pos + 2]) << 12 | _hex_value(s[pos + 3]) << 8
+            | _hex_value(s[pos + 4]) << 4 | _hex_value(s[pos + 5]))
+
+
+cdef Py_ssize_t _surrogates(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Past the \\uXXXX escape at pos, or ~pos when it is a lone surrogate (I-JSON, RFC 7493
+    section 2.1: a high surrogate must be followed by a \\u low one, and a low one must
+    follow a high one). A lone surrogate has no Unicode scalar value, so no reader could
+    decode it to text: it is refused at write like bad UTF-8."""
+    cdef int unit = _code_unit(s, pos), low
+    cdef Py_ssize_t k
+    if unit < 0xD800 or unit > 0xDFFF:
+        return pos + 6
+    if unit >= 0xDC00 or pos + 12 > n or s[pos + 6] != c'\\' or s[pos + 7] != c'u':
+        return ~pos
+    for k in range(pos + 8, pos + 12):
+        if not _IS_HEX[s[k]]:
+            return ~pos
+    low = _code_unit(s, pos + 6)
+    if low < 0xDC00 or low > 0xDFFF:
+        return ~pos
+    return pos + 12
+
+
 cdef Py_ssize_t _scan_string(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
     """s[pos] is an opening quote."""
     cdef unsigned char kind
@@ -148,7 +188,9 @@ cdef Py_ssize_t _scan_string(const unsigned char* s, Py_ssize_t pos, Py_ssize_t 
                     return ~n
                 if not _IS_HEX[s[k]]:
                     return ~k
-            pos += 6
+            pos = _surrogates(s, pos, n)
+            if pos < 0:
+                return pos
         elif _SIMPLE_ESCAPE[s[pos + 1]]:
             pos += 2
         else:
@@ -162,28 +204,47 @@ cdef inline Py_ssize_t _digits(const unsigned char* s, Py_ssize_t pos, Py_ssize_
 
 
 cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t stop
+    """Scan a number; ~start when its magnitude is MAX_MAGNITUDE or more (an error at its
+    first byte). ``scale`` is the decimal exponent just above the value, counted from the
+    text: the integer digits, or minus the fraction's leading zeros, plus the exponent
+    (saturated, so a thousand-digit exponent cannot wrap)."""
+    cdef Py_ssize_t stop, k, start = pos, scale = 0, exp = 0
+    cdef bint nonzero = False, negative = False
     if s[pos] == c'-':
         pos += 1
     if pos < n and s[pos] == c'0':
         pos += 1
     elif pos < n and c'1' <= s[pos] <= c'9':
-        pos = _digits(s, pos + 1, n)
+        stop = _digits(s, pos + 1, n)
+        scale, nonzero = stop - pos, True
+        pos = stop
     else:
         return ~pos
     if pos < n and s[pos] == c'.':
         stop = _digits(s, pos + 1, n)
         if stop == pos + 1:
             return ~stop
+        if not nonzero:
+            k = pos + 1
+            while k < stop and s[k] == c'0':
+                k += 1
+            if k < stop:
+                scale, nonzero = pos + 1 - k, True
         pos = stop
     if pos < n and (s[pos] == c'e' or s[pos] == c'E'):
         pos += 1
         if pos < n and (s[pos] == c'+' or s[pos] == c'-'):
+            negative = s[pos] == c'-'
             pos += 1
         stop = _digits(s, pos, n)
         if stop == pos:
             return ~pos
+        for k in range(pos, stop):
+            if exp < _EXP_CAP:
+                exp = exp * 10 + (s[k] - c'0')
         pos = stop
+    if nonzero and scale + (-exp if negative else exp) > _MAX_SCALE:
+        return ~start
     return pos
 
 
@@ -330,3 +391,19 @@ cdef Py_ssize_t _split_array(const unsigned char* s, Py_ssize_t n, Py_ssize_t co
         spans[j].start, spans[j].size = pos + 1, end - pos - 1
         pos = end
     return count if pos == n - 1 else 0
+
+
+cdef str _json_message(const unsigned char* s, Py_ssize_t n, Py_ssize_t err):
+    """The error for a scan that failed at ``err``, naming the I-JSON rule when that is
+    what failed (the offset alone would puzzle a client whose JSON is valid RFC 8259)."""
+    cdef Py_ssize_t k
+    if err < n and (s[err] == c'-' or c'0' <= s[err] <= c'9'):
+        if _scan_number(s, err, n) == ~err:
+            return f"invalid JSON at byte {err}: {_NUMBER_RULE}"
+    elif err + 6 <= n and s[err] == c'\\' and s[err + 1] == c'u':
+        for k in range(err + 2, err + 6):
+            if not _IS_HEX[s[k]]:
+                return f"invalid JSON at byte {err}"
+        if _surrogates(s, err, n) == ~err:
+            return f"invalid JSON at byte {err}: {_SURROGATE_RULE}"
+    return f"invalid JSON at byte {err}"

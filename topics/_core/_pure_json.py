@@ -13,6 +13,14 @@ _WS = re.compile(rb"[ \t\n\r]*")
 _DIGITS = re.compile(rb"[0-9]*")
 _STR_BODY = re.compile(rb'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
 _HEX = frozenset(b"0123456789abcdefABCDEF")
+# One escape of a string body: a surrogate pair, a lone surrogate (group 1), or any other.
+_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\."
+)
+# Numbers of magnitude 1e308 or more are refused (the C scanner's _MAX_SCALE, I-JSON).
+_MAX_SCALE = 308
+_EXP_CAP = 100000000
 
 
 def _json_fail(pos: int) -> FrameError:
@@ -30,10 +38,13 @@ def _string(buf: bytes, pos: int) -> int:
     body = _STR_BODY.match(buf, pos + 1)
     assert body is not None
     stop = body.end()
+    lone = _lone_surrogate(buf, pos + 1, stop)
     try:
-        buf[pos + 1 : stop].decode()
+        buf[pos + 1 : stop if lone is None else lone].decode()
     except UnicodeDecodeError as exc:
         raise _json_fail(pos + 1 + exc.start) from None
+    if lone is not None:
+        raise _json_fail(lone)
     if stop < len(buf) and buf[stop] == 0x22:
         return stop + 1
     if stop < len(buf) and buf[stop] == 0x5C:  # a bad escape: blame its first bad byte
@@ -46,14 +57,29 @@ def _string(buf: bytes, pos: int) -> int:
     raise _json_fail(min(stop, len(buf)))
 
 
+def _lone_surrogate(buf: bytes, start: int, stop: int) -> int | None:
+    """The offset of the first lone surrogate escape in a string body, or None (the C
+    scanner's _surrogates: I-JSON refuses them, no reader can decode one to text)."""
+    if buf.find(b"\\u", start, stop) < 0:
+        return None
+    for m in _ESCAPE.finditer(buf, start, stop):
+        if m.group(1) is not None:
+            return m.start()
+    return None
+
+
 def _number(buf: bytes, pos: int) -> int:
+    """Scan a number; refused at its first byte when its magnitude is 1e308 or more
+    (``scale``: the decimal exponent just above the value, as the C scanner counts it)."""
     end = len(buf)
+    start, scale, exp, nonzero = pos, 0, 0, False
     if buf[pos] == 0x2D:
         pos += 1
     if pos < end and buf[pos] == 0x30:
         pos += 1
     elif pos < end and 0x31 <= buf[pos] <= 0x39:
-        pos = _DIGITS.match(buf, pos + 1).end()  # type: ignore[union-attr]
+        stop = _DIGITS.match(buf, pos + 1).end()  # type: ignore[union-attr]
+        scale, nonzero, pos = stop - pos, True, stop
     else:
         raise _json_fail(pos)
     if pos < end and buf[pos] == 0x2E:
@@ -61,15 +87,27 @@ def _number(buf: bytes, pos: int) -> int:
         stop = _DIGITS.match(buf, pos).end()  # type: ignore[union-attr]
         if stop == pos:
             raise _json_fail(pos)
+        if not nonzero:
+            digits = buf[pos:stop]
+            zeros = len(digits) - len(digits.lstrip(b"0"))
+            if zeros < len(digits):
+                scale, nonzero = -zeros, True
         pos = stop
     if pos < end and buf[pos] in b"eE":
         pos += 1
+        negative = pos < end and buf[pos] == 0x2D
         if pos < end and buf[pos] in b"+-":
             pos += 1
         stop = _DIGITS.match(buf, pos).end()  # type: ignore[union-attr]
         if stop == pos:
             raise _json_fail(pos)
+        for d in buf[pos:stop]:
+            if exp < _EXP_CAP:
+                exp = exp * 10 + d - 0x30
+        exp = -exp if negative else exp
         pos = stop
+    if nonzero and scale + exp > _MAX_SCALE:
+        raise _json_fail(start)
     return pos
 
 
@@ -146,12 +184,36 @@ def _value(buf: bytes, pos: int) -> tuple[int, int]:
             pos += 1
 
 
+_NUMBER_RULE = "a number of magnitude 1e308 or more (I-JSON: beyond what a double holds)"
+_SURROGATE_RULE = "a lone UTF-16 surrogate escape (I-JSON: no reader can decode it)"
+_HIGH_ESCAPE = re.compile(rb"\\u[0-9a-fA-F]{4}")
+
+
+def _json_message(buf: bytes, err: int) -> str:
+    """The error for a scan that failed at ``err``, naming the I-JSON rule when that is
+    what failed (the C scanner's _json_message)."""
+    at = f"invalid JSON at byte {err}"
+    if err < len(buf) and (buf[err] == 0x2D or 0x30 <= buf[err] <= 0x39):
+        try:
+            _number(buf, err)
+        except FrameError as exc:
+            if str(exc) == at:
+                return f"{at}: {_NUMBER_RULE}"
+    elif _HIGH_ESCAPE.match(buf, err) and _lone_surrogate(buf, err, err + 12) == err:
+        return f"{at}: {_SURROGATE_RULE}"
+    return at
+
+
 def json_check(data: Buffer) -> int:
     buf = as_bytes(data)
-    pos, members = _value(buf, _ws(buf, 0))
-    pos = _ws(buf, pos)
-    if pos != len(buf):
-        raise _json_fail(pos)
+    try:
+        pos, members = _value(buf, _ws(buf, 0))
+        pos = _ws(buf, pos)
+        if pos != len(buf):
+            raise _json_fail(pos)
+    except FrameError as exc:
+        err = int(str(exc).rsplit(" ", 1)[1])
+        raise FrameError(_json_message(buf, err), -1, "data", "json") from None
     return members
 
 

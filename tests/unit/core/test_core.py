@@ -144,7 +144,16 @@ JSON_OK = [
     (b"true", -1),
     (b"false", -1),
     (b"null", -1),
-    (b'"\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00 \\ud800"', -1),
+    (b'"\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00 \\udbff\\uDFFF"', -1),
+    (b'"\\\\ud800 \\\\udc00"', -1),  # escaped backslashes, then plain text
+    (b"1" * 308, -1),  # numbers below 1e308 (I-JSON: a double holds them)
+    (b"-" + b"9" * 308, -1),
+    (b"9.99e307", -1),
+    (b"0.001e310", -1),
+    (b"1e-99999999999999999999", -1),
+    (b"0e99999", -1),
+    (b"0.000e400", -1),
+    (b"1" + b"0" * 5000 + b"e-4800", -1),
     ('"é € 😀 \x7f"'.encode(), -1),
     (b"[" * 512 + b"]" * 512, -1),
     (b'{"k":' * 511 + b"1" + b"}" * 511, 1),
@@ -213,6 +222,21 @@ JSON_BAD = [
     (b"\xef\xbb\xbf1", 0),
     (b"1\x00", 1),
     (b"\xc3\xa9", 0),
+    (b'"\\ud800"', 1),  # lone surrogates (I-JSON): at the escape's backslash
+    (b'"ab\\udc00"', 3),
+    (b'"\\ud800\\u0041"', 1),
+    (b'"\\ud800\\ud800"', 1),
+    (b'"\\uDBFF\\uDbFf"', 1),
+    (b'"\\ud800', 1),
+    (b'"\\ud800\\', 1),
+    (b'"\xc3\\ud800"', 1),  # the first bad byte wins
+    (b'"\\ud800\xc3"', 1),
+    (b"1" * 309, 0),  # numbers of 1e308 or more: at their first byte
+    (b"1" * 5000, 0),
+    (b"1e308", 0),
+    (b"[1, -12e307]", 4),
+    (b"0.1e309", 0),
+    (b"1E+99999999999999999999999", 0),
     (b"[" * 513 + b"]" * 513, 512),
     (b"[" * 100_000, 512),
     (b'{"a":' * 600, 5 * 512),
@@ -231,7 +255,27 @@ def test_json_check_rejects_with_offset(core: ModuleType, text: bytes, offset: i
     with pytest.raises(core.FrameError) as info:
         core.json_check(text)
     assert (info.value.index, info.value.field, info.value.reason) == (-1, "data", "json")
-    assert str(info.value) == f"invalid JSON at byte {offset}"
+    assert str(info.value).partition(":")[0] == f"invalid JSON at byte {offset}"
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (b"[1, 2e308]", "a number of magnitude 1e308 or more"),
+        (b"1" * 5000, "a number of magnitude 1e308 or more"),
+        (b'{"type": "\\ud800"}', "a lone UTF-16 surrogate escape"),
+        (b'"\\uDC00\\uD800"', "a lone UTF-16 surrogate escape"),
+        (b"1 2", None),
+        (b"-01", None),
+        (b'"\\u00e9\\x"', None),
+    ],
+)
+def test_json_check_names_the_i_json_rule(core: ModuleType, text: bytes, rule: str | None) -> None:
+    """A refusal of valid RFC 8259 says which I-JSON rule refused it (issue #30 finding 3)."""
+    with pytest.raises(core.FrameError) as info:
+        core.json_check(text)
+    message = str(info.value)
+    assert (rule in message) if rule else ":" not in message, message
 
 
 def test_json_check_agrees_with_json_module_on_samples(core: ModuleType) -> None:
