@@ -75,12 +75,24 @@ class _Rec:
         if part == PART_DATA:
             obj = self._data
             if obj is _MISSING:
-                obj = self._data = ujson.loads(self.data) if self.data else None
+                obj = self._data = _decoded(self.data)
         else:
             obj = self._meta
             if obj is _MISSING:
-                obj = self._meta = ujson.loads(self.meta) if self.meta else None
+                obj = self._meta = _decoded(self.meta)
         return obj.get(name, _MISSING) if isinstance(obj, dict) else _MISSING
+
+
+def _decoded(raw: bytes | None) -> Any:
+    """A part's value, or None (no members) when no reader can decode it: a record stored
+    before writes refused numbers of 1e308 or more (docs/GUARANTEES.md) must not fail the
+    read, watch or subscription that meets it."""
+    if not raw:
+        return None
+    try:
+        return ujson.loads(raw)
+    except (ValueError, OverflowError):
+        return None
 
 
 class Predicate:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _args
 from ._log import DedupeEntry
+from ._meta_keys import check_client_meta
 from ._names import check_topic_name
 from ._producer_state import ProducerClaim, ProducerState
 from ._producers import check_expected_head, check_producer, producer_arg
@@ -124,6 +125,7 @@ class Writes:
         if expected_head_seq is not None:
             expected_head_seq = _args.u64("expected_head_seq", expected_head_seq)
         jobs = self._job_write_args(dedupe, dedupe_ms, replace)
+        check_client_meta(records)  # before the job options stamp theirs
         self._check_serving()
         # One clock reading serves retention and the batch's ts, unless a wait comes between.
         now = self.clock.now_ms()
