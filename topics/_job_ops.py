@@ -281,9 +281,7 @@ class JobOps:
         dlq = self._app.live_topic(name)
         if target_name is not None:
             self._queue_ops.queue_log(target_name)
-        picked, skipped, named = _select(
-            dlq, limit, origin, spec, target_name, self._app.registry
-        )
+        picked, skipped, named = _select(dlq, limit, origin, spec, target_name, self._app.registry)
         if may_touch is not None:
             # Every queue a record names, live or not: a check of the live ones alone would
             # answer 403 for another tenant's queue and 200 "skipped" for a free name.

@@ -125,7 +125,6 @@ class Writes:
         if expected_head_seq is not None:
             expected_head_seq = _args.u64("expected_head_seq", expected_head_seq)
         jobs = self._job_write_args(dedupe, dedupe_ms, replace)
-        check_client_meta(records)  # before the job options stamp theirs
         self._check_serving()
         # One clock reading serves retention and the batch's ts, unless a wait comes between.
         now = self.clock.now_ms()
@@ -145,6 +144,8 @@ class Writes:
                 return await self._deduped(log, hit, return_seqs, claim if fence else None)
         if expected_head_seq is not None:
             check_expected_head(log, expected_head_seq)
+        # The records' own checks (rule 18's order); before the job options stamp theirs.
+        check_client_meta(records)
         plan = None
         if jobs is not None or log.config.type == "queue":
             records, plan = self._job_ops.plan_jobs(log, records, jobs, now)

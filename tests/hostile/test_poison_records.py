@@ -106,7 +106,7 @@ def test_a_websocket_subscription_outlives_a_poison_publish(target: Target) -> N
             publish = b'{"op": "publish", "request_id": "p%d", "topic": "%s", "records": [%s]}'
             _send(sock, client, (publish % (i, topic.encode(), record)).decode())
             error = _receive(sock, client, lambda m, i=i: m.get("request_id") == f"p{i}")
-            assert error["op"] == "error" and error["code"] == "invalid_request", error
+            assert (error["op"], error["code"]) == ("error", "invalid_request"), error
         good = {"op": "publish", "topic": topic, "records": [{"data": {"n": 2, "after": 1}}]}
         _send(sock, client, json.dumps(good))
         got = _receive(sock, client, lambda m: m.get("op") == "record")

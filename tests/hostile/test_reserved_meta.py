@@ -37,7 +37,7 @@ def test_server_owned_meta_is_refused_over_http(target: Target, forged: str) -> 
         )
         assert r.status_code == 400, r.text
         error = r.json()["error"]
-        assert error["code"] == "invalid_request" and error["detail"]["field"] == "records[1].meta"
+        assert (error["code"], error["detail"]["field"]) == ("invalid_request", "records[1].meta")
         assert http.get(f"/v0/topics/{topic}").json()["head_seq"] == 0
     target.assert_unharmed(own_topics=(topic,))
 
@@ -52,7 +52,7 @@ def test_server_owned_meta_is_refused_over_websocket(target: Target) -> None:
             record = b'{"data": 1, "meta": ' + meta + b"}"
             _send(sock, client, (publish % (i, topic.encode(), record)).decode())
             error = _receive(sock, client, lambda m, i=i: m.get("request_id") == f"p{i}")
-            assert error["op"] == "error" and error["code"] == "invalid_request", error
+            assert (error["op"], error["code"]) == ("error", "invalid_request"), error
         _send(sock, client, json.dumps({"op": "ping", "request_id": "alive"}))
         assert _receive(sock, client, lambda m: m.get("request_id") == "alive")["op"] == "pong"
     target.assert_unharmed(own_topics=(topic,))
