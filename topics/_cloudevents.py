@@ -70,7 +70,7 @@ def rfc3339(ts_ms: int) -> str:
 
 def _event_type(meta: object, type_field: str) -> bytes:
     """The event's ``type`` as JSON text (rule 2). Meta no reader can decode (a record
-    stored before the write check refused lone surrogates and numbers of 1e308 or more,
+    stored before the write check refused lone surrogates and 309-digit integers,
     docs/GUARANTEES.md) gives ``DEFAULT_TYPE``: one such record must not fail the answer
     or the watch that carries every other event."""
     if isinstance(meta, bytes):

@@ -85,7 +85,7 @@ class _Rec:
 
 def _decoded(raw: bytes | None) -> Any:
     """A part's value, or None (no members) when no reader can decode it: a record stored
-    before writes refused numbers of 1e308 or more (docs/GUARANTEES.md) must not fail the
+    before writes refused 309-digit integers (docs/GUARANTEES.md) must not fail the
     read, watch or subscription that meets it."""
     if not raw:
         return None
@@ -122,7 +122,12 @@ class Predicate:
     def __call__(
         self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None
     ) -> bool:
-        return self._test(_Rec(node, tag, meta, data))
+        try:
+            return self._test(_Rec(node, tag, meta, data))
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            # A record no test can read does not match (docs/GUARANTEES.md "Stored data
+            # stays readable"): one record must not fail the read or watch carrying the rest.
+            return False
 
 
 def compile_where(value: object, field: str = "where") -> Predicate | None:

@@ -8,11 +8,11 @@
 
 cdef enum:
     _MAX_DEPTH = 512
-    # Numbers of magnitude 1e308 or more are refused (I-JSON, RFC 7493 section 2.2: every
-    # reader holds a number below that as an IEEE double, and an integer of at most 308
-    # digits as an exact integer where it has them; Python's int() stops at 4300).
-    _MAX_SCALE = 308
-    _EXP_CAP = 100000000
+    # A number whose integer part has more digits is refused: it is beyond every IEEE
+    # double (a JavaScript reader gets Infinity), and Python's int() stops at 4300 digits,
+    # so a 5000-digit integer failed every reader that decoded it (issue #30, I-JSON's
+    # RFC 7493 section 2.2). Fractions and exponents parse as floats, in linear time.
+    _MAX_INT_DIGITS = 308
 
 # String bytes: 0 plain ASCII, 1 '"', 2 '\\', 3 control (< 0x20), 4 start of UTF-8.
 cdef unsigned char _STR_CLASS[256]
@@ -34,7 +34,7 @@ cdef void _init_json_tables() noexcept:
 
 _init_json_tables()
 
-_NUMBER_RULE = "a number of magnitude 1e308 or more (I-JSON: beyond what a double holds)"
+_NUMBER_RULE = "a number with more than 308 integer digits (I-JSON: beyond any double)"
 _SURROGATE_RULE = "a lone UTF-16 surrogate escape (I-JSON: no reader can decode it)"
 
 
@@ -204,19 +204,17 @@ cdef inline Py_ssize_t _digits(const unsigned char* s, Py_ssize_t pos, Py_ssize_
 
 
 cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """Scan a number; ~start when its magnitude is MAX_MAGNITUDE or more (an error at its
-    first byte). ``scale`` is the decimal exponent just above the value, counted from the
-    text: the integer digits, or minus the fraction's leading zeros, plus the exponent
-    (saturated, so a thousand-digit exponent cannot wrap)."""
-    cdef Py_ssize_t stop, k, start = pos, scale = 0, exp = 0
-    cdef bint nonzero = False, negative = False
+    """Scan a number; ~start (an error at its first byte) when its integer part has more
+    than _MAX_INT_DIGITS digits."""
+    cdef Py_ssize_t stop, start = pos
     if s[pos] == c'-':
         pos += 1
     if pos < n and s[pos] == c'0':
         pos += 1
     elif pos < n and c'1' <= s[pos] <= c'9':
         stop = _digits(s, pos + 1, n)
-        scale, nonzero = stop - pos, True
+        if stop - pos > _MAX_INT_DIGITS:
+            return ~start
         pos = stop
     else:
         return ~pos
@@ -224,27 +222,15 @@ cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t 
         stop = _digits(s, pos + 1, n)
         if stop == pos + 1:
             return ~stop
-        if not nonzero:
-            k = pos + 1
-            while k < stop and s[k] == c'0':
-                k += 1
-            if k < stop:
-                scale, nonzero = pos + 1 - k, True
         pos = stop
     if pos < n and (s[pos] == c'e' or s[pos] == c'E'):
         pos += 1
         if pos < n and (s[pos] == c'+' or s[pos] == c'-'):
-            negative = s[pos] == c'-'
             pos += 1
         stop = _digits(s, pos, n)
         if stop == pos:
             return ~pos
-        for k in range(pos, stop):
-            if exp < _EXP_CAP:
-                exp = exp * 10 + (s[k] - c'0')
         pos = stop
-    if nonzero and scale + (-exp if negative else exp) > _MAX_SCALE:
-        return ~start
     return pos
 
 

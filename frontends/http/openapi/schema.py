@@ -106,8 +106,8 @@ def _primitives() -> dict[str, Schema]:
         "AnyJson": {
             "description": "Any JSON value (object, array, string, number, bool, null), stored "
             "and returned byte-verbatim, never parsed for shape (§0.3). I-JSON's limits hold "
-            "on write: a lone UTF-16 surrogate escape or a number of magnitude 1e308 or more "
-            "is 400 invalid_request."
+            "on write: a lone UTF-16 surrogate escape or a number whose integer part has more "
+            "than 308 digits is 400 invalid_request."
         },
         "Match": {
             "description": 'A tag predicate (§5): ["tag","Eq","X"] exact, ["tag","Glob","P*"] '
