@@ -196,3 +196,22 @@ async def test_reads_carry_on_past_records_an_older_version_stored(
         DEFAULT_TYPE,
         "ok",
     ]
+
+
+@pytest.mark.parametrize(
+    "metas",
+    [
+        [{"a": 1}, b'{"$x": 1}'],  # the batch's fast paths fall through to the exact walk
+        [b"{}", {"$x": 1}],
+        [bytearray(b'{"a": "$"}'), memoryview(b'{"\\u0024x": 1}')],
+        [b'{"a": 1}', None, b'{"b": 2, "$x": 1}'],
+    ],
+)
+def test_the_check_finds_a_reserved_key_whatever_the_batch_mixes(metas: list[Any]) -> None:
+    from topics._meta_keys import check_client_meta
+
+    records = [{"data": 1} if m is None else {"data": 1, "meta": m} for m in metas]
+    with pytest.raises(InvalidRequestError) as info:
+        check_client_meta(records)
+    assert info.value.detail["field"] == f"records[{len(metas) - 1}].meta"
+    check_client_meta(records[:-1])  # the rest is the client's own
