@@ -215,3 +215,41 @@ def test_the_check_finds_a_reserved_key_whatever_the_batch_mixes(metas: list[Any
         check_client_meta(records)
     assert info.value.detail["field"] == f"records[{len(metas) - 1}].meta"
     check_client_meta(records[:-1])  # the rest is the client's own
+
+
+# -- a watch carries on past a record it cannot render -------------------------------------
+
+
+async def test_a_watch_turns_a_record_it_cannot_render_into_an_unreadable_tombstone(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth (topics/_watch_feed.py rule 9): whatever makes one record fail its
+    rendering, the stream gets the records around it and a tombstone of its seq alone."""
+    from topics import _watch_topic
+    from topics.watch_types import CaughtUpEvent, RecordBatch, TombstoneEvent
+
+    from .test_watch_hub import drain, kinds, open_session
+
+    real = _watch_topic.to_cloudevents
+
+    def fragile(topic: str, records_json: bytes, type_field: str = "type") -> bytes:
+        if b'"poison"' in records_json:
+            raise ValueError("a record no reader can render")
+        return real(topic, records_json, type_field)
+
+    monkeypatch.setattr(_watch_topic, "to_cloudevents", fragile)
+    await engine.write("t", [{"data": 1}, {"data": 2}, {"data": "poison"}, {"data": 4}])
+    stream = await open_session(engine, {"t": {"from_seq": 0}}, format="cloudevents")
+    events = await drain(stream.feed)
+    assert kinds(events) == ["RecordBatch", "TombstoneEvent", "RecordBatch", "CaughtUpEvent"]
+    tomb = events[1]
+    assert isinstance(tomb, TombstoneEvent)
+    assert (tomb.tombstone.gap_from, tomb.tombstone.gap_to, tomb.cursor) == (3, 3, 3)
+    assert tomb.tombstone.reason == "unreadable"
+    delivered = [e for e in events if isinstance(e, RecordBatch)]
+    got = [ev["topicsseq"] for b in delivered for ev in ujson.loads(b.records_json)]
+    assert got == [1, 2, 4]
+    assert events[-1] == CaughtUpEvent("t", 4, 4)
+    await engine.write("t", [{"data": 5}])  # live delivery goes on
+    after = await drain(stream.feed)
+    assert kinds(after) == ["RecordBatch"]
