@@ -141,22 +141,23 @@ cdef inline int _code_unit(const unsigned char* s, Py_ssize_t pos) noexcept nogi
 
 
 cdef Py_ssize_t _surrogates(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """Past the \\uXXXX escape at pos, or ~pos when it is a lone surrogate (I-JSON, RFC 7493
-    section 2.1: a high surrogate must be followed by a \\u low one, and a low one must
-    follow a high one). A lone surrogate has no Unicode scalar value, so no reader could
-    decode it to text: it is refused at write like bad UTF-8."""
+    """Past the \\uXXXX escape at pos, or ~(pos + 1) when it is a lone surrogate (I-JSON,
+    RFC 7493 section 2.1: a high surrogate must be followed by a \\u low one, and a low one
+    must follow a high one). A lone surrogate has no Unicode scalar value, so no reader
+    could decode it to text: it is refused at write like bad UTF-8. The error is at the
+    escape's "u", where no other error can be, so _json_message can name the rule."""
     cdef int unit = _code_unit(s, pos), low
     cdef Py_ssize_t k
     if unit < 0xD800 or unit > 0xDFFF:
         return pos + 6
     if unit >= 0xDC00 or pos + 12 > n or s[pos + 6] != c'\\' or s[pos + 7] != c'u':
-        return ~pos
+        return ~(pos + 1)
     for k in range(pos + 8, pos + 12):
         if not _IS_HEX[s[k]]:
-            return ~pos
+            return ~(pos + 1)
     low = _code_unit(s, pos + 6)
     if low < 0xDC00 or low > 0xDFFF:
-        return ~pos
+        return ~(pos + 1)
     return pos + 12
 
 
@@ -204,9 +205,10 @@ cdef inline Py_ssize_t _digits(const unsigned char* s, Py_ssize_t pos, Py_ssize_
 
 
 cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """Scan a number; ~start (an error at its first byte) when its integer part has more
-    than _MAX_INT_DIGITS digits."""
-    cdef Py_ssize_t stop, start = pos
+    """Scan a number; an error at its first integer digit past _MAX_INT_DIGITS when its
+    integer part is longer (no other error can follow that many digits, so
+    _json_message can name the rule)."""
+    cdef Py_ssize_t stop
     if s[pos] == c'-':
         pos += 1
     if pos < n and s[pos] == c'0':
@@ -214,7 +216,7 @@ cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t 
     elif pos < n and c'1' <= s[pos] <= c'9':
         stop = _digits(s, pos + 1, n)
         if stop - pos > _MAX_INT_DIGITS:
-            return ~start
+            return ~(pos + _MAX_INT_DIGITS)
         pos = stop
     else:
         return ~pos
@@ -383,13 +385,11 @@ cdef str _json_message(const unsigned char* s, Py_ssize_t n, Py_ssize_t err):
     """The error for a scan that failed at ``err``, naming the I-JSON rule when that is
     what failed (the offset alone would puzzle a client whose JSON is valid RFC 8259)."""
     cdef Py_ssize_t k
-    if err < n and (s[err] == c'-' or c'0' <= s[err] <= c'9'):
-        if _scan_number(s, err, n) == ~err:
-            return f"invalid JSON at byte {err}: {_NUMBER_RULE}"
-    elif err + 6 <= n and s[err] == c'\\' and s[err + 1] == c'u':
-        for k in range(err + 2, err + 6):
-            if not _IS_HEX[s[k]]:
+    if err >= 1 and err < n and s[err] == c'u' and s[err - 1] == c'\\':
+        return f"invalid JSON at byte {err}: {_SURROGATE_RULE}"
+    if err >= _MAX_INT_DIGITS and err < n and c'0' <= s[err] <= c'9':
+        for k in range(err - _MAX_INT_DIGITS, err):
+            if not c'0' <= s[k] <= c'9':
                 return f"invalid JSON at byte {err}"
-        if _surrogates(s, err, n) == ~err:
-            return f"invalid JSON at byte {err}: {_SURROGATE_RULE}"
+        return f"invalid JSON at byte {err}: {_NUMBER_RULE}"
     return f"invalid JSON at byte {err}"

@@ -57,21 +57,20 @@ def _string(buf: bytes, pos: int) -> int:
 
 
 def _lone_surrogate(buf: bytes, start: int, stop: int) -> int | None:
-    """The offset of the first lone surrogate escape in a string body, or None (the C
+    """The offset of the "u" of the first lone surrogate escape in a string body, or None (the C
     scanner's _surrogates: I-JSON refuses them, no reader can decode one to text)."""
     if buf.find(b"\\u", start, stop) < 0:
         return None
     for m in _ESCAPE.finditer(buf, start, stop):
         if m.group(1) is not None:
-            return m.start()
+            return m.start() + 1  # at its "u", as the C scanner reports it
     return None
 
 
 def _number(buf: bytes, pos: int) -> int:
-    """Scan a number; refused at its first byte when its integer part has more than
-    _MAX_INT_DIGITS digits (the C scanner's rule)."""
+    """Scan a number; refused at its first integer digit past _MAX_INT_DIGITS when its
+    integer part is longer (the C scanner's rule)."""
     end = len(buf)
-    start = pos
     if buf[pos] == 0x2D:
         pos += 1
     if pos < end and buf[pos] == 0x30:
@@ -79,7 +78,7 @@ def _number(buf: bytes, pos: int) -> int:
     elif pos < end and 0x31 <= buf[pos] <= 0x39:
         stop = _DIGITS.match(buf, pos + 1).end()  # type: ignore[union-attr]
         if stop - pos > _MAX_INT_DIGITS:
-            raise _json_fail(start)
+            raise _json_fail(pos + _MAX_INT_DIGITS)
         pos = stop
     else:
         raise _json_fail(pos)
@@ -175,21 +174,20 @@ def _value(buf: bytes, pos: int) -> tuple[int, int]:
 
 _NUMBER_RULE = "a number with more than 308 integer digits (I-JSON: beyond any double)"
 _SURROGATE_RULE = "a lone UTF-16 surrogate escape (I-JSON: no reader can decode it)"
-_HIGH_ESCAPE = re.compile(rb"\\u[0-9a-fA-F]{4}")
+_DIGIT_RUN = re.compile(rb"[0-9]+")
 
 
 def _json_message(buf: bytes, err: int) -> str:
     """The error for a scan that failed at ``err``, naming the I-JSON rule when that is
-    what failed (the C scanner's _json_message)."""
+    what failed (the C scanner's _json_message: a lone surrogate fails at the escape's
+    "u", a long integer at its digit past the limit, where no other error can be)."""
     at = f"invalid JSON at byte {err}"
-    if err < len(buf) and (buf[err] == 0x2D or 0x30 <= buf[err] <= 0x39):
-        try:
-            _number(buf, err)
-        except FrameError as exc:
-            if str(exc) == at:
-                return f"{at}: {_NUMBER_RULE}"
-    elif _HIGH_ESCAPE.match(buf, err) and _lone_surrogate(buf, err, err + 12) == err:
+    if 1 <= err < len(buf) and buf[err] == 0x75 and buf[err - 1] == 0x5C:
         return f"{at}: {_SURROGATE_RULE}"
+    if _MAX_INT_DIGITS <= err < len(buf) and _DIGIT_RUN.fullmatch(
+        buf, err - _MAX_INT_DIGITS, err + 1
+    ):
+        return f"{at}: {_NUMBER_RULE}"
     return at
 
 

@@ -220,19 +220,19 @@ JSON_BAD = [
     (b"\xef\xbb\xbf1", 0),
     (b"1\x00", 1),
     (b"\xc3\xa9", 0),
-    (b'"\\ud800"', 1),  # lone surrogates (I-JSON): at the escape's backslash
-    (b'"ab\\udc00"', 3),
-    (b'"\\ud800\\u0041"', 1),
-    (b'"\\ud800\\ud800"', 1),
-    (b'"\\uDBFF\\uDbFf"', 1),
-    (b'"\\ud800', 1),
-    (b'"\\ud800\\', 1),
+    (b'"\\ud800"', 2),  # lone surrogates (I-JSON): at the escape's "u"
+    (b'"ab\\udc00"', 4),
+    (b'"\\ud800\\u0041"', 2),
+    (b'"\\ud800\\ud800"', 2),
+    (b'"\\uDBFF\\uDbFf"', 2),
+    (b'"\\ud800', 2),
+    (b'"\\ud800\\', 2),
     (b'"\xc3\\ud800"', 1),  # the first bad byte wins
-    (b'"\\ud800\xc3"', 1),
-    (b"1" * 309, 0),  # more than 308 integer digits: at the number's first byte
-    (b"1" * 5000, 0),
-    (b"[1, -" + b"1" * 309 + b".5e-400]", 4),
-    (b"1" * 309 + b"x", 0),
+    (b'"\\ud800\xc3"', 2),
+    (b"1" * 309, 308),  # more than 308 integer digits: at the first digit too many
+    (b"1" * 5000, 308),
+    (b"[1, -" + b"1" * 309 + b".5e-400]", 313),
+    (b"1" * 309 + b"x", 308),
     (b"[" * 513 + b"]" * 513, 512),
     (b"[" * 100_000, 512),
     (b'{"a":' * 600, 5 * 512),
@@ -262,6 +262,9 @@ def test_json_check_rejects_with_offset(core: ModuleType, text: bytes, offset: i
         (b'{"type": "\\ud800"}', "a lone UTF-16 surrogate escape"),
         (b'"\\uDC00\\uD800"', "a lone UTF-16 surrogate escape"),
         (b"1 2", None),
+        (b"[1 " + b"2" * 309 + b"]", None),  # the missing comma, not the long number
+        (b"[" + b"1" * 308, None),  # the missing "]"
+        (b"[\\ud800]", None),  # an escape outside a string is just a bad value
         (b"-01", None),
         (b'"\\u00e9\\x"', None),
     ],
