@@ -35,6 +35,7 @@ __all__ = ["DEFAULT_TYPE", "DEFAULT_TYPE_FIELD", "FORMATS", "check_format", "to_
 DEFAULT_TYPE = "topics.record"
 DEFAULT_TYPE_FIELD = "type"
 FORMATS = ("records", "cloudevents")
+_DEFAULT_TYPE_JSON = b'"' + DEFAULT_TYPE.encode() + b'"'
 
 
 def check_format(value: object, type_field: object) -> tuple[str, str]:
@@ -67,6 +68,22 @@ def rfc3339(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
+def _event_type(meta: object, type_field: str) -> bytes:
+    """The event's ``type`` as JSON text (rule 2). Meta no reader can decode (a record
+    stored before the write check refused lone surrogates and 309-digit integers,
+    docs/GUARANTEES.md) gives ``DEFAULT_TYPE``: one such record must not fail the answer
+    or the watch that carries every other event."""
+    if isinstance(meta, bytes):
+        try:
+            m = ujson.loads(meta)
+            t = m.get(type_field) if isinstance(m, dict) else None
+            if isinstance(t, str) and t:
+                return _dumps(t)
+        except (ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
+            pass
+    return _DEFAULT_TYPE_JSON
+
+
 def to_cloudevents(topic: str, records_json: bytes, type_field: str = DEFAULT_TYPE_FIELD) -> bytes:
     """Turn a rendered records array (with data, meta and tags) into an events array."""
     records, _ = split_write_body(b'{"records":' + records_json + b"}")
@@ -77,13 +94,6 @@ def to_cloudevents(topic: str, records_json: bytes, type_field: str = DEFAULT_TY
     out: list[bytes] = []
     for rec in records:
         seq = rec["$seq"]
-        meta = rec.get("meta")
-        ev_type = DEFAULT_TYPE
-        if isinstance(meta, bytes):
-            m = ujson.loads(meta)
-            t = m.get(type_field) if isinstance(m, dict) else None
-            if isinstance(t, str) and t:
-                ev_type = t
         parts = [
             b'{"specversion":"1.0","id":',
             prefix,
@@ -91,7 +101,7 @@ def to_cloudevents(topic: str, records_json: bytes, type_field: str = DEFAULT_TY
             b'","source":',
             source,
             b',"type":',
-            _dumps(ev_type),
+            _event_type(rec.get("meta"), type_field),
             b',"time":"',
             rfc3339(_int(rec["$ts"])).encode(),
             b'","datacontenttype":"application/json"',

@@ -281,9 +281,11 @@ class JobOps:
         dlq = self._app.live_topic(name)
         if target_name is not None:
             self._queue_ops.queue_log(target_name)
-        picked, skipped = _select(dlq, limit, origin, spec, target_name, self._app.registry)
+        picked, skipped, named = _select(dlq, limit, origin, spec, target_name, self._app.registry)
         if may_touch is not None:
-            for target in {t for _, t in picked}:
+            # Every queue a record names, live or not: a check of the live ones alone would
+            # answer 403 for another tenant's queue and 200 "skipped" for a free name.
+            for target in sorted(named):
                 if not may_touch(target):
                     raise ForbiddenError(
                         f'api key may not touch "{target}" (the redrive target): outside '
@@ -434,12 +436,13 @@ def _select(
     spec: _args.MatchSpec | None,
     to: str | None,
     registry: TopicRegistry,
-) -> tuple[list[tuple[int, str]], int]:
-    """(seq, target) of up to ``limit`` live jobs in seq order that pass the filter, and
-    how many passed it but cannot move (no origin and no ``to``, or the origin is no
-    longer a queue)."""
+) -> tuple[list[tuple[int, str]], int, set[str]]:
+    """(seq, target) of up to ``limit`` live jobs in seq order that pass the filter, how
+    many passed it but cannot move (no origin and no ``to``, or the origin is no longer a
+    queue), and every target those jobs name, whether it exists or not."""
     picked: list[tuple[int, str]] = []
     skipped = 0
+    named: set[str] = set()
     for seg in list(dlq.segments):
         idx = seg.first_live(0)
         while idx < seg.count and len(picked) < limit:
@@ -452,6 +455,8 @@ def _select(
                 idx = seg.first_live(idx + 1)
                 continue
             target = to if to is not None else source
+            if target is not None:
+                named.add(target)
             dest = registry.get(target) if target is not None else None
             if target is None or dest is None or dest.config.type != "queue":
                 skipped += 1
@@ -460,7 +465,7 @@ def _select(
             idx = seg.first_live(idx + 1)
         if len(picked) >= limit:
             break
-    return picked, skipped
+    return picked, skipped, named
 
 
 def _tag_matches(tag: bytes | None, spec: _args.MatchSpec) -> bool:

@@ -55,6 +55,7 @@ import ujson
 
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, SegmentBuffer
 from ._log import TopicLog
+from ._meta_keys import ServerMeta
 from ._queue_jobs import DedupeKeys, Schedule, Stamps, scan_log
 
 if TYPE_CHECKING:
@@ -587,9 +588,9 @@ def stamp_dead_letter_meta(meta: bytes | None, source: str, deliveries: int, seq
         seq,
     )
     if meta is None:
-        return b"{" + stamps + b"}"
+        return ServerMeta(b"{" + stamps + b"}")
     body = bytes(meta).strip()
     inner = body[1:-1].strip()
     if not inner:
-        return b"{" + stamps + b"}"
-    return b"{" + inner + b"," + stamps + b"}"
+        return ServerMeta(b"{" + stamps + b"}")
+    return ServerMeta(b"{" + inner + b"," + stamps + b"}")

@@ -198,14 +198,25 @@ def read_stamps(meta: object) -> Stamps | None:
         return None
     if not isinstance(value, dict):
         return None
-    at = value.get(DELIVER_AT)
     key = value.get(DEDUPE_KEY)
-    until = value.get(DEDUPE_UNTIL)
     return (
-        at if type(at) is int else None,
+        _stamp_ms(value.get(DELIVER_AT)),
         key if isinstance(key, str) else None,
-        until if type(until) is int else None,
+        _stamp_ms(value.get(DEDUPE_UNTIL)),
     )
+
+
+#: The latest time a stamp may name. Clients cannot write stamps (topics/_meta_keys.py), but
+#: a record stored before that rule could carry any integer, and a 400-digit one made the
+#: wait computations (ms / 1000 as a float) raise OverflowError on every /work poll.
+_STAMP_MS_MAX = (1 << 63) - 1
+
+
+def _stamp_ms(value: object) -> int | None:
+    """A stamp's time clamped to [0, 2**63 - 1] ms (never earlier than it says), or None."""
+    if type(value) is not int:
+        return None
+    return value if 0 <= value <= _STAMP_MS_MAX else min(max(value, 0), _STAMP_MS_MAX)
 
 
 def scan_log(log: TopicLog) -> Iterator[tuple[int, bool, Stamps]]:

@@ -13,10 +13,15 @@ Rules (numbered as the hub's, whose docstring lists them all):
    (cap/ttl/mixed) is reported as ``from_seq_too_old`` (the cursor fell off the start
    before this stream began); later ones keep the engine's reason, as do ``recreated`` and
    gap markers (``source_trim``).
+9. A read that raises (a record stored by an older version that no reader can render,
+   docs/GUARANTEES.md "Stored data stays readable") does not end the stream: the failing
+   record becomes a tombstone of its own seq with reason ``unreadable`` and the cursor
+   moves on (``_past_unreadable``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import trio
 
 from ._watch_guard import FirstRead, first_read
+from ._watch_topic import Outcome
 from .types import Tombstone, TombstoneReason
 from .watch_types import (
     CaughtUpEvent,
@@ -42,6 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["FeedOptions", "FeedTopic", "GroupSink", "WatchFeed"]
 
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
+_log = logging.getLogger(__name__)
+#: Rule 9: single-seq reads one failed read may take to find the record that fails.
+_PROBES = 256
 
 
 class GroupSink(Protocol):
@@ -236,6 +245,47 @@ class WatchFeed:
 
     # -- internals --------------------------------------------------------------------
 
+    def _past_unreadable(self, ft: FeedTopic, upto: int) -> Outcome:
+        """Rule 9: the read of ``ft`` up to ``upto`` raised. Probe one seq at a time for
+        the first record that fails; the records before it go out as one read, as they
+        would have, and the failing one becomes a tombstone of its own seq (``unreadable``)
+        on the next poll, so the cursor moves past it."""
+        _log.exception(
+            "watch read of %s after seq %d failed; skipping what fails", ft.name, ft.cursor
+        )
+        hub, log, start = self._hub, ft.log, ft.cursor
+        seq, failed = start, False
+        try:
+            # Bounded, so a long backlog costs this poll at most _PROBES reads; the
+            # records probed fine go out and the next poll probes on from there.
+            for _ in range(_PROBES):
+                if seq >= upto:
+                    break
+                ft.cursor = seq
+                try:
+                    step = hub.read(ft, seq + 1).next_from_seq
+                except Exception:
+                    failed = True
+                    break
+                if step <= seq:
+                    break
+                seq = step
+        finally:
+            ft.cursor = start
+        if failed and seq == start:
+            bad = start + 1
+            tomb = Tombstone(bad, bad, "unreadable", 1, log.earliest, log.head)
+            return Outcome(tomb, None, bad, bad >= upto, upto)
+        # The good records before the failing one (or, when no single record fails, the
+        # first one alone: progress either way).
+        try:
+            part = hub.read(ft, seq if seq > start else start + 1)
+        except Exception:
+            part = hub.read(ft, start + 1)
+        # Caught up only if that read reached ``upto`` itself (it was asked for less).
+        caught_up = part.caught_up and part.next_from_seq >= upto
+        return replace(part, caught_up=caught_up, head_seq=upto)
+
     def _mark(self, ft: FeedTopic) -> None:
         self.marked[ft] = None
         if self._event is not None:
@@ -273,7 +323,10 @@ class WatchFeed:
             ft.first = False
             if ft.guard is not None:
                 first_read(ft, upto, out)  # topic-added, the backlog guard
-        outcome = hub.read(ft, upto)
+        try:
+            outcome = hub.read(ft, upto)
+        except Exception:  # one record no reader can render must not end the stream
+            outcome = self._past_unreadable(ft, upto)
         tomb = outcome.tombstone
         if tomb is not None:
             if first and tomb.reason in _LOSS:

@@ -101,12 +101,24 @@ class _Rec:
         if part == PART_DATA:
             obj = self._data
             if obj is _MISSING:
-                obj = self._data = ujson.loads(self.data) if self.data else None
+                obj = self._data = _decoded(self.data)
         else:
             obj = self._meta
             if obj is _MISSING:
-                obj = self._meta = ujson.loads(self.meta) if self.meta else None
+                obj = self._meta = _decoded(self.meta)
         return obj.get(name, _MISSING) if isinstance(obj, dict) else _MISSING
+
+
+def _decoded(raw: bytes | None) -> Any:
+    """A part's value, or None (no members) when no reader can decode it: a record stored
+    before writes refused 309-digit integers (docs/GUARANTEES.md) must not fail the
+    read, watch or subscription that meets it."""
+    if not raw:
+        return None
+    try:
+        return ujson.loads(raw)
+    except (ValueError, OverflowError):
+        return None
 
 
 class Predicate:
@@ -138,7 +150,12 @@ class Predicate:
     def __call__(
         self, node: bytes | None, tag: bytes | None, meta: bytes | None, data: bytes | None
     ) -> bool:
-        return self._test(_Rec(node, tag, meta, data))
+        try:
+            return self._test(_Rec(node, tag, meta, data))
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            # A record no test can read does not match (docs/GUARANTEES.md "Stored data
+            # stays readable"): one record must not fail the read or watch carrying the rest.
+            return False
 
     def for_source(self, source: object) -> Predicate:
         """This plan with another ``source`` (a cached plan given to a new request)."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _args
 from ._log import DedupeEntry
+from ._meta_keys import check_client_meta
 from ._names import check_topic_name
 from ._producer_state import ProducerClaim, ProducerState
 from ._producers import check_expected_head, check_producer, producer_arg
@@ -143,6 +144,8 @@ class Writes:
                 return await self._deduped(log, hit, return_seqs, claim if fence else None)
         if expected_head_seq is not None:
             check_expected_head(log, expected_head_seq)
+        # The records' own checks (rule 18's order); before the job options stamp theirs.
+        check_client_meta(records)
         plan = None
         if jobs is not None or log.config.type == "queue":
             records, plan = self._job_ops.plan_jobs(log, records, jobs, now)

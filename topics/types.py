@@ -32,7 +32,15 @@ __all__ = [
 ]
 
 TombstoneReason = Literal[
-    "cap", "ttl", "mixed", "recreated", "source_trim", "crash", "restart", "from_seq_too_old"
+    "cap",
+    "ttl",
+    "mixed",
+    "recreated",
+    "source_trim",
+    "crash",
+    "restart",
+    "from_seq_too_old",
+    "unreadable",
 ]
 
 

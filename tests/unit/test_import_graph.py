@@ -60,6 +60,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"topics\.config",
             r"topics\.settings",
             r"topics\.record_fields",
+            r"topics\._meta_keys",
             r"topics\.auth",
             r"topics\._where",
             r"topics\._where_program",

@@ -139,7 +139,9 @@ cdef Py_ssize_t _checked(const char* p, Py_ssize_t n, Py_ssize_t index, str fiel
     cdef Py_ssize_t members
     cdef Py_ssize_t err = _scan(p, n, &members)
     if err >= 0:
-        raise _record_error(index, field, "json", f"invalid JSON at byte {err}")
+        raise _record_error(
+            index, field, "json", _json_message(<const unsigned char*>p, n, err)
+        )
     return members
 
 

@@ -239,13 +239,16 @@ def json_check(data):
     """Check that ``data`` is exactly one JSON value; see _ext.pyi."""
     cdef Py_buffer view
     cdef Py_ssize_t members, err
+    cdef str message
     _get_buffer(data, &view)
     try:
         err = _scan(<const char*>view.buf, view.len, &members)
+        if err >= 0:
+            message = _json_message(<const unsigned char*>view.buf, view.len, err)
     finally:
         PyBuffer_Release(&view)
     if err >= 0:
-        raise FrameError(f"invalid JSON at byte {err}", -1, "data", "json")
+        raise FrameError(message, -1, "data", "json")
     return members
 
 

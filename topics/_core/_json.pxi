@@ -8,6 +8,11 @@
 
 cdef enum:
     _MAX_DEPTH = 512
+    # A number whose integer part has more digits is refused: it is beyond every IEEE
+    # double (a JavaScript reader gets Infinity), and Python's int() stops at 4300 digits,
+    # so a 5000-digit integer failed every reader that decoded it (issue #30, I-JSON's
+    # RFC 7493 section 2.2). Fractions and exponents parse as floats, in linear time.
+    _MAX_INT_DIGITS = 308
 
 # String bytes: 0 plain ASCII, 1 '"', 2 '\\', 3 control (< 0x20), 4 start of UTF-8.
 cdef unsigned char _STR_CLASS[256]
@@ -28,6 +33,9 @@ cdef void _init_json_tables() noexcept:
 
 
 _init_json_tables()
+
+_NUMBER_RULE = "a number with more than 308 integer digits (I-JSON: beyond any double)"
+_SURROGATE_RULE = "a lone UTF-16 surrogate escape (I-JSON: no reader can decode it)"
 
 
 cdef inline uint64_t _zero_bytes(uint64_t v) noexcept nogil:
@@ -120,6 +128,39 @@ cdef inline Py_ssize_t _ws(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n)
     return pos
 
 
+cdef inline int _hex_value(unsigned char c) noexcept nogil:
+    if c <= c'9':
+        return c - c'0'
+    return (c | 0x20) - c'a' + 10
+
+
+cdef inline int _code_unit(const unsigned char* s, Py_ssize_t pos) noexcept nogil:
+    """The UTF-16 code unit of the \\uXXXX escape at pos (its four hex digits checked)."""
+    return (_hex_value(s[pos + 2]) << 12 | _hex_value(s[pos + 3]) << 8
+            | _hex_value(s[pos + 4]) << 4 | _hex_value(s[pos + 5]))
+
+
+cdef Py_ssize_t _surrogates(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Past the \\uXXXX escape at pos, or ~(pos + 1) when it is a lone surrogate (I-JSON,
+    RFC 7493 section 2.1: a high surrogate must be followed by a \\u low one, and a low one
+    must follow a high one). A lone surrogate has no Unicode scalar value, so no reader
+    could decode it to text: it is refused at write like bad UTF-8. The error is at the
+    escape's "u", where no other error can be, so _json_message can name the rule."""
+    cdef int unit = _code_unit(s, pos), low
+    cdef Py_ssize_t k
+    if unit < 0xD800 or unit > 0xDFFF:
+        return pos + 6
+    if unit >= 0xDC00 or pos + 12 > n or s[pos + 6] != c'\\' or s[pos + 7] != c'u':
+        return ~(pos + 1)
+    for k in range(pos + 8, pos + 12):
+        if not _IS_HEX[s[k]]:
+            return ~(pos + 1)
+    low = _code_unit(s, pos + 6)
+    if low < 0xDC00 or low > 0xDFFF:
+        return ~(pos + 1)
+    return pos + 12
+
+
 cdef Py_ssize_t _scan_string(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
     """s[pos] is an opening quote."""
     cdef unsigned char kind
@@ -148,7 +189,9 @@ cdef Py_ssize_t _scan_string(const unsigned char* s, Py_ssize_t pos, Py_ssize_t 
                     return ~n
                 if not _IS_HEX[s[k]]:
                     return ~k
-            pos += 6
+            pos = _surrogates(s, pos, n)
+            if pos < 0:
+                return pos
         elif _SIMPLE_ESCAPE[s[pos + 1]]:
             pos += 2
         else:
@@ -162,13 +205,19 @@ cdef inline Py_ssize_t _digits(const unsigned char* s, Py_ssize_t pos, Py_ssize_
 
 
 cdef Py_ssize_t _scan_number(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Scan a number; an error at its first integer digit past _MAX_INT_DIGITS when its
+    integer part is longer (no other error can follow that many digits, so
+    _json_message can name the rule)."""
     cdef Py_ssize_t stop
     if s[pos] == c'-':
         pos += 1
     if pos < n and s[pos] == c'0':
         pos += 1
     elif pos < n and c'1' <= s[pos] <= c'9':
-        pos = _digits(s, pos + 1, n)
+        stop = _digits(s, pos + 1, n)
+        if stop - pos > _MAX_INT_DIGITS:
+            return ~(pos + _MAX_INT_DIGITS)
+        pos = stop
     else:
         return ~pos
     if pos < n and s[pos] == c'.':
@@ -330,3 +379,17 @@ cdef Py_ssize_t _split_array(const unsigned char* s, Py_ssize_t n, Py_ssize_t co
         spans[j].start, spans[j].size = pos + 1, end - pos - 1
         pos = end
     return count if pos == n - 1 else 0
+
+
+cdef str _json_message(const unsigned char* s, Py_ssize_t n, Py_ssize_t err):
+    """The error for a scan that failed at ``err``, naming the I-JSON rule when that is
+    what failed (the offset alone would puzzle a client whose JSON is valid RFC 8259)."""
+    cdef Py_ssize_t k
+    if err >= 1 and err < n and s[err] == c'u' and s[err - 1] == c'\\':
+        return f"invalid JSON at byte {err}: {_SURROGATE_RULE}"
+    if err >= _MAX_INT_DIGITS and err < n and c'0' <= s[err] <= c'9':
+        for k in range(err - _MAX_INT_DIGITS, err):
+            if not c'0' <= s[k] <= c'9':
+                return f"invalid JSON at byte {err}"
+        return f"invalid JSON at byte {err}: {_NUMBER_RULE}"
+    return f"invalid JSON at byte {err}"

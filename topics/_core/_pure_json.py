@@ -13,6 +13,13 @@ _WS = re.compile(rb"[ \t\n\r]*")
 _DIGITS = re.compile(rb"[0-9]*")
 _STR_BODY = re.compile(rb'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
 _HEX = frozenset(b"0123456789abcdefABCDEF")
+# One escape of a string body: a surrogate pair, a lone surrogate (group 1), or any other.
+_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\."
+)
+# A number whose integer part has more digits is refused (the C scanner's rule, I-JSON).
+_MAX_INT_DIGITS = 308
 
 
 def _json_fail(pos: int) -> FrameError:
@@ -30,10 +37,13 @@ def _string(buf: bytes, pos: int) -> int:
     body = _STR_BODY.match(buf, pos + 1)
     assert body is not None
     stop = body.end()
+    lone = _lone_surrogate(buf, pos + 1, stop)
     try:
-        buf[pos + 1 : stop].decode()
+        buf[pos + 1 : stop if lone is None else lone].decode()
     except UnicodeDecodeError as exc:
         raise _json_fail(pos + 1 + exc.start) from None
+    if lone is not None:
+        raise _json_fail(lone)
     if stop < len(buf) and buf[stop] == 0x22:
         return stop + 1
     if stop < len(buf) and buf[stop] == 0x5C:  # a bad escape: blame its first bad byte
@@ -46,14 +56,30 @@ def _string(buf: bytes, pos: int) -> int:
     raise _json_fail(min(stop, len(buf)))
 
 
+def _lone_surrogate(buf: bytes, start: int, stop: int) -> int | None:
+    """The offset of the "u" of the first lone surrogate escape in a string body, or None (the C
+    scanner's _surrogates: I-JSON refuses them, no reader can decode one to text)."""
+    if buf.find(b"\\u", start, stop) < 0:
+        return None
+    for m in _ESCAPE.finditer(buf, start, stop):
+        if m.group(1) is not None:
+            return m.start() + 1  # at its "u", as the C scanner reports it
+    return None
+
+
 def _number(buf: bytes, pos: int) -> int:
+    """Scan a number; refused at its first integer digit past _MAX_INT_DIGITS when its
+    integer part is longer (the C scanner's rule)."""
     end = len(buf)
     if buf[pos] == 0x2D:
         pos += 1
     if pos < end and buf[pos] == 0x30:
         pos += 1
     elif pos < end and 0x31 <= buf[pos] <= 0x39:
-        pos = _DIGITS.match(buf, pos + 1).end()  # type: ignore[union-attr]
+        stop = _DIGITS.match(buf, pos + 1).end()  # type: ignore[union-attr]
+        if stop - pos > _MAX_INT_DIGITS:
+            raise _json_fail(pos + _MAX_INT_DIGITS)
+        pos = stop
     else:
         raise _json_fail(pos)
     if pos < end and buf[pos] == 0x2E:
@@ -146,12 +172,35 @@ def _value(buf: bytes, pos: int) -> tuple[int, int]:
             pos += 1
 
 
+_NUMBER_RULE = "a number with more than 308 integer digits (I-JSON: beyond any double)"
+_SURROGATE_RULE = "a lone UTF-16 surrogate escape (I-JSON: no reader can decode it)"
+_DIGIT_RUN = re.compile(rb"[0-9]+")
+
+
+def _json_message(buf: bytes, err: int) -> str:
+    """The error for a scan that failed at ``err``, naming the I-JSON rule when that is
+    what failed (the C scanner's _json_message: a lone surrogate fails at the escape's
+    "u", a long integer at its digit past the limit, where no other error can be)."""
+    at = f"invalid JSON at byte {err}"
+    if 1 <= err < len(buf) and buf[err] == 0x75 and buf[err - 1] == 0x5C:
+        return f"{at}: {_SURROGATE_RULE}"
+    if _MAX_INT_DIGITS <= err < len(buf) and _DIGIT_RUN.fullmatch(
+        buf, err - _MAX_INT_DIGITS, err + 1
+    ):
+        return f"{at}: {_NUMBER_RULE}"
+    return at
+
+
 def json_check(data: Buffer) -> int:
     buf = as_bytes(data)
-    pos, members = _value(buf, _ws(buf, 0))
-    pos = _ws(buf, pos)
-    if pos != len(buf):
-        raise _json_fail(pos)
+    try:
+        pos, members = _value(buf, _ws(buf, 0))
+        pos = _ws(buf, pos)
+        if pos != len(buf):
+            raise _json_fail(pos)
+    except FrameError as exc:
+        err = int(str(exc).rsplit(" ", 1)[1])
+        raise FrameError(_json_message(buf, err), -1, "data", "json") from None
     return members
 
 

@@ -100,11 +100,14 @@ def _primitives() -> dict[str, Schema]:
             "type": "object",
             "description": f"Small per-record headers, stored and returned verbatim: at most "
             f"TOPICS_MAX_META_BYTES (default {LIMITS.max_meta_bytes}) bytes and "
-            f"{LIMITS.max_meta_keys} keys.",
+            f"{LIMITS.max_meta_keys} keys. Top-level keys beginning with $ are the server's "
+            "(its stamps, e.g. $deliver_at): a write that carries one is 400 invalid_request.",
         },
         "AnyJson": {
             "description": "Any JSON value (object, array, string, number, bool, null), stored "
-            "and returned byte-verbatim, never parsed for shape (§0.3)."
+            "and returned byte-verbatim, never parsed for shape (§0.3). I-JSON's limits hold "
+            "on write: a lone UTF-16 surrogate escape or a number whose integer part has more "
+            "than 308 digits is 400 invalid_request."
         },
         "Match": {
             "description": 'A tag predicate (§5): ["tag","Eq","X"] exact, ["tag","Glob","P*"] '

@@ -144,7 +144,14 @@ JSON_OK = [
     (b"true", -1),
     (b"false", -1),
     (b"null", -1),
-    (b'"\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00 \\ud800"', -1),
+    (b'"\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00 \\udbff\\uDFFF"', -1),
+    (b'"\\\\ud800 \\\\udc00"', -1),  # escaped backslashes, then plain text
+    (b"1" * 308, -1),  # integer parts of at most 308 digits (I-JSON)
+    (b"-" + b"9" * 308 + b"." + b"9" * 5000, -1),
+    (b"1.5e308", -1),  # exponents and fractions parse as floats: not limited
+    (b"1e400", -1),
+    (b"1e-99999999999999999999", -1),
+    (b"0." + b"0" * 5000 + b"1", -1),
     ('"é € 😀 \x7f"'.encode(), -1),
     (b"[" * 512 + b"]" * 512, -1),
     (b'{"k":' * 511 + b"1" + b"}" * 511, 1),
@@ -213,6 +220,19 @@ JSON_BAD = [
     (b"\xef\xbb\xbf1", 0),
     (b"1\x00", 1),
     (b"\xc3\xa9", 0),
+    (b'"\\ud800"', 2),  # lone surrogates (I-JSON): at the escape's "u"
+    (b'"ab\\udc00"', 4),
+    (b'"\\ud800\\u0041"', 2),
+    (b'"\\ud800\\ud800"', 2),
+    (b'"\\uDBFF\\uDbFf"', 2),
+    (b'"\\ud800', 2),
+    (b'"\\ud800\\', 2),
+    (b'"\xc3\\ud800"', 1),  # the first bad byte wins
+    (b'"\\ud800\xc3"', 2),
+    (b"1" * 309, 308),  # more than 308 integer digits: at the first digit too many
+    (b"1" * 5000, 308),
+    (b"[1, -" + b"1" * 309 + b".5e-400]", 313),
+    (b"1" * 309 + b"x", 308),
     (b"[" * 513 + b"]" * 513, 512),
     (b"[" * 100_000, 512),
     (b'{"a":' * 600, 5 * 512),
@@ -231,7 +251,30 @@ def test_json_check_rejects_with_offset(core: ModuleType, text: bytes, offset: i
     with pytest.raises(core.FrameError) as info:
         core.json_check(text)
     assert (info.value.index, info.value.field, info.value.reason) == (-1, "data", "json")
-    assert str(info.value) == f"invalid JSON at byte {offset}"
+    assert str(info.value).partition(":")[0] == f"invalid JSON at byte {offset}"
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (b"[1, " + b"2" * 309 + b"]", "a number with more than 308 integer digits"),
+        (b"1" * 5000, "a number with more than 308 integer digits"),
+        (b'{"type": "\\ud800"}', "a lone UTF-16 surrogate escape"),
+        (b'"\\uDC00\\uD800"', "a lone UTF-16 surrogate escape"),
+        (b"1 2", None),
+        (b"[1 " + b"2" * 309 + b"]", None),  # the missing comma, not the long number
+        (b"[" + b"1" * 308, None),  # the missing "]"
+        (b"[\\ud800]", None),  # an escape outside a string is just a bad value
+        (b"-01", None),
+        (b'"\\u00e9\\x"', None),
+    ],
+)
+def test_json_check_names_the_i_json_rule(core: ModuleType, text: bytes, rule: str | None) -> None:
+    """A refusal of valid RFC 8259 says which I-JSON rule refused it (issue #30 finding 3)."""
+    with pytest.raises(core.FrameError) as info:
+        core.json_check(text)
+    message = str(info.value)
+    assert (rule in message) if rule else ":" not in message, message
 
 
 def test_json_check_agrees_with_json_module_on_samples(core: ModuleType) -> None:

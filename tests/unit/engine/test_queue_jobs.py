@@ -92,10 +92,10 @@ async def test_a_router_copy_into_a_queue_keeps_its_schedule(engine, clock):
     """The stamp is the truth wherever the record came from: a copy is scheduled live as it
     would be after a restart (topics/_job_ops.py rule 2)."""
     await make_queue(engine, "jobs", lease_ms=60_000)
+    await make_queue(engine, "incoming", lease_ms=60_000)  # its write stamps $deliver_at
     await engine.put_router("r", {"source": "incoming", "dest": "jobs"})
     assert (await counters(engine, "jobs"))["scheduled"] == 0  # the projection exists now
-    stamp = {"$deliver_at": START_MS + 500}
-    await engine.write("incoming", [{"data": 1, "meta": stamp}, {"data": 2}])
+    await engine.write("incoming", [{"data": 1, "delay_ms": 500}, {"data": 2}])
     await trio.testing.wait_all_tasks_blocked()  # the router forwards
     assert (await counters(engine, "jobs"))["scheduled"] == 1
     assert (await engine.claim("jobs", node="w", max=5)).seqs == (2,)
