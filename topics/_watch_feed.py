@@ -185,7 +185,7 @@ class WatchFeed:
             self._drop(ft)
         self.topics.clear()
         self.closed = True
-        self._hub.joiners.pop(self, None)  # no more prefix joins (_watch_prefix)
+        self._hub.joiners.drop(self)  # no more prefix joins (_watch_joins)
 
     @property
     def has_dirty(self) -> bool:
@@ -246,6 +246,18 @@ class WatchFeed:
         self.marked.pop(ft, None)
         self._hub.unlisten(ft)
 
+    def _first_read(self, ft: FeedTopic, upto: int, out: list[WatchEvent]) -> bool:
+        """``topic-added`` and the backlog guard (_watch_guard); True when the topic left:
+        a join past the topic cap is reported (``join-refused``), then let go."""
+        first_read(ft, upto, out)
+        assert ft.guard is not None
+        if not ft.guard.refused:
+            return False
+        if self.topics.get(ft.name) is ft:
+            del self.topics[ft.name]
+        self._drop(ft)
+        return True
+
     def _step(self, ft: FeedTopic, out: list[WatchEvent]) -> bool:
         """One read of ``ft``; append its events. Returns True while it is behind."""
         hub = self._hub
@@ -271,8 +283,8 @@ class WatchFeed:
         first = ft.first
         if first:
             ft.first = False
-            if ft.guard is not None:
-                first_read(ft, upto, out)  # topic-added, the backlog guard
+            if ft.guard is not None and self._first_read(ft, upto, out):
+                return False
         outcome = hub.read(ft, upto)
         tomb = outcome.tombstone
         if tomb is not None:
