@@ -380,6 +380,10 @@ class _SseConnection(DirectStream):
                 ids = {ev.topic: ev.cursor}
             else:
                 ids[ev.topic] = ev.cursor
+                if not self.checkpoints and len(ids) > cursor.MAX_INLINE_TOPICS:
+                    # Joins grew the stream past the inline size: checkpoint ids from
+                    # here on, or every frame would carry every topic (issue 30).
+                    self.checkpoints = True
             frame_no = stream.next_frame_no() if self.checkpoints else None
             if self.solo and type(ev) is RecordBatch:
                 # Built once per batch and shared by every one-topic watcher of it.
