@@ -286,10 +286,7 @@ class WatchFeed:
             if ft.guard is not None and self._first_read(ft, upto, out):
                 return False
         elif ft.live and ft.cursor == log.head and ft.opts.to_seq is None and ft.opts.to_ts is None:
-            # Live at the head: nothing to read (a second wake of one change, e.g. a prefix
-            # join's and then its first write's). An end (to_seq/to_ts) still reads, and a
-            # strong topic behind its WAL (upto < head) still waits for it.
-            return False
+            return False  # at the head, no end to find: a repeated wake (a join's, its write's)
         outcome = hub.read(ft, upto)
         tomb = outcome.tombstone
         if tomb is not None:
