@@ -2,8 +2,9 @@
 (issue 18 item 3; docs/WATCH.md "Prefix watch").
 
 Role: parse and authorize the entries, list the topics they cover when the subscription
-starts, and join topics created later (the registry calls :meth:`Joiner.__call__` through
-the hub's ``joiners``, a ``_watch_joins.JoinTable``) with a ``topic-added`` frame on their first read (_watch_guard).
+starts, and join topics created later (the registry calls the hub's ``joiners``, a
+``_watch_joins.JoinTable``, which calls the matching joiners' ``join``) with a
+``topic-added`` frame on their first read (_watch_guard).
 
 Rules:
 1. An entry is a topic-name prefix (at least one character of the name alphabet) with
