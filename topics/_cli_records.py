@@ -27,6 +27,7 @@ from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
     EndReachedEvent,
+    JoinRefusedEvent,
     TombstoneEvent,
     TopicAddedEvent,
     TopicDeletedEvent,
@@ -316,6 +317,11 @@ def _show_event(cli: Session, ev: object) -> None:
         cli.err.write(
             f"topics: {ev.topic} was {ev.backlog} records behind (more than "
             f"--max-backlog {ev.max_backlog}): skipped to seq {ev.head_seq}\n"
+        )
+    elif isinstance(ev, JoinRefusedEvent):
+        cli.err.write(
+            f"topics: {ev.topic} (--prefix {ev.prefix}) not followed: the watch holds "
+            f"{ev.max_watch_topics} topics already (TOPICS_MAX_WATCH_TOPICS)\n"
         )
     elif isinstance(ev, TopicAddedEvent) and cli.args.verbose:
         cli.err.write(f"topics: {ev.topic} joined (--prefix {ev.prefix})\n")

@@ -71,6 +71,7 @@ import trio
 from ._reads import time_bound
 from ._watch_feed import FeedOptions, FeedTopic, WatchFeed
 from ._watch_guard import feed_guard
+from ._watch_joins import JoinTable
 from ._watch_session import (
     WID_RE,
     SessionTopic,
@@ -148,8 +149,8 @@ class WatchHub:
         self.retained: TopicLog | None = None  # retention applied during this ``_wake``
         self._publishing = False  # a synchronous fan-out is running (``_publish``)
         self.reads = 0  # reads that missed the cache (tests, bench)
-        #: Feeds with ``topic_prefix`` entries -> their join (``_watch_prefix``).
-        self.joiners: dict[WatchFeed, Callable[[TopicLog], None]] = {}
+        #: Feeds with ``topic_prefix`` entries, their joiners and prefix index (_watch_joins).
+        self.joiners = JoinTable()
         #: Commits a named cursor after a delivery (the engine's; set by ``WatchOps``).
         self.on_delivered: Callable[[TopicLog, str, int, Principal | None], None] | None = None
 

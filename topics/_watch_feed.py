@@ -194,7 +194,7 @@ class WatchFeed:
             self._drop(ft)
         self.topics.clear()
         self.closed = True
-        self._hub.joiners.pop(self, None)  # no more prefix joins (_watch_prefix)
+        self._hub.joiners.drop(self)  # no more prefix joins (_watch_joins)
 
     @property
     def has_dirty(self) -> bool:
@@ -296,6 +296,18 @@ class WatchFeed:
         self.marked.pop(ft, None)
         self._hub.unlisten(ft)
 
+    def _first_read(self, ft: FeedTopic, upto: int, out: list[WatchEvent]) -> bool:
+        """``topic-added`` and the backlog guard (_watch_guard); True when the topic left:
+        a join past the topic cap is reported (``join-refused``), then let go."""
+        first_read(ft, upto, out)
+        assert ft.guard is not None
+        if not ft.guard.refused:
+            return False
+        if self.topics.get(ft.name) is ft:
+            del self.topics[ft.name]
+        self._drop(ft)
+        return True
+
     def _step(self, ft: FeedTopic, out: list[WatchEvent]) -> bool:
         """One read of ``ft``; append its events. Returns True while it is behind."""
         hub = self._hub
@@ -321,8 +333,10 @@ class WatchFeed:
         first = ft.first
         if first:
             ft.first = False
-            if ft.guard is not None:
-                first_read(ft, upto, out)  # topic-added, the backlog guard
+            if ft.guard is not None and self._first_read(ft, upto, out):
+                return False
+        elif ft.live and ft.cursor == log.head and ft.opts.to_seq is None and ft.opts.to_ts is None:
+            return False  # at the head, no end to find: a repeated wake (a join's, its write's)
         try:
             outcome = hub.read(ft, upto)
         except Exception:  # one record no reader can render must not end the stream

@@ -27,6 +27,9 @@ Rules:
 5. A Last-Event-ID cursor map that does not name a joined topic predates its join (every
    map a stream sends names every topic it holds), so that topic rewinds to where it
    joined: a consumer that crashed before processing the join loses none of its records.
+6. A join past the subscription's topic cap is reported, not dropped in silence: the feed
+   gets the topic for one read, which sends ``join-refused`` and removes it (the same
+   wake-up path as a join, so an idle stream hears of it at once).
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _args
 from .errors import InvalidRequestError
-from .watch_types import BacklogExceededError, BacklogExceededEvent, TopicAddedEvent
+from .watch_types import (
+    BacklogExceededError,
+    BacklogExceededEvent,
+    JoinRefusedEvent,
+    TopicAddedEvent,
+)
 
 if TYPE_CHECKING:
     from ._log import TopicLog
@@ -62,10 +70,13 @@ ON_BACKLOG = ("jump", "error")
 
 class FirstRead(NamedTuple):
     """A feed topic's first-read extras: ``max_backlog`` (0: none) and the prefix whose
-    join it announces (None: no ``topic-added``)."""
+    join it announces (None: no ``topic-added``). With ``refused`` (the topic cap) the
+    topic did not join: its first read is a ``join-refused`` event and nothing else, and
+    the feed lets it go (rule 6)."""
 
     max_backlog: int
     added: str | None
+    refused: int = 0
 
 
 class SessionGuard(NamedTuple):
@@ -94,6 +105,9 @@ def first_read(ft: FeedTopic, upto: int, out: list[WatchEvent]) -> None:
     """Rules 2 and 4, on ``ft``'s first read, before the read itself."""
     guard = ft.guard
     assert guard is not None
+    if guard.refused:
+        out.append(JoinRefusedEvent(ft.name, guard.added or "", upto, guard.refused))
+        return
     if guard.added is not None:
         out.append(TopicAddedEvent(ft.name, guard.added, upto, ft.cursor))
     limit = guard.max_backlog

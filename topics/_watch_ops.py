@@ -184,7 +184,10 @@ class WatchOps:
         self._app.check_ready()
         stream = self.watch_hub.open_stream(wid, owner, rewind)
         if stream.session.prefixes is not None:
-            join_existing(stream, self._app.registry)  # what was created meanwhile
+            # What was created meanwhile, then every later creation under the prefixes.
+            join_existing(
+                stream, self._app.registry, self.watch_hub.joiners, self.limits.max_watch_topics
+            )
         return stream
 
     def close_watch(self, wid: str) -> bool:
@@ -258,10 +261,16 @@ class WatchOps:
     def watch_unsubscribe_prefix(self, feed: WatchFeed, prefixes: tuple[str, ...]) -> list[str]:
         """Stop joining under ``prefixes`` on ``feed``; returns the topics they cover there
         (the caller removes them: a WebSocket ``unsubscribe`` of ``topic_prefix``)."""
-        joiner = self.watch_hub.joiners.get(feed)
+        joins = self.watch_hub.joiners
+        joiner = joins.get(feed)
         if not isinstance(joiner, FeedJoiner):
             return []
-        return joiner.remove(prefixes)
+        names = joiner.remove(prefixes)
+        if joiner.entries:
+            joins.set(feed, joiner, joiner.indexed())  # positions moved
+        else:
+            joins.drop(feed)
+        return names
 
     def acquire_stream_slot(self, key_index: int) -> StreamSlot:
         """Count one long-lived connection (SSE or WebSocket) against the §11 caps.

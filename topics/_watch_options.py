@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._watch import WatchHub, WatchSession
     from ._watch_feed import FeedOptions, WatchFeed
     from .auth import Principal
+    from .settings import Limits
 
     class _Watches(Protocol):
         """What these options need of the engine's live delivery (``WatchOps``)."""
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
         def watch_hub(self) -> WatchHub: ...
 
         def apply_retention(self, log: TopicLog, now: int | None = None) -> None: ...
+
+        @property
+        def limits(self) -> Limits: ...
 
 
 __all__ = ["WatchGuardArgs"]
@@ -147,13 +151,13 @@ class WatchGuardArgs:
         """A WebSocket feed keeps joining under the subscribed prefixes."""
         if self.entries is None:
             return
-        joiners = engine.watch_hub.joiners
-        joiner = joiners.get(feed)
+        joins = engine.watch_hub.joiners
+        joiner = joins.get(feed)
         if not isinstance(joiner, FeedJoiner):
-            joiner = FeedJoiner(feed)
-            joiners[feed] = joiner
+            joiner = FeedJoiner(feed, engine.limits.max_watch_topics)
         joiner.add(self.entries, opts)
-        listen_for_topics(engine.registry, joiners)
+        joins.set(feed, joiner, joiner.indexed())
+        listen_for_topics(engine.registry, joins)
 
     def prefixes_dict(self) -> dict[str, Any] | None:
         """The prefixes as the answer echoes them (what each covers after narrowing)."""

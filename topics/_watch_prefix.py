@@ -2,8 +2,9 @@
 (issue 18 item 3; docs/WATCH.md "Prefix watch").
 
 Role: parse and authorize the entries, list the topics they cover when the subscription
-starts, and join topics created later (the registry calls :meth:`Joiner.__call__` through
-the hub's ``joiners``) with a ``topic-added`` frame on their first read (_watch_guard).
+starts, and join topics created later (the registry calls the hub's ``joiners``, a
+``_watch_joins.JoinTable``, which calls the matching joiners' ``join``) with a
+``topic-added`` frame on their first read (_watch_guard).
 
 Rules:
 1. An entry is a topic-name prefix (at least one character of the name alphabet) with
@@ -25,13 +26,18 @@ Rules:
    sent (deleted and recreated while no stream was open), so a ``topic-added`` for a name
    the consumer already holds means "start this topic over".
 5. Topics covered when the subscription starts count against ``TOPICS_MAX_WATCH_TOPICS``
-   (400 beyond it); later joins do not (the cap bounds a request, not the namespace).
-6. Nothing here runs per delivery: joins happen on topic creation and stream open only.
+   (400 beyond it), and so do later joins (issue 30): a subscription (an SSE session, a
+   WebSocket connection) holds at most that many topics. A topic created past the cap
+   does not join; the watcher gets ``join-refused`` for it instead (``_watch_guard``
+   rule 6), so no topic goes missing in silence. Without this bound one watcher of a
+   busy prefix held state, and a growing cursor id, for every topic ever created.
+6. Nothing here runs per delivery: joins happen on topic creation and stream open only,
+   and a creation reaches only the subscriptions whose prefix it starts with
+   (``_watch_joins``), not every open prefix watch.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
@@ -46,6 +52,7 @@ from .watch_types import TopicWatermarks
 if TYPE_CHECKING:
     from ._log import TopicLog
     from ._registry import TopicRegistry
+    from ._watch_joins import JoinTable
     from .auth import Principal
 
 __all__ = [
@@ -54,13 +61,12 @@ __all__ = [
     "StreamJoiner",
     "covered_topics",
     "join_existing",
+    "join_stream_topic",
     "listen_for_topics",
     "parse_prefixes",
     "prefix_starts",
-    "topic_created",
 ]
 
-_log = logging.getLogger("topics.watch")
 _PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
 _OPTIONS = frozenset({"tail", "max_backlog"})
 
@@ -171,10 +177,11 @@ def prefix_starts(
     return out
 
 
-def listen_for_topics(registry: TopicRegistry, joiners: Mapping[WatchFeed, object]) -> None:
-    """Have the registry offer every new topic to the prefix subscriptions."""
+def listen_for_topics(registry: TopicRegistry, joins: JoinTable) -> None:
+    """Have the registry offer every new topic to the prefix subscriptions (through the
+    table's prefix index: only those whose prefix the name starts with, rule 6)."""
     if registry.on_add is None:
-        registry.on_add = lambda log: topic_created(joiners, log)
+        registry.on_add = joins.created
 
 
 def _wake(feed: WatchFeed, name: str) -> None:
@@ -185,92 +192,112 @@ def _wake(feed: WatchFeed, name: str) -> None:
         ft.tw.lot.unpark_all()
 
 
-class StreamJoiner:
-    """Joins new topics into an SSE stream's session and feed (rules 3, 4)."""
-
-    __slots__ = ("stream",)
-
-    def __init__(self, stream: WatchStream) -> None:
-        self.stream = stream
-
-    def __call__(self, log: TopicLog) -> None:
-        stream = self.stream
-        feed = stream.feed
-        if not stream.active or feed.closed:
-            return  # superseded or ending: the session joins it at its next open
-        session = stream.session
-        assert session.prefixes is not None
-        entry = match(session.prefixes, log.name)
-        if entry is not None and join_session_topic(session.topics, log, entry):
-            feed.add(log.name, log, 0, session.opts, FirstRead(entry.max_backlog, entry.prefix))
-            _wake(feed, log.name)
-
-
-def join_session_topic(topics: dict[str, SessionTopic], log: TopicLog, entry: PrefixEntry) -> bool:
-    """Add (or restart) the session topic of a new instance ``log``; False if held."""
-    st = topics.get(log.name)
-    if st is not None and st.log is log:
+def _full(topics: dict[str, SessionTopic], cap: int) -> bool:
+    """The session holds ``cap`` topics (rule 5). A joined topic whose deletion was sent
+    (``done``, its instance deleted) holds nothing any more: it is let go here, so a
+    namespace that churns does not fill the session with the dead (nor its memory)."""
+    if len(topics) < cap:
         return False
-    st = SessionTopic(log.name, log, 0)
-    st.guard = SessionGuard(entry.max_backlog, entry.prefix, 0)
-    topics[log.name] = st
-    return True
+    dead = [n for n, st in topics.items() if st.done and st.log is not None and st.log.deleted]
+    for name in dead:
+        del topics[name]
+    return len(topics) >= cap
 
 
-def join_existing(stream: WatchStream, registry: TopicRegistry) -> None:
+def join_stream_topic(
+    stream: WatchStream, log: TopicLog, entry: PrefixEntry, cap: int, wake: bool = True
+) -> None:
+    """Join ``log`` into the stream's session and feed (rules 3-5): a new instance of a
+    name the session holds restarts it; a new name past the cap is refused (reported)."""
+    session, feed = stream.session, stream.feed
+    st = session.topics.get(log.name)
+    if st is not None and st.log is log:
+        return
+    if st is None and _full(session.topics, cap):
+        feed.add(log.name, log, 0, session.opts, FirstRead(0, entry.prefix, cap))
+    else:
+        st = session.topics[log.name] = SessionTopic(log.name, log, 0)
+        st.guard = SessionGuard(entry.max_backlog, entry.prefix, 0)
+        feed.add(log.name, log, 0, session.opts, FirstRead(entry.max_backlog, entry.prefix))
+    if wake:
+        _wake(feed, log.name)
+
+
+class StreamJoiner:
+    """Joins new topics into an SSE stream's session and feed (rules 3-5)."""
+
+    __slots__ = ("cap", "rank", "stream")
+
+    def __init__(self, stream: WatchStream, cap: int) -> None:
+        self.stream = stream
+        self.cap = cap
+        entries = stream.session.prefixes
+        assert entries is not None
+        #: Where each entry stands in the request: a topic two cover belongs to the first.
+        self.rank: dict[PrefixEntry, int] = {}
+        for i, entry in enumerate(entries):
+            self.rank.setdefault(entry, i)
+
+    def indexed(self) -> list[tuple[str, PrefixEntry]]:
+        """(prefix, entry) for the join table's index, one per prefix an entry covers."""
+        return [(c, e) for e in self.rank for c in e.covers]
+
+    def join(self, log: TopicLog, candidates: list[PrefixEntry]) -> None:
+        stream = self.stream
+        if not stream.active or stream.feed.closed:
+            return  # superseded or ending: the session joins it at its next open
+        entry = min(candidates, key=self.rank.__getitem__)
+        join_stream_topic(stream, log, entry, self.cap)
+
+
+def join_existing(stream: WatchStream, registry: TopicRegistry, joins: JoinTable, cap: int) -> None:
     """At stream open: join what was created while no stream was open (rule 3), and
     keep joining while this stream is open."""
-    session = stream.session
-    entries = session.prefixes
+    entries = stream.session.prefixes
     assert entries is not None
-    feed = stream.feed
     for entry in entries:
         for log in list(_covered(registry, entry)):
-            if match(entries, log.name) is not entry:
-                continue
-            if join_session_topic(session.topics, log, entry):
-                guard = FirstRead(entry.max_backlog, entry.prefix)
-                feed.add(log.name, log, 0, session.opts, guard)
-    feed._hub.joiners[feed] = StreamJoiner(stream)
+            if match(entries, log.name) is entry:
+                join_stream_topic(stream, log, entry, cap, wake=False)
+    joiner = StreamJoiner(stream, cap)
+    joins.set(stream.feed, joiner, joiner.indexed())
 
 
 class FeedJoiner:
-    """Joins new topics into a WebSocket connection's feed (rule 3): each subscribe's
+    """Joins new topics into a WebSocket connection's feed (rules 3, 5): each subscribe's
     entries with that subscribe's options, the latest subscribe first."""
 
-    __slots__ = ("entries", "feed")
+    __slots__ = ("cap", "entries", "feed")
 
-    def __init__(self, feed: WatchFeed) -> None:
+    def __init__(self, feed: WatchFeed, cap: int) -> None:
         self.feed = feed
+        self.cap = cap
         self.entries: list[tuple[PrefixEntry, FeedOptions]] = []
 
     def add(self, entries: tuple[PrefixEntry, ...], opts: FeedOptions) -> None:
         self.entries[:0] = [(e, opts) for e in entries]
 
+    def indexed(self) -> list[tuple[str, int]]:
+        """(prefix, position in ``entries``) for the join table's index."""
+        return [(c, i) for i, (e, _) in enumerate(self.entries) for c in e.covers]
+
     def remove(self, prefixes: tuple[str, ...]) -> list[str]:
-        """Stop joining under ``prefixes``; returns the topics they had joined or covered."""
+        """Stop joining under ``prefixes``; returns the topics they had joined or covered
+        (re-index the feed after: positions moved)."""
         gone = [e for e, _ in self.entries if e.prefix in prefixes]
         self.entries = [(e, o) for e, o in self.entries if e.prefix not in prefixes]
         covers = tuple(c for e in gone for c in e.covers)
         return [n for n in self.feed.topics if covers and n.startswith(covers)]
 
-    def __call__(self, log: TopicLog) -> None:
-        for entry, opts in self.entries:
-            if log.name.startswith(entry.covers):
-                ft = self.feed.topics.get(log.name)
-                if ft is not None and ft.log is log:
-                    return
-                guard = FirstRead(entry.max_backlog, entry.prefix)
-                self.feed.add(log.name, log, 0, opts, guard)
-                _wake(self.feed, log.name)
-                return
-
-
-def topic_created(joiners: Mapping[WatchFeed, object], log: TopicLog) -> None:
-    """The registry's ``on_add``: offer the new topic to every prefix subscription. Never
-    raises: the topic is created whatever a watch makes of it."""
-    for joiner in list(joiners.values()):
-        try:
-            joiner(log)  # type: ignore[operator]
-        except Exception:
-            _log.exception("joining topic %r into a prefix watch failed", log.name)
+    def join(self, log: TopicLog, candidates: list[int]) -> None:
+        entry, opts = self.entries[min(candidates)]
+        feed = self.feed
+        ft = feed.topics.get(log.name)
+        if ft is not None and ft.log is log:
+            return
+        if ft is None and len(feed.topics) >= self.cap:
+            guard = FirstRead(0, entry.prefix, self.cap)  # rule 5: reported, not joined
+        else:
+            guard = FirstRead(entry.max_backlog, entry.prefix)
+        feed.add(log.name, log, 0, opts, guard)
+        _wake(feed, log.name)

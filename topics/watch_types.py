@@ -21,6 +21,7 @@ __all__ = [
     "BacklogExceededEvent",
     "CaughtUpEvent",
     "EndReachedEvent",
+    "JoinRefusedEvent",
     "RecordBatch",
     "SessionGoneError",
     "SlowConsumerError",
@@ -198,6 +199,20 @@ class TopicAddedEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class JoinRefusedEvent:
+    """A topic created under a watched ``topic_prefix`` did not join: the subscription
+    already holds ``max_watch_topics`` topics (``TOPICS_MAX_WATCH_TOPICS``). Nothing of it
+    is delivered and no cursor moves (``cursor`` is 0); it joins no later, so a consumer
+    that wants it watches it elsewhere or frees room and subscribes again."""
+
+    topic: str
+    prefix: str
+    head_seq: int
+    max_watch_topics: int
+    cursor: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class BacklogExceededEvent:
     """The topic was more than ``max_backlog`` seqs behind when the subscription (re)started:
     the records ``(from_seq, head_seq]`` are not replayed and ``cursor`` is ``head_seq``
@@ -227,6 +242,7 @@ WatchEvent = (
     | CaughtUpEvent
     | TopicDeletedEvent
     | TopicAddedEvent
+    | JoinRefusedEvent
     | BacklogExceededEvent
     | EndReachedEvent
 )

@@ -67,6 +67,7 @@ from topics.errors import (
 )
 from topics.watch_types import (
     EndReachedEvent,
+    JoinRefusedEvent,
     RecordBatch,
     TopicDeletedEvent,
     WatchEvent,
@@ -91,6 +92,8 @@ __all__ = ["ROUTES", "register"]
 log = logging.getLogger("topics.watch")
 
 P = TypeVar("P")
+#: What a sent frame commits to its session: (topic, cursor, frame number, terminal).
+_Commit = tuple[str, int, int | None, bool]
 
 EVENT_STREAM = b"text/event-stream; charset=utf-8"
 #: Shared by every stream's reply (``finish`` copies, never changes it).
@@ -318,9 +321,10 @@ class _SseConnection(DirectStream):
                 return
             await self.send_raw(frame, framed=type(frame) is Chunk)
 
-        def commit(items: list[tuple[str, int, int | None, bool]]) -> None:
+        def commit(items: list[_Commit | None]) -> None:
             for item in items:
-                stream.commit(*item)
+                if item is not None:
+                    stream.commit(*item)
 
         return Outbound(
             ctx.state,
@@ -359,21 +363,28 @@ class _SseConnection(DirectStream):
             self._sink_on()
             scope.cancel()  # the writer waits on its empty queue: nothing is cut
 
-    def _frames(
-        self, events: list[WatchEvent]
-    ) -> tuple[list[bytes], list[tuple[str, int, int | None, bool]]]:
+    def _frames(self, events: list[WatchEvent]) -> tuple[list[bytes], list[_Commit | None]]:
         """The frames of ``events`` (chunk-framed when writing to the socket directly) and
-        the session commits they carry (rule 3)."""
+        the session commit each carries (rule 3; None: a ``join-refused`` moves none)."""
         stream, ids, raw = self.stream, self.ids, self.raw is not None
         frames: list[bytes] = []
-        commits = []
+        commits: list[_Commit | None] = []
+        frame: bytes
         for ev in events:
+            if type(ev) is JoinRefusedEvent:  # no cursor moved: no id, nothing to commit
+                frame = sse.join_refused_frame(ev)
+                frames.append(chunk(frame) if raw else frame)
+                commits.append(None)
+                continue
             if ids is None:
                 ids = {ev.topic: ev.cursor}
             else:
                 ids[ev.topic] = ev.cursor
+                if not self.checkpoints and len(ids) > cursor.MAX_INLINE_TOPICS:
+                    # Joins grew the stream past the inline size: checkpoint ids from
+                    # here on, or every frame would carry every topic (issue 30).
+                    self.checkpoints = True
             frame_no = stream.next_frame_no() if self.checkpoints else None
-            frame: bytes
             if self.solo and type(ev) is RecordBatch:
                 # Built once per batch and shared by every one-topic watcher of it.
                 if raw:
@@ -417,7 +428,7 @@ class _SseConnection(DirectStream):
             events = feed.poll()
             if events:
                 ev = events[0]
-                commits: list[tuple[str, int, int | None, bool]]
+                commits: list[_Commit | None]
                 if self.solo and len(events) == 1 and type(ev) is RecordBatch:
                     # The common case, kept lean: one shared frame, one commit.
                     data: bytes = ev.encoded("sse-solo-chunk", _solo_chunk)
@@ -429,7 +440,8 @@ class _SseConnection(DirectStream):
                 if n == len(data):
                     self._sent()
                     for item in commits:
-                        stream.commit(*item)
+                        if item is not None:
+                            stream.commit(*item)
                 elif n >= 0:
                     # The rest goes first, through the queue; its commits wait for it.
                     self._writer().put_nowait(Chunk(data[n:]), commits)
@@ -526,7 +538,7 @@ class _SseConnection(DirectStream):
                 continue
             frames, commits = self._frames(events)
             for frame, item in zip(frames, commits, strict=True):
-                await out.put(frame, [item])
+                await out.put(frame, None if item is None else [item])
         return False
 
     async def _pace(self, out: Outbound[bytes], advised: bool) -> bool:

@@ -205,6 +205,8 @@ class Target:
 
     mode: str
     server: ServerProcess | None = None
+    #: More of the server's environment (``server_env`` extras), e.g. a smaller cap.
+    env: dict[str, str] = field(default_factory=dict)
     snapshot: dict[str, object] = field(default_factory=dict)
     dead: list[str] = field(default_factory=list)
 
@@ -216,7 +218,7 @@ class Target:
     def ensure(self) -> ServerProcess:
         if self.server is not None and self.server.proc.poll() is None:
             return self.server
-        self.server = spawn_server(server_env(self.mode))
+        self.server = spawn_server(server_env(self.mode, **self.env))
         with self.client() as http:
             body = {"records": [{"data": {"i": i}, "tag": f"t:{i}"} for i in range(SEED_RECORDS)]}
             r = http.post(f"/v0/topics/{SEED_TOPIC}", json=body)

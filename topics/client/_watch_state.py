@@ -56,6 +56,7 @@ from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
     EndReachedEvent,
+    JoinRefusedEvent,
     TombstoneEvent,
     TopicAddedEvent,
     TopicDeletedEvent,
@@ -73,6 +74,7 @@ __all__ = [
     "WatchState",
     "WatchTopics",
     "data_spans",
+    "refused_event",
 ]
 
 WatchTopics = str | Sequence[str] | Mapping[str, int | Mapping[str, Any]]
@@ -123,6 +125,7 @@ WatchEventValue = (
     | CaughtUpEvent
     | TopicDeletedEvent
     | TopicAddedEvent
+    | JoinRefusedEvent
     | BacklogExceededEvent
     | EndReachedEvent
 )
@@ -367,7 +370,12 @@ class WatchState:
                 self.pause_s = max(self.pause_s, float(wait_ms) / 1000)
             return
         topic = payload.get("topic")
-        if not isinstance(topic, str) or kind not in _FRAMES:
+        if not isinstance(topic, str):
+            return
+        if kind == "join-refused":  # the topic did not join: no cursor, nothing to commit
+            out.append(refused_event(topic, payload))
+            return
+        if kind not in _FRAMES:
             return
         cursor = _FRAMES[kind](self, topic, payload, out)
         ends = kind in ("topic-deleted", "end-reached")
@@ -471,6 +479,12 @@ class WatchState:
         delay = min(MAX_BACKOFF_S, max(base, self.pause_s)) * random.uniform(0.8, 1.2)
         self.pause_s = 0.0
         return delay
+
+
+def refused_event(topic: str, frame: Mapping[str, Any]) -> JoinRefusedEvent:
+    """A ``join-refused`` (SSE) or ``join_refused`` (WS) frame's event."""
+    head, limit = int(frame.get("head_seq", 0)), int(frame.get("max_watch_topics", 0))
+    return JoinRefusedEvent(topic, str(frame.get("prefix", "")), head, limit)
 
 
 _FRAMES = {

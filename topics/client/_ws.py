@@ -53,7 +53,7 @@ from topics.watch_types import (
 from . import _protocol as p
 from ._options import write_options
 from ._transport import ClientConnectionError, Settings, error_from_response
-from ._watch_state import WatchEventValue, WatchRecord, data_spans, record_of
+from ._watch_state import WatchEventValue, WatchRecord, data_spans, record_of, refused_event
 from ._ws_types import Subscribed, Unsubscribed
 
 __all__ = ["AsyncWebSocket", "WebSocket"]
@@ -208,6 +208,8 @@ def events_of(frame: Mapping[str, Any]) -> list[WatchEventValue]:
     if op == "topic_added":
         start = int(frame.get("from_seq", 0))
         return [TopicAddedEvent(topic, str(frame.get("prefix", "")), head, start)]
+    if op == "join_refused":
+        return [refused_event(topic, frame)]
     if op == "backlog_exceeded":
         start, backlog = int(frame.get("from_seq", 0)), int(frame.get("backlog", 0))
         limit = int(frame.get("max_backlog", 0))

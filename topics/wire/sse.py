@@ -38,6 +38,7 @@ from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
     EndReachedEvent,
+    JoinRefusedEvent,
     RecordBatch,
     TombstoneEvent,
     TopicAddedEvent,
@@ -68,6 +69,7 @@ __all__ = [
     "record_frame",
     "tombstone_frame",
     "topic_added_frame",
+    "join_refused_frame",
     "topic_deleted_frame",
     "with_id",
 ]
@@ -187,6 +189,8 @@ def frame_for_event(cursor_id: str, event: WatchEvent) -> bytes:
         return topic_deleted_frame(cursor_id, event.topic, event.head_seq)
     if isinstance(event, TopicAddedEvent):
         return topic_added_frame(cursor_id, event.topic, event.prefix, event.cursor, event.head_seq)
+    if isinstance(event, JoinRefusedEvent):
+        return join_refused_frame(event)
     if isinstance(event, BacklogExceededEvent):
         return backlog_exceeded_frame(cursor_id, event)
     if isinstance(event, EndReachedEvent):
@@ -225,6 +229,20 @@ def topic_added_frame(
     its records follow from ``from_seq`` (0: all of them)."""
     payload = {"topic": topic, "prefix": prefix, "from_seq": from_seq, "head_seq": head_seq}
     return encode_event(cursor_id, "topic-added", json_bytes(payload))
+
+
+def join_refused_frame(event: JoinRefusedEvent) -> bytes:
+    """``event: join-refused``: a topic created under a watched prefix did not join, the
+    stream holding ``max_watch_topics`` topics already. No ``id:``: no cursor moved, so
+    the client's Last-Event-ID stays what the previous frame made it."""
+    payload = {
+        "topic": event.topic,
+        "prefix": event.prefix,
+        "head_seq": event.head_seq,
+        "reason": "max_watch_topics",
+        "max_watch_topics": event.max_watch_topics,
+    }
+    return encode_event(None, "join-refused", json_bytes(payload))
 
 
 def backlog_exceeded_frame(cursor_id: str, event: BacklogExceededEvent) -> bytes:

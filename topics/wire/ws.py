@@ -32,6 +32,7 @@ from topics.watch_types import (
     BacklogExceededEvent,
     CaughtUpEvent,
     EndReachedEvent,
+    JoinRefusedEvent,
     RecordBatch,
     TombstoneEvent,
     TopicAddedEvent,
@@ -71,6 +72,7 @@ __all__ = [
     "subscribed_frame",
     "tombstone_frame",
     "topic_added_frame",
+    "join_refused_frame",
     "topic_deleted_frame",
     "unsubscribed_frame",
 ]
@@ -467,6 +469,8 @@ def frame_for_event(event: WatchEvent) -> str:
         return topic_deleted_frame(event.topic, event.head_seq)
     if isinstance(event, TopicAddedEvent):
         return topic_added_frame(event.topic, event.prefix, event.cursor, event.head_seq)
+    if isinstance(event, JoinRefusedEvent):
+        return join_refused_frame(event)
     if isinstance(event, BacklogExceededEvent):
         return backlog_exceeded_frame(event)
     if isinstance(event, EndReachedEvent):
@@ -503,6 +507,22 @@ def topic_added_frame(topic: str, prefix: str, from_seq: int, head_seq: int) -> 
         "topic_added",
         None,
         {"topic": topic, "prefix": prefix, "from_seq": from_seq, "head_seq": head_seq},
+    )
+
+
+def join_refused_frame(event: JoinRefusedEvent) -> str:
+    """``join_refused``: a topic created under a subscribed prefix did not join (the
+    connection holds ``max_watch_topics`` topics already)."""
+    return _frame(
+        "join_refused",
+        None,
+        {
+            "topic": event.topic,
+            "prefix": event.prefix,
+            "head_seq": event.head_seq,
+            "reason": "max_watch_topics",
+            "max_watch_topics": event.max_watch_topics,
+        },
     )
 
 

@@ -49,7 +49,8 @@ def schemas() -> dict[str, Schema]:
         ),
         "WatchPrefixes": {
             "description": "topic_prefix: every topic whose name starts with a prefix, now and "
-            "created later (those join with an event: topic-added at from_seq 0). A prefix "
+            "created later (those join with an event: topic-added at from_seq 0, up to "
+            "TOPICS_MAX_WATCH_TOPICS topics in all; past it join-refused). A prefix "
             "is narrowed to the key's allowlist; one that shares no name with it is 403. "
             "An object prefix -> options, or an array of prefixes.",
             "oneOf": [
@@ -159,6 +160,19 @@ def schemas() -> dict[str, Schema]:
             "its records follow from from_seq (0). Sent again on a resume until a later frame "
             "of it was sent.",
         ),
+        "SseJoinRefusedEvent": obj(
+            {
+                "topic": ref("TopicName"),
+                "prefix": {"type": "string"},
+                "head_seq": ref("Seq"),
+                "reason": {"type": "string", "enum": ["max_watch_topics"]},
+                "max_watch_topics": {"type": "integer", "minimum": 0},
+            },
+            ["topic", "prefix", "head_seq", "reason", "max_watch_topics"],
+            description="event: join-refused — a topic created under a watched prefix did not "
+            "join: the session holds TOPICS_MAX_WATCH_TOPICS topics (joins count against it). "
+            "Nothing of it is delivered; the frame has no id: (no cursor moved).",
+        ),
         "SseBacklogExceededEvent": obj(
             {
                 "topic": ref("TopicName"),
@@ -267,6 +281,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 "caught-up": ref("SseCaughtUpEvent"),
                 "topic-deleted": ref("SseTopicDeletedEvent"),
                 "topic-added": ref("SseTopicAddedEvent"),
+                "join-refused": ref("SseJoinRefusedEvent"),
                 "backlog-exceeded": ref("SseBacklogExceededEvent"),
                 "end-reached": ref("SseEndReachedEvent"),
                 "error": ref("SseErrorEvent"),

@@ -126,6 +126,17 @@ def schemas() -> dict[str, Schema]:
                     ["topic", "prefix", "from_seq"],
                 ),
                 op(
+                    "join_refused",
+                    {
+                        "topic": ref("TopicName"),
+                        "prefix": {"type": "string"},
+                        "head_seq": ref("Seq"),
+                        "reason": {"type": "string", "enum": ["max_watch_topics"]},
+                        "max_watch_topics": {"type": "integer", "minimum": 0},
+                    },
+                    ["topic", "prefix", "reason", "max_watch_topics"],
+                ),
+                op(
                     "backlog_exceeded",
                     {
                         "topic": ref("TopicName"),

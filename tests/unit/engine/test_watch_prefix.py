@@ -316,10 +316,10 @@ async def test_a_failing_join_never_fails_the_write(
     feed = engine.open_watch_feed()
     engine.watch_subscribe(feed, {}, topic_prefix=["orders."])
 
-    def broken(self: object, log: object) -> None:
+    def broken(self: object, log: object, candidates: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(FeedJoiner, "__call__", broken)
+    monkeypatch.setattr(FeedJoiner, "join", broken)
     res = await engine.write("orders.x", recs(1), create=True)
     assert res.first_seq == 1
     assert "joining topic 'orders.x' into a prefix watch failed" in caplog.text

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 import ujson
 
-from topics.watch_types import BacklogExceededEvent, TopicAddedEvent
+from topics.client._watch_state import WatchSpec, WatchState
+from topics.client._ws import events_of
+from topics.watch_types import BacklogExceededEvent, JoinRefusedEvent, TopicAddedEvent
 from topics.wire import cursor, sse, ws
 from topics.wire.sse import Event, SSEDecoder
 
@@ -77,3 +79,31 @@ def test_unsubscribe_by_prefix() -> None:
     op = ws.decode_op(b'{"op":"unsubscribe","request_id":"u","topic_prefix":"o."}')
     assert isinstance(op, ws.Unsubscribe)
     assert (op.topics, op.topic_prefix) == ((), ("o.",))
+
+
+def test_join_refused_frames_move_no_cursor() -> None:
+    refused = JoinRefusedEvent("orders.x", "orders.", 2, 256)
+    raw = sse.frame_for_event("ignored", refused)
+    assert b"id:" not in raw  # no id of its own: the client's Last-Event-ID stands
+    event = next(i for i in SSEDecoder().feed(raw) if isinstance(i, Event))
+    assert event.event == "join-refused"
+    payload = {
+        "topic": "orders.x",
+        "prefix": "orders.",
+        "head_seq": 2,
+        "reason": "max_watch_topics",
+        "max_watch_topics": 256,
+    }
+    assert ujson.loads(event.data) == payload
+    frame = ujson.loads(ws.frame_for_event(refused))
+    assert frame == {"op": "join_refused", **payload}
+    assert events_of(frame) == [refused]  # the WebSocket client reads it back
+
+
+def test_the_sse_client_reports_a_refusal_and_commits_nothing() -> None:
+    spec = WatchSpec.build({}, False, None, 1000, {"topic_prefix": ["orders."]})
+    state = WatchState(spec, None)
+    state.on_created({"wid": "w", "topics": {}})
+    state.stream_opened()
+    refused = JoinRefusedEvent("orders.x", "orders.", 2, 256)
+    assert state.feed(sse.frame_for_event("ignored", refused)) == [refused]
