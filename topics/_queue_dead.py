@@ -115,6 +115,8 @@ class DeadLetters:
         self._ops.appender.delete_seqs(log, moved)
         self._ops.log_lease(log, DEAD_LETTERED, moved)
         q.mark()
+        if moved:  # the queue shrank: an idle worker draining it (until_empty) looks again
+            q.wake()
 
     async def _write_copies(
         self, target: str, records: list[dict[str, Any]], source: str, seqs: list[int]

@@ -105,8 +105,14 @@ class QueueOps:
     # -- hooks -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Adopt what recovery restored (the registry is final now)."""
+        """Adopt what recovery restored (the registry is final now); jobs that used up their
+        deliveries go to their dead letter now, and leases held on a last delivery are
+        watched, as they would have been without the restart (rule 5)."""
         self.queues.bind(self._app.registry)
+        for q in list(self.queues.states.values()):
+            self.dead.soon(q.log, q, q.take_doomed())
+            if q.last_tries:
+                self.dead.watch(q.log, q)
 
     def on_topic_deleted(self, log: TopicLog) -> None:
         """Forget the leases of a deleted queue topic and wake its waiters."""

@@ -1065,6 +1065,23 @@ async def test_durable_leases_survive_a_restart(tmp_path):
         assert other.lease_ids[1] != job4.lease_id
 
 
+async def test_a_last_delivery_held_across_a_restart_is_dead_lettered_at_once(tmp_path):
+    clock = ManualClock(START_MS)
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        await make_queue(engine, n=1, leases_durable=True, max_deliveries=1, dead_letter="dlq")
+        await engine.claim("q", node="gone")
+    clock.advance(LEASE + 1)  # the lease ran out while the engine was down
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        # Nobody looks at the queue (a look would apply the expiry itself): the timer
+        # started at recovery moves the job, and the move wakes the queue's waiters.
+        (q,) = engine._queue_ops.queues.states.values()
+        with trio.fail_after(5):
+            while not q.dead_lettered:
+                await q.lot.park()
+        assert [r.data for r in await dead_letters(engine)] == [1]
+        assert (await engine.get_topic("q", touch=False)).count == 0
+
+
 async def test_durable_leases_replay_from_the_wal_after_a_crash(tmp_path):
     """No clean shutdown: the lease events are replayed from the WAL, not a checkpoint."""
     clock = ManualClock(START_MS)
@@ -1173,6 +1190,20 @@ async def test_async_worker_acks_successes_and_backs_off_failures(engine, clock)
     assert worker.stats.lost == 0
     assert sorted(s for s, d in seen if d == 2) == [3, 6]
     assert await live_seqs(engine) == []
+
+
+async def test_a_worker_draining_the_queue_returns_after_its_dead_letters_exist(engine, clock):
+    await make_queue(engine, n=3, max_deliveries=1, dead_letter="jobs.dead")
+
+    async def handler(job: topics.Job) -> None:
+        if job.data == 2:
+            raise RuntimeError("poison")
+
+    worker = topics.Worker(engine, "q", "w", handler, max=4, until_empty=True)
+    with trio.fail_after(5):
+        await worker.run()
+    assert (worker.stats.acked, worker.stats.nacked) == (2, 1)
+    assert [r.data for r in await dead_letters(engine, "jobs.dead")] == [2]
 
 
 async def test_async_worker_heartbeats_a_long_job(engine, autojump_clock):
