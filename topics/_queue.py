@@ -120,7 +120,8 @@ class QueueState(DurableLeases):
         self.dead_lettering: set[int] = set()
         self.dead_lettered = 0
         # DEAD_LETTERING jobs no copy is under way for yet (rule 9), and the jobs leased
-        # on their last delivery, whose expiry the caller's timer watches.
+        # on their last delivery, whose expiry the caller's timer watches (a subset of
+        # ``leases``: every way a lease ends takes its job out).
         self.doomed: list[int] = []
         self.last_tries: set[int] = set()
         self.reaping = False
@@ -249,6 +250,7 @@ class QueueState(DurableLeases):
             lease = self.leases.get(seq)
             if lease is not None and lease.lease_id == lease_id and lease.deadline == deadline:
                 del self.leases[seq]
+                self.last_tries.discard(seq)
                 self._make_free(seq)
                 freed = True
         delays = self._delays
@@ -327,12 +329,15 @@ class QueueState(DurableLeases):
         for seq in seqs:
             del deliveries[seq]
             del leases[seq]
+        if self.last_tries:  # (bounded by the leases: a busy queue must not grow it)
+            self.last_tries.difference_update(seqs)
 
     def untrack(self, seq: int) -> None:
         """Forget a job (acked, dead-lettered or deleted): it leaves every state."""
         if self.deliveries.pop(seq, None) is None:
             return
         self.leases.pop(seq, None)
+        self.last_tries.discard(seq)
         self.free.discard(seq)
         self.delayed.pop(seq, None)
         self.dead_lettering.discard(seq)
@@ -501,6 +506,7 @@ class QueueState(DurableLeases):
         on its last allowed delivery, goes to its dead letter now: rule 9)."""
         if self.leases.pop(seq, None) is None:
             return
+        self.last_tries.discard(seq)
         after = self.dead_letter_after()
         if available_at <= now or (after and self.deliveries[seq] >= after):
             self._make_free(seq)
