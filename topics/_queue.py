@@ -19,12 +19,20 @@ Rules:
    eviction) are noticed by ``refresh``: appends raise ``count`` exactly as much as
    ``head``, so a smaller rise means something was deleted, and the tracked set is then
    checked record by record.
-4. Expiry is lazy: no timers. ``refresh(now)`` moves every lease whose deadline is past
+4. Expiry is lazy: ``refresh(now)`` moves every lease whose deadline is past
    (``now > deadline``) and every delay that has elapsed (``now >= available_at``) to the
    freelist; the heaps hold (time, seq, token) entries that are checked against the live
    state when popped, so an extended or released lease leaves only a stale entry behind.
+   The one timer is the caller's: while a job is leased on its last allowed delivery,
+   ``_queue_ops`` sleeps until that lease's deadline (``last_try_deadline``) and refreshes.
 5. So ``ready = count - in_flight - delayed - dead_lettering - scheduled`` and
-   ``in_flight = len(leases)`` are exact after ``refresh``.
+   ``in_flight = len(leases)`` are exact after ``refresh``; ``backoff = delayed``.
+9. Eager dead letters: a job that leaves its lease (nack, expiry, release) having been
+   delivered ``max_deliveries`` times, on a queue with a ``dead_letter``, goes straight to
+   DEAD_LETTERING and onto ``doomed`` (never to the freelist), and the caller copies it
+   out at once (``take_doomed``). So a worker that drains the queue finishes after the
+   dead letter exists, not before. ``pick`` still checks the freelist, for jobs whose
+   copy failed (``give_back``) or whose ``max_deliveries`` was lowered.
 6. ``Queues`` (``_queue_store.py``) holds every queue topic's projection by topic id and is the store extension
    (manifest section "queues", WAL entry types 48..63) that persists them.
 7. Durable leases (``leases_durable``): every change is described by one lifecycle event
@@ -44,19 +52,28 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
-import ujson
 
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, SegmentBuffer
 from ._log import TopicLog
-from ._meta_keys import ServerMeta
 from ._queue_jobs import DedupeKeys, Schedule, Stamps, scan_log
+from ._queue_leases import (
+    ACKED,
+    CLAIMED,
+    DEAD_LETTERED,
+    ENTRY_TYPES,
+    EXTENDED,
+    RELEASED,
+    DurableLeases,
+    Lease,
+    is_live,
+    new_lease_ids,
+)
 
 if TYPE_CHECKING:
     from ._queue_claims import Cohort
@@ -72,38 +89,13 @@ __all__ = [
     "QueueState",
     "Taken",
     "new_lease_ids",
-    "stamp_dead_letter_meta",
 ]
 
-# Leases-log WAL entry types (store extension range 48..63 is the queues'). Payloads are
-# JSON arrays whose first element is the topic id:
-CLAIMED = 48  # [tid, node, [[seq, deliveries, deadline, lease_id], ...]]
-ACKED = 49  # [tid, [seq, ...]]
-RELEASED = 50  # [tid, available_at, [seq, ...]]
-EXTENDED = 51  # [tid, [[seq, lease_id, deadline], ...]]
-DEAD_LETTERED = 52  # [tid, [seq, ...]]
-ENTRY_TYPES = frozenset({CLAIMED, ACKED, RELEASED, EXTENDED, DEAD_LETTERED})
 
 log_ = logging.getLogger("topics.queue")
 
 _RENDER_ALL = RENDER_DATA | RENDER_META | RENDER_TAGS
 _NO_BUDGET = 1 << 62
-#: Random bytes per lease id: 96 bits, so a lease id cannot be guessed.
-LEASE_ID_BYTES = 12
-
-
-def new_lease_ids(n: int) -> list[str]:
-    """``n`` unguessable lease ids ("lease_" + 24 hex digits), one urandom call for all."""
-    hexed = os.urandom(LEASE_ID_BYTES * n).hex()
-    w = 2 * LEASE_ID_BYTES
-    return ["lease_" + hexed[i * w : (i + 1) * w] for i in range(n)]
-
-
-@dataclass(slots=True)
-class Lease:
-    node: str
-    lease_id: str
-    deadline: int
 
 
 @dataclass(slots=True)
@@ -115,7 +107,7 @@ class Taken:
     idx: int
 
 
-class QueueState:
+class QueueState(DurableLeases):
     """The lease projection of one queue topic instance (module rules 1-6)."""
 
     def __init__(self, log: TopicLog) -> None:
@@ -127,6 +119,12 @@ class QueueState:
         self.delayed: dict[int, int] = {}
         self.dead_lettering: set[int] = set()
         self.dead_lettered = 0
+        # DEAD_LETTERING jobs no copy is under way for yet (rule 9), and the jobs leased
+        # on their last delivery, whose expiry the caller's timer watches (a subset of
+        # ``leases``: every way a lease ends takes its job out).
+        self.doomed: list[int] = []
+        self.last_tries: set[int] = set()
+        self.reaping = False
         self._free_order: deque[int] = deque()
         self._deadlines: list[tuple[int, int, str]] = []
         self._delays: list[tuple[int, int]] = []
@@ -168,6 +166,12 @@ class QueueState:
             - len(self.dead_lettering)
             - len(self.schedule.pending)
         )
+
+    @property
+    def backoff(self) -> int:
+        """Nacked with a delay that has not elapsed yet: counted in neither ready nor
+        in_flight, so a job waiting out its backoff is visible somewhere (rule 5)."""
+        return len(self.delayed)
 
     @property
     def scheduled(self) -> int:
@@ -246,6 +250,7 @@ class QueueState:
             lease = self.leases.get(seq)
             if lease is not None and lease.lease_id == lease_id and lease.deadline == deadline:
                 del self.leases[seq]
+                self.last_tries.discard(seq)
                 self._make_free(seq)
                 freed = True
         delays = self._delays
@@ -268,12 +273,12 @@ class QueueState:
 
     def _drop_dead(self) -> bool:
         log = self.log
-        dead = [seq for seq in self.deliveries if not _is_live(log, seq)]
+        dead = [seq for seq in self.deliveries if not is_live(log, seq)]
         for seq in dead:
             self.untrack(seq)
         pending = self.schedule.pending
         if pending:  # a deleted scheduled job must stop counting against ready
-            for seq in [seq for seq in pending if not _is_live(log, seq)]:
+            for seq in [seq for seq in pending if not is_live(log, seq)]:
                 del pending[seq]
         return bool(dead)
 
@@ -281,9 +286,41 @@ class QueueState:
         self._deadlines = [(ls.deadline, seq, ls.lease_id) for seq, ls in self.leases.items()]
         heapq.heapify(self._deadlines)
 
+    def dead_letter_after(self) -> int:
+        """Deliveries after which a job is dead-lettered (0: never), read from the live
+        config so a PUT that changes it applies to the next job that leaves a lease."""
+        cfg = self.log.config
+        return cfg.max_deliveries if cfg.dead_letter is not None else 0
+
     def _make_free(self, seq: int) -> None:
+        after = self.dead_letter_after()
+        if after and self.deliveries[seq] >= after:  # rule 9: out now, not at the next claim
+            self.dead_lettering.add(seq)
+            self.doomed.append(seq)
+            return
         self.free.add(seq)
         self._free_order.append(seq)
+
+    def take_doomed(self) -> list[int]:
+        """The jobs waiting for their dead-letter copy (rule 9); the caller writes them."""
+        if not self.doomed:
+            return []
+        out = [seq for seq in self.doomed if seq in self.dead_lettering]
+        self.doomed = []
+        return out
+
+    def last_try_deadline(self) -> int | None:
+        """The earliest deadline of a lease held on a job's last allowed delivery (its
+        expiry dead-letters the job), forgetting the jobs that left their lease."""
+        best: int | None = None
+        leases = self.leases
+        for seq in list(self.last_tries):
+            lease = leases.get(seq)
+            if lease is None:
+                self.last_tries.discard(seq)
+            elif best is None or lease.deadline < best:
+                best = lease.deadline
+        return best
 
     def forget_leased(self, seqs: list[int]) -> None:
         """:meth:`untrack` for jobs known to be LEASED (an ack of held leases): a job is
@@ -292,12 +329,15 @@ class QueueState:
         for seq in seqs:
             del deliveries[seq]
             del leases[seq]
+        if self.last_tries:  # (bounded by the leases: a busy queue must not grow it)
+            self.last_tries.difference_update(seqs)
 
     def untrack(self, seq: int) -> None:
         """Forget a job (acked, dead-lettered or deleted): it leaves every state."""
         if self.deliveries.pop(seq, None) is None:
             return
         self.leases.pop(seq, None)
+        self.last_tries.discard(seq)
         self.free.discard(seq)
         self.delayed.pop(seq, None)
         self.dead_lettering.discard(seq)
@@ -390,7 +430,7 @@ class QueueState:
             i += 1
 
     def _untracked_live(self, seq: int) -> bool:
-        return seq not in self.deliveries and _is_live(self.log, seq)
+        return seq not in self.deliveries and is_live(self.log, seq)
 
     # -- scheduled jobs and dedupe keys (rule 8) -------------------------------------------
 
@@ -409,12 +449,12 @@ class QueueState:
             self.dedupe.add(key, seq, until, now or 0, self._is_live)
 
     def _is_live(self, seq: int) -> bool:
-        return _is_live(self.log, seq)
+        return is_live(self.log, seq)
 
     def unclaimed(self, seq: int) -> bool:
         """Whether ``seq`` is a live job never handed out (fresh, pending or due: by
         rules 2 and 8 that is every live untracked job)."""
-        return seq not in self.deliveries and _is_live(self.log, seq)
+        return seq not in self.deliveries and is_live(self.log, seq)
 
     def lease_all(
         self, jobs: list[Taken], node: str, lease_ids: list[str], deadline: int
@@ -424,10 +464,13 @@ class QueueState:
         deliveries, leases, heap = self.deliveries, self.leases, self._deadlines
         fragments: list[bytes] = []
         counts: list[int] = []
+        last = self.dead_letter_after()
         for job, lease_id in zip(jobs, lease_ids, strict=True):
             seq = job.seq
             n = deliveries.get(seq, 0) + 1
             deliveries[seq] = n
+            if last and n >= last:
+                self.last_tries.add(seq)
             leases[seq] = Lease(node, lease_id, deadline)
             heapq.heappush(heap, (deadline, seq, lease_id))
             frag = job.seg.render(job.idx, 1, _NO_BUDGET, None, _RENDER_ALL)[0]
@@ -439,11 +482,13 @@ class QueueState:
         return fragments, counts
 
     def give_back(self, seqs: Iterable[int]) -> None:
-        """Return jobs that could not be dead-lettered to the freelist (deliveries kept)."""
+        """Return jobs that could not be dead-lettered to the freelist (deliveries kept;
+        the next claim tries again, so a failing target is not retried in a loop)."""
         for seq in seqs:
             if seq in self.dead_lettering:
                 self.dead_lettering.discard(seq)
-                self._make_free(seq)
+                self.free.add(seq)
+                self._free_order.append(seq)
 
     # -- holders -------------------------------------------------------------------------
 
@@ -457,10 +502,13 @@ class QueueState:
         return lease
 
     def release(self, seq: int, available_at: int, now: int) -> None:
-        """Drop the lease on ``seq``; the job is claimable again at ``available_at``."""
+        """Drop the lease on ``seq``; the job is claimable again at ``available_at`` (or,
+        on its last allowed delivery, goes to its dead letter now: rule 9)."""
         if self.leases.pop(seq, None) is None:
             return
-        if available_at <= now:
+        self.last_tries.discard(seq)
+        after = self.dead_letter_after()
+        if available_at <= now or (after and self.deliveries[seq] >= after):
             self._make_free(seq)
         else:
             self.delayed[seq] = available_at
@@ -470,127 +518,3 @@ class QueueState:
         lease = self.leases[seq]
         lease.deadline = deadline
         heapq.heappush(self._deadlines, (deadline, seq, lease.lease_id))
-
-    # -- durable leases: snapshot and replay (rule 7) --------------------------------------
-
-    def snapshot(self, durable: bool) -> dict[str, Any]:
-        """The manifest entry: the counter always; the whole projection if ``durable``."""
-        out: dict[str, Any] = {"dead_lettered": self.dead_lettered}
-        if not durable:
-            return out
-        jobs: list[list[Any]] = []
-        for seq, deliveries in self.deliveries.items():
-            lease = self.leases.get(seq)
-            if lease is not None:
-                jobs.append([seq, deliveries, "L", lease.node, lease.lease_id, lease.deadline])
-            elif seq in self.delayed:
-                jobs.append([seq, deliveries, "D", self.delayed[seq]])
-            else:  # FREE, or DEAD_LETTERING (not finished: claimable again after a restart)
-                jobs.append([seq, deliveries, "F"])
-        out["cursor"] = self.cursor
-        out["jobs"] = jobs
-        return out
-
-    def load(self, section: dict[str, Any], durable: bool) -> None:
-        """Start from a manifest entry (before the logged events are applied)."""
-        self.dead_lettered = int(section.get("dead_lettered", 0))
-        if not durable or "jobs" not in section:
-            return
-        self.cursor = int(section.get("cursor", 0))
-        for job in section["jobs"]:
-            seq, deliveries, kind = int(job[0]), int(job[1]), job[2]
-            self.deliveries[seq] = deliveries
-            if kind == "L":
-                self.leases[seq] = Lease(str(job[3]), str(job[4]), int(job[5]))
-            elif kind == "D":
-                self.delayed[seq] = int(job[3])
-            else:
-                self._make_free(seq)
-
-    def apply_event(self, kind: int, body: list[Any]) -> None:
-        """Replay one logged lifecycle event (``body`` without the topic id)."""
-        if kind == CLAIMED:
-            node = str(body[0])
-            for seq, deliveries, deadline, lease_id in body[1]:
-                self.free.discard(seq)
-                self.delayed.pop(seq, None)
-                self.dead_lettering.discard(seq)
-                self.deliveries[seq] = int(deliveries)
-                self.leases[seq] = Lease(node, str(lease_id), int(deadline))
-                self.cursor = max(self.cursor, int(seq))
-        elif kind == ACKED:
-            for seq in body[0]:
-                self.untrack(int(seq))
-        elif kind == RELEASED:
-            available_at = int(body[0])
-            for seq in body[1]:
-                if self.leases.pop(int(seq), None) is not None:
-                    self.delayed[int(seq)] = available_at  # refresh frees it when due
-        elif kind == EXTENDED:
-            for seq, lease_id, deadline in body[0]:
-                lease = self.leases.get(int(seq))
-                if lease is not None and lease.lease_id == lease_id:
-                    lease.deadline = int(deadline)
-        elif kind == DEAD_LETTERED:
-            for seq in body[0]:
-                self.untrack(int(seq))
-            self.dead_lettered += len(body[0])
-
-    def finish_restore(self) -> None:
-        """After loading and replaying: keep only live jobs, make every live seq <= cursor
-        tracked (a job delivered while leases were not durable comes back FREE), and
-        rebuild the heaps and the freelist order."""
-        log = self.log
-        self._drop_dead()
-        schedule = self.schedule
-        tracked = self.deliveries
-        schedule.rebuild(lambda seq: seq not in tracked, self.cursor)
-        for seq in list(_live_seqs(log, self.cursor)):
-            if seq not in self.deliveries and seq not in schedule.pending:
-                self.deliveries[seq] = 0
-                self.free.add(seq)
-        self._free_order = deque(sorted(self.free))
-        self._deadlines = [(ls.deadline, seq, ls.lease_id) for seq, ls in self.leases.items()]
-        heapq.heapify(self._deadlines)
-        self._delays = [(at, seq) for seq, at in self.delayed.items()]
-        heapq.heapify(self._delays)
-        self._seen = (log.head, log.count)
-
-
-# -- helpers ------------------------------------------------------------------------------
-
-
-def _is_live(log: TopicLog, seq: int) -> bool:
-    if seq < log.earliest or seq > log.head:
-        return False
-    loc = log.locate(seq)
-    return loc is not None and log.segments[loc[0]].is_live(loc[1])
-
-
-def _live_seqs(log: TopicLog, last: int) -> Iterator[int]:
-    """Live seqs from ``earliest`` up to ``last`` inclusive."""
-    for seg in list(log.segments):
-        if seg.base_seq > last:
-            return
-        idx = seg.first_live(0)
-        while idx < seg.count and seg.base_seq + idx <= last:
-            yield seg.base_seq + idx
-            idx = seg.first_live(idx + 1)
-
-
-def stamp_dead_letter_meta(meta: bytes | None, source: str, deliveries: int, seq: int) -> bytes:
-    """A job's ``meta`` with the §10.6 trace keys appended (the original bytes are kept
-    verbatim; the stamps come last, so a reader that keeps the last of duplicate keys
-    sees these even when the job was dead-lettered before)."""
-    stamps = b'"$dead_letter_from":%s,"$dead_letter_deliveries":%d,"$dead_letter_src_seq":%d' % (
-        ujson.dumps(source).encode(),
-        deliveries,
-        seq,
-    )
-    if meta is None:
-        return ServerMeta(b"{" + stamps + b"}")
-    body = bytes(meta).strip()
-    inner = body[1:-1].strip()
-    if not inner:
-        return ServerMeta(b"{" + stamps + b"}")
-    return ServerMeta(b"{" + inner + b"," + stamps + b"}")

@@ -21,10 +21,15 @@ Rules:
 4. A claim whose caller is cancelled after its jobs were leased (the client went away)
    releases them at once instead of leaving them to expire; likewise a /work session
    releases what it delivered and still holds when it closes (§10.8).
-5. Dead-lettering (§10.6) happens after the pass, shielded from cancellation: the jobs
-   are appended to the dead-letter topic through ``Engine.write`` (so it is created,
-   reserved and logged like any write) and then deleted from the queue like an ack. If
-   the write fails (e.g. the dead-letter topic is full) the jobs go back to the freelist.
+5. Dead-lettering (§10.6) happens as soon as a job leaves its lease on its last allowed
+   delivery (``_queue`` rule 9): a nack awaits it before answering, a claim after its
+   pass; an expiry noticed by a synchronous look (a counter read) or a release starts it
+   as a task. While such a lease is held, one timer task per queue sleeps until its
+   deadline, read from the engine's clock, and looks: a queue nobody touches still moves
+   the job at its expiry. The copy is shielded from cancellation: the jobs are appended
+   to the dead-letter topic through ``Engine.write`` (so it is created, reserved and
+   logged like any write) and then deleted from the queue like an ack. If the write fails
+   (e.g. the dead-letter topic is full) the jobs go back to the freelist.
 6. Nothing here polls: waiters park on the queue's ParkingLot, which queue changes unpark
    and a relay task unparks on appends; a waiter also wakes when the next lease deadline
    or nack delay is due, the only clock-driven change. A /work session served without a
@@ -38,7 +43,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -47,14 +52,13 @@ from ._names import check_topic_name
 from ._queue import (
     ACKED,
     CLAIMED,
-    DEAD_LETTERED,
     EXTENDED,
     RELEASED,
     QueueState,
     new_lease_ids,
-    stamp_dead_letter_meta,
 )
 from ._queue_claims import Claim, Cohort, deal, seq_of, split_held
+from ._queue_dead import DeadLetters
 from ._queue_store import Queues, encode_event, leases_durable
 from ._queue_work import WorkSession, relay_appends
 from .config import LEASE_MS_RANGE
@@ -62,9 +66,7 @@ from .errors import (
     BatchTooLargeError,
     InvalidRequestError,
     NotAQueueError,
-    RecordTooLargeError,
     TopicNotFoundError,
-    TopicsError,
 )
 from .queue_types import AckResult, ClaimResult, ExtendResult, NackResult
 
@@ -96,14 +98,21 @@ class QueueOps:
         self.clock = appender.clock
         self.limits = appender.limits
         # Engine.write, for dead letters (created, reserved and logged like any write).
-        self._write = write
+        self.engine_write = write
         self.queues = Queues()
+        self.dead = DeadLetters(self)
 
     # -- hooks -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Adopt what recovery restored (the registry is final now)."""
+        """Adopt what recovery restored (the registry is final now); jobs that used up their
+        deliveries go to their dead letter now, and leases held on a last delivery are
+        watched, as they would have been without the restart (rule 5)."""
         self.queues.bind(self._app.registry)
+        for q in list(self.queues.states.values()):
+            self.dead.soon(q.log, q, q.take_doomed())
+            if q.last_tries:
+                self.dead.watch(q.log, q)
 
     def on_topic_deleted(self, log: TopicLog) -> None:
         """Forget the leases of a deleted queue topic and wake its waiters."""
@@ -121,6 +130,7 @@ class QueueOps:
             "in_flight": q.in_flight,
             "dead_lettered": q.dead_lettered,
             "scheduled": q.scheduled,
+            "backoff": q.backoff,
         }
 
     # -- claim (§10.2) ---------------------------------------------------------------------
@@ -154,7 +164,7 @@ class QueueOps:
         self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
         log = self.queue_log(name)
-        q = self.queue_state(log)
+        q = self.queue_state(log, keep_doomed=True)  # the pass dead-letters them
         return await self.claim_jobs(log, q, who, want, lease)
 
     async def claim_jobs(
@@ -175,7 +185,7 @@ class QueueOps:
         delivered = False
         try:
             if dead:
-                await self._dead_letter(log, q, dead)
+                await self.dead.move(log, q, dead)
             fsync_ms = 0.0
             if claim.ticket is not None and log.config.durability == "fsync":
                 fsync_ms = (await self._app.wait(claim.ticket))[1]
@@ -227,9 +237,8 @@ class QueueOps:
         """One claim pass (rule 2). Returns the seqs to dead-letter."""
         now = self.clock.now_ms()
         q.refresh(now)
-        cfg = log.config
-        dl_after = cfg.max_deliveries if cfg.dead_letter is not None else 0
-        taken, dead = q.pick(sum(c.want for c in claims), dl_after)
+        taken, dead = q.pick(sum(c.want for c in claims), q.dead_letter_after())
+        dead += q.take_doomed()  # expired on their last delivery just now (rule 5)
         shares = [taken] if len(claims) == 1 else deal(taken, [c.want for c in claims])
         logged = self._app.store is not None and leases_durable(log)
         for claim, jobs in zip(claims, shares, strict=True):
@@ -249,7 +258,9 @@ class QueueOps:
                     [seq, n, deadline, lease_id]
                     for seq, n, lease_id in zip(seqs, deliveries, lease_ids, strict=True)
                 ]
-                claim.ticket = self._log_lease(log, CLAIMED, claim.node, events)
+                claim.ticket = self.log_lease(log, CLAIMED, claim.node, events)
+        if q.last_tries:
+            self.dead.watch(log, q)
         return dead
 
     # -- ack / nack / extend (§10.4-§10.6) ----------------------------------------------------
@@ -282,7 +293,7 @@ class QueueOps:
         if acked:
             q.forget_leased(acked)
             _, ticket = self._app.delete_seqs(log, acked)
-            lease_ticket = self._log_lease(log, ACKED, acked)
+            lease_ticket = self.log_lease(log, ACKED, acked)
             if lease_ticket is not None:  # the later entry: syncing it syncs the delete too
                 ticket = lease_ticket
             q.mark()
@@ -319,12 +330,21 @@ class QueueOps:
         self._app.check_serving()
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
         log = self.queue_log(name)
-        q = self.queue_state(log)
+        q = self.queue_state(log, keep_doomed=True)  # taken with the nack's own below
         held, skipped = split_held(q, who, refs)
         now = self.clock.now_ms()
         for seq in held:
             q.release(seq, now + delay, now)
-        ticket = self._log_lease(log, RELEASED, now + delay, held) if held else None
+        doomed = q.take_doomed()  # on their last delivery: no backoff, out now (rule 5)
+        ticket = None
+        if doomed:  # logged as released now, so a restart before the copy sends them too
+            ticket = self.log_lease(log, RELEASED, now, doomed)
+        rest = [seq for seq in held if seq not in doomed] if doomed else held
+        if rest:
+            released = self.log_lease(log, RELEASED, now + delay, rest)
+            ticket = released if released is not None else ticket
+        if doomed:
+            await self.dead.move(log, q, doomed)
         if ticket is not None and log.config.durability == "fsync":
             q.wake_node(who)
             fsync_ms = (await self._app.wait(ticket))[1]
@@ -368,7 +388,7 @@ class QueueOps:
             q.extend(seq, deadline)
             deadlines[seq] = deadline
             events.append([seq, q.leases[seq].lease_id, deadline])
-        ticket = self._log_lease(log, EXTENDED, events) if held else None
+        ticket = self.log_lease(log, EXTENDED, events) if held else None
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":
             fsync_ms = (await self._app.wait(ticket))[1]
@@ -465,11 +485,15 @@ class QueueOps:
             )
         return log
 
-    def queue_state(self, log: TopicLog) -> QueueState:
-        """The topic's projection, refreshed to now (expiry applied, waiters woken)."""
+    def queue_state(self, log: TopicLog, keep_doomed: bool = False) -> QueueState:
+        """The topic's projection, refreshed to now (expiry applied, waiters woken). Jobs
+        the refresh found expired on their last delivery are dead-lettered from a task,
+        unless ``keep_doomed``: the caller takes them itself and awaits the copy."""
         q = self.queues.state(log)
         if q.refresh(self.clock.now_ms()):
             q.wake()
+        if q.doomed and not keep_doomed:
+            self.dead.soon(log, q, q.take_doomed())
         return q
 
     def _node_arg(self, node: object) -> str:
@@ -513,7 +537,7 @@ class QueueOps:
                 raise InvalidRequestError.for_field(f"lease_ids[{i}]", "must be a string")
         return list(zip(checked, lease_ids, strict=True))
 
-    def _log_lease(self, log: TopicLog, kind: int, *body: object) -> WalTicket | None:
+    def log_lease(self, log: TopicLog, kind: int, *body: object) -> WalTicket | None:
         """Log one lease event if the queue's leases are durable (rule 3)."""
         store = self._app.store
         cfg = log.config
@@ -537,55 +561,9 @@ class QueueOps:
         for seq in held:
             q.release(seq, now, now)
         if held:
-            self._log_lease(log, RELEASED, now, held)
+            self.log_lease(log, RELEASED, now, held)
+            self.dead.soon(log, q, q.take_doomed())
             q.wake_node(node)
-
-    async def _dead_letter(self, log: TopicLog, q: QueueState, seqs: list[int]) -> None:
-        """Move jobs past ``max_deliveries`` to the dead-letter topic (rule 5, §10.6)."""
-        target = log.config.dead_letter
-        assert target is not None
-        records = []
-        for seq in seqs:
-            loc = log.locate(seq)
-            assert loc is not None, "a tracked job is live"
-            _, _, _, tag, meta, data, _ = log.segments[loc[0]].decode(loc[1])
-            stamped = stamp_dead_letter_meta(meta, log.name, q.deliveries[seq], seq)
-            records.append({"data": data, "tag": tag.decode() if tag else None, "meta": stamped})
-        with trio.CancelScope(shield=True):
-            try:
-                await self._write_dead_letters(target, records, log.name, seqs)
-            except TopicsError as exc:
-                log_.warning(
-                    "queue %s: cannot dead-letter %d jobs to %s (%s); they stay claimable",
-                    log.name,
-                    len(seqs),
-                    target,
-                    exc.code,
-                )
-                if self.queues.states.get(log.topic_id) is q:
-                    q.give_back(seqs)
-                    q.wake()
-                return
-        if self.queues.states.get(log.topic_id) is not q:
-            return  # the queue was deleted meanwhile: nothing left to delete
-        moved = [seq for seq in seqs if seq in q.dead_lettering]
-        for seq in moved:
-            q.untrack(seq)
-        q.dead_lettered += len(moved)
-        self._app.delete_seqs(log, moved)
-        self._log_lease(log, DEAD_LETTERED, moved)
-        q.mark()
-
-    async def _write_dead_letters(
-        self, target: str, records: list[dict[str, Any]], source: str, seqs: list[int]
-    ) -> None:
-        try:
-            await self._write(target, records, return_seqs=False)
-        except (InvalidRequestError, RecordTooLargeError):
-            # The stamps pushed a record's meta over a limit: keep only the stamps.
-            for record, seq in zip(records, seqs, strict=True):
-                record["meta"] = stamp_dead_letter_meta(None, source, 0, seq)
-            await self._write(target, records, return_seqs=False)
 
 
 # -- internals ----------------------------------------------------------------------------------

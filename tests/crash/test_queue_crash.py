@@ -253,6 +253,7 @@ def test_sigkill_while_idle_without_durable_leases_frees_every_job(tmp_path: Pat
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     assert set(ledger.held) <= seen["live"]
 

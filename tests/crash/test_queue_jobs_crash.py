@@ -3,13 +3,16 @@ scheduled and deduplicated jobs being written.
 
 The child (this module run as a script) opens an engine on a data directory and, in
 ``redrive`` mode, dead-letters ``JOBS`` jobs (``{"i": i}``) and then moves them back with
-many small redrives, checkpointing now and then; in ``schedule`` mode it writes scheduled
+many small redrives, checkpointing now and then; in ``deadletter`` mode it claims and nacks
+jobs on their last delivery (each nack moves them to the dead-letter topic before it
+answers); in ``schedule`` mode it writes scheduled
 jobs under dedupe keys and prints ``WROTE seq deliver_at key`` once each write returned.
 The parent kills it at a random moment and reopens the directory:
 
 * redrive: every job is in exactly one place, the queue or the dead-letter topic (the
   append to the queue and the delete from the dead-letter topic are one step and go out
   in one WAL write);
+* deadletter: no job is lost (each is in the queue or the dead-letter topic);
 * schedule: every reported job is still there, not claimable before its time and holding
   its key.
 """
@@ -74,6 +77,30 @@ async def child_main(data_dir: str, seed: int, mode: str) -> None:
                 # parent's kill at 0.05-0.3 s lands mid-phase on a fast machine too.
                 await trio.sleep(0.001)
             _emit("DONE")
+        elif mode == "deadletter":
+            await engine.put_topic(DLQ, {"durable": True})
+            config = {
+                "type": "queue",
+                "durable": True,
+                "leases_durable": True,
+                "max_deliveries": 1,
+                "dead_letter": DLQ,
+            }
+            await engine.put_topic(QUEUE, config)
+            await engine.write(QUEUE, [{"data": {"i": i}} for i in range(JOBS)])
+            await store.checkpoint(engine._registry)
+            _emit("READY")
+            rounds = 0
+            while (await engine.get_topic(QUEUE, touch=False)).count:
+                # every nack is of a last delivery: it writes the dead letter before it answers
+                claim = await engine.claim(QUEUE, node="w", max=rng.randint(1, 9))
+                if claim.count:
+                    await engine.nack(QUEUE, node="w", seqs=list(claim.seqs), delay_ms=60_000)
+                rounds += 1
+                if rounds % 25 == 0:
+                    await store.checkpoint(engine._registry)
+                await trio.sleep(0.001)  # (spread over >= 0.3 s, as in redrive mode)
+            _emit("DONE")
         else:
             await engine.put_topic(QUEUE, {"type": "queue", "durable": True})
             _emit("READY")
@@ -135,6 +162,26 @@ def test_sigkill_mid_redrive_leaves_each_job_in_exactly_one_place(tmp_path: Path
         if seen[QUEUE] and seen[DLQ] and "DONE" not in lines:
             midway += 1
     assert midway, "no kill landed mid-redrive: the test proved nothing"
+
+
+def test_sigkill_mid_dead_lettering_loses_no_job(tmp_path: Path) -> None:
+    """Jobs dead-lettered at their nack: a kill at any point leaves every job in the queue
+    or the dead-letter topic, and recovery sends on what the kill caught mid-move (a
+    duplicate copy is the worst case, as for the claim-time move before: module docs)."""
+    rng = random.Random(34)
+    midway = 0
+    for round_no in range(3):
+        data_dir = tmp_path / f"d{round_no}"
+        child = _child(data_dir, round_no + 1, "deadletter")
+        child.wait_for("READY", timeout_s=60.0)
+        time.sleep(rng.uniform(0.05, 0.3))
+        lines = child.kill()
+        seen = trio.run(_contents, data_dir)
+        assert len(seen[QUEUE]) == len(set(seen[QUEUE])), "a job is in the queue twice"
+        assert sorted(set(seen[QUEUE] + seen[DLQ])) == list(range(JOBS)), "a job was lost"
+        if seen[QUEUE] and seen[DLQ] and "DONE" not in lines:
+            midway += 1
+    assert midway, "no kill landed mid-way: the test proved nothing"
 
 
 def test_sigkill_keeps_scheduled_jobs_and_their_keys(tmp_path: Path) -> None:

@@ -241,6 +241,7 @@ def test_console_lists_topics_routers_and_queues_in_dump_dom(
     assert '<td class="mono">orders-copy</td>' in html  # the router view
     assert '<td class="num ready">3</td>' in html  # the queue view: 3 ready jobs
     assert '<td class="num in-flight">0</td>' in html
+    assert '<td class="num backoff">0</td>' in html  # nacked jobs waiting out a delay
     assert 'class="status ok"' in html
 
     shot = tmp_path / "console.png"

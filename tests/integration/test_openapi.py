@@ -411,7 +411,13 @@ def test_tour_topics(http: httpx.Client) -> None:
     t("PUT", T, "/v0/topics/tour-q", 201, json={"type": "queue", "durable": True})
     t("PUT", T, "/v0/topics/tour-q", 409, "topic_exists_incompatible", json={"type": "log"})
     state = t("GET", T, "/v0/topics/tour-q", 200)
-    assert state["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
+    assert state["queue"] == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+        "backoff": 0,
+    }
     t("GET", T, "/v0/topics/tour-a?touch=false", 200)
     t("GET", T, "/v0/topics/tour-a?touch=maybe", 400, "invalid_request")
     t("GET", T, "/v0/topics/tour-none", 404, "topic_not_found")

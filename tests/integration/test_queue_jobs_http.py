@@ -63,6 +63,7 @@ def test_a_scheduled_job_is_stored_counted_and_not_claimable(http: httpx.Client)
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 1,
+        "backoff": 0,
     }
     claim = http.post("/v0/topics/hj-sched/claim", json={"node": "w", "max": 5}).json()
     assert [j["$seq"] for j in claim["claimed"]] == [2]
@@ -228,4 +229,10 @@ async def test_websocket_publish_takes_the_job_options(inproc: InProc) -> None:
         error = await ws.recv()
         assert (error["op"], error["code"]) == ("error", "invalid_request")
     state = await inproc.engine.get_topic("q")
-    assert state.queue == {"ready": 0, "in_flight": 0, "dead_lettered": 0, "scheduled": 1}
+    assert state.queue == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 1,
+        "backoff": 0,
+    }

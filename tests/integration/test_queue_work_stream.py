@@ -60,6 +60,7 @@ async def test_work_stream_opens_and_delivers_through_the_dispatcher(inproc: InP
                 "in_flight": 2,
                 "dead_lettered": 0,
                 "scheduled": 0,
+                "backoff": 0,
             }
             body = {"node": "w", "seqs": [1, 2], "lease_ids": [j["lease_id"] for j in jobs]}
             assert (await http.post("/v0/topics/jobs/ack", json=body)).json()["acked"] == 2
@@ -71,6 +72,7 @@ async def test_work_stream_opens_and_delivers_through_the_dispatcher(inproc: InP
             "in_flight": 0,
             "dead_lettered": 0,
             "scheduled": 0,
+            "backoff": 0,
         }
 
 
@@ -101,6 +103,7 @@ async def test_work_stream_shares_the_connection_cap_with_watch(inproc: InProc) 
             "in_flight": 0,
             "dead_lettered": 0,
             "scheduled": 0,
+            "backoff": 0,
         }
 
 

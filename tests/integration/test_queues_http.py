@@ -130,7 +130,13 @@ def test_ack_nack_extend_over_http(http: httpx.Client) -> None:
     assert body["performance"]["fsync_ms"] == 0.0
     state = http.get("/v0/topics/hq-life").json()
     assert state["type"] == "queue"
-    assert state["queue"] == {"ready": 1, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
+    assert state["queue"] == {
+        "ready": 1,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+        "backoff": 0,
+    }
     assert state["count"] == 1
 
 
@@ -262,7 +268,13 @@ def test_a_durable_queue_acks_with_fsync_and_keeps_acks_across_restarts(
         state = c.get("/v0/topics/hq-dur").json()
         assert state["count"] == 2
         # leases were not durable: both in-flight jobs are claimable again
-        assert state["queue"] == {"ready": 2, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
+        assert state["queue"] == {
+            "ready": 2,
+            "in_flight": 0,
+            "dead_lettered": 0,
+            "scheduled": 0,
+            "backoff": 0,
+        }
 
 
 # -- in-process, with a ManualClock ----------------------------------------------------------
@@ -285,12 +297,48 @@ async def test_expiry_reclaim_and_dead_letter_over_http(inproc: InProc) -> None:
         r = await c.post("/v0/topics/q/claim", json={"node": "w"})
         assert r.json()["count"] == 0
         state = (await c.get("/v0/topics/q")).json()
-        assert state["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 1, "scheduled": 0}
+        assert state["queue"] == {
+            "ready": 0,
+            "in_flight": 0,
+            "dead_lettered": 1,
+            "scheduled": 0,
+            "backoff": 0,
+        }
         dlq = (await c.post("/v0/topics/q.dlq/diff", json={"include_tags": True})).json()
         (moved,) = dlq["records"]
         assert moved["$tag"] == "job-1"
         assert moved["meta"]["$dead_letter_from"] == "q"
         assert moved["meta"]["$dead_letter_src_seq"] == 1
+
+
+async def test_a_job_in_backoff_is_counted_and_its_last_nack_dead_letters_it(
+    inproc: InProc,
+) -> None:
+    async with inproc.client() as c:
+        config = {"type": "queue", "max_deliveries": 2, "dead_letter": "b.dlq"}
+        assert (await c.put("/v0/topics/b", json=config)).status_code == 201
+        await c.post("/v0/topics/b", json={"records": [{"data": 1}]})
+        for delivery in (1, 2):
+            job = (await c.post("/v0/topics/b/claim", json={"node": "w"})).json()["claimed"][0]
+            assert job["deliveries"] == delivery
+            r = await c.post("/v0/topics/b/nack", json={"node": "w", "seqs": [1], "delay_ms": 500})
+            assert r.json()["nacked"] == 1
+            state = (await c.get("/v0/topics/b")).json()
+            if delivery == 1:  # waiting out its delay: counted as backoff, nowhere else
+                assert state["count"] == 1
+                assert state["queue"] == {
+                    "ready": 0,
+                    "in_flight": 0,
+                    "dead_lettered": 0,
+                    "scheduled": 0,
+                    "backoff": 1,
+                }
+                inproc.clock.advance(500)
+        # the last delivery's nack moved it before answering: no claim was needed
+        assert state["count"] == 0
+        assert state["queue"]["dead_lettered"] == 1
+        assert state["queue"]["backoff"] == 0
+        assert (await c.get("/v0/topics/b.dlq")).json()["count"] == 1
 
 
 async def test_delayed_nack_over_http(inproc: InProc) -> None:
@@ -404,6 +452,7 @@ def test_work_stream_disconnect_releases_its_leases_at_once(http: httpx.Client) 
                 "in_flight": 1,
                 "dead_lettered": 0,
                 "scheduled": 0,
+                "backoff": 0,
             }
         )
     )

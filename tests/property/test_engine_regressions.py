@@ -28,7 +28,13 @@ def test_queue_topic_state_has_queue_counters(db: topics.SyncEngine) -> None:
     # §1.2: "A queue topic additionally returns a queue sub-object (§10.7)".
     db.put_topic("q", {"type": "queue"})
     state = db.get_topic("q", touch=False)
-    assert state.queue == {"ready": 0, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
+    assert state.queue == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 0,
+        "scheduled": 0,
+        "backoff": 0,
+    }
 
 
 def test_put_topic_does_not_resurrect_expired_records(

@@ -418,7 +418,13 @@ class ContractModel:
         queue = None
         if topic.config.type == "queue":
             # ASSUMPTION: with no claims ever made, every live job is ready.
-            queue = {"ready": topic.count, "in_flight": 0, "dead_lettered": 0, "scheduled": 0}
+            queue = {
+                "ready": topic.count,
+                "in_flight": 0,
+                "dead_lettered": 0,
+                "scheduled": 0,
+                "backoff": 0,
+            }
         return TopicState(
             topic=topic.name,
             type=topic.config.type,

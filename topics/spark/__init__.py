@@ -38,6 +38,12 @@ from ._rows import read_schema as read_schema
 from ._write import LEDGER_TOPIC as LEDGER_TOPIC
 from ._write import TopicsCommitMessage as TopicsCommitMessage
 
+# The errors a user meets name their public home ("topics.spark.GapError: ..."), not the
+# private module that raises them: PySpark shows the class path before the message.
+for _error in (OptionError, GapError, BadRecordError):
+    _error.__module__ = __name__
+del _error
+
 __all__ = [
     "BASE_FIELDS",
     "GAP_FIELD",

@@ -78,6 +78,7 @@ _SPARK_OWN = frozenset({"__path__", "checkpointlocation"})
 # A Spark task has a cost of its own: on 2 cores, 1M records took twice as long in 8
 # tasks of 125k as in 2 of 500k, and 10M records 25-40 % longer in 20 tasks than in 10.
 # A million records is ~90 MB of frames, near Spark's own 128 MB file splits.
+#: The most seqs one task reads when ``partition_records`` is not given (``_plan`` rule 5).
 DEFAULT_PARTITION_RECORDS = 1_000_000
 DEFAULT_BATCH_RECORDS = 1000
 MAX_BATCH_RECORDS = 10_000
@@ -100,7 +101,8 @@ class ReadOptions:
     #: per-topic inclusive ends; ``default_to_seq`` for any other topic; None = the head
     to_seqs: dict[str, int | None] = field(default_factory=dict)
     default_to_seq: int | None = None
-    partition_records: int = DEFAULT_PARTITION_RECORDS
+    #: seqs per task; None: derived from the read's size and Spark's parallelism (_plan rule 5)
+    partition_records: int | None = None
     on_gap: OnGap = "fail"
     max_records_per_trigger: int = 0
     timeout_s: float = 60.0
@@ -322,7 +324,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         default_from_seq=default_from,
         to_seqs=to_seqs,
         default_to_seq=default_to,
-        partition_records=_int(opts, "partition_records", DEFAULT_PARTITION_RECORDS, 1),
+        partition_records=_int(opts, "partition_records", 0, 1) or None,
         on_gap="emit" if on_gap == "emit" else "fail",
         max_records_per_trigger=_int(opts, "max_records_per_trigger", 0),
         timeout_s=_float(opts, "timeout_s", 60.0),

@@ -16,6 +16,12 @@ Rules:
    ``ending_ts`` resolved to the last seq committed at or before it, never past the
    head. ``$ts`` never decreases within a topic, so each is one binary search on the
    engine's side (``Source.seq_before_ts``).
+5. How many seqs a partition gets: ``partition_records`` when the read names it; else
+   the read's size divided over ``spark.default.parallelism`` (read by ``register`` from
+   the session), so every core gets a task, within [``MIN_AUTO_PARTITION_RECORDS``,
+   ``DEFAULT_PARTITION_RECORDS``]: a task costs ~0.1 s of its own, so a small read stays
+   one task, and a large one is still cut into tasks of at most a million seqs. Without a
+   known parallelism the split is ``DEFAULT_PARTITION_RECORDS``.
 """
 
 from __future__ import annotations
@@ -25,10 +31,23 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from ._options import ReadOptions
+from ._options import DEFAULT_PARTITION_RECORDS, ReadOptions
 from ._sources import HttpSource, PathSource, Source
 
-__all__ = ["TopicRange", "end_seq", "open_source", "plan_ranges", "resolve_topics", "start_seq"]
+__all__ = [
+    "MIN_AUTO_PARTITION_RECORDS",
+    "TopicRange",
+    "end_seq",
+    "open_source",
+    "partition_target",
+    "plan_ranges",
+    "resolve_topics",
+    "start_seq",
+]
+
+#: The fewest seqs a derived split gives a task (rule 5): below this, a second task costs
+#: more than the reading it takes off the first.
+MIN_AUTO_PARTITION_RECORDS = 100_000
 
 
 @dataclass(frozen=True)
@@ -79,3 +98,13 @@ def plan_ranges(source: Source, topic: str, lo: int, hi: int, target: int) -> li
         return [TopicRange(topic, lo, hi)]
     bounds = [lo, *source.split_points(topic, lo, hi, target), hi]
     return [TopicRange(topic, a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def partition_target(opts: ReadOptions, seqs: int, parallelism: int) -> int:
+    """Seqs per partition for a read of ``seqs`` seqs in all (rule 5)."""
+    if opts.partition_records is not None:
+        return opts.partition_records
+    if parallelism < 2:
+        return DEFAULT_PARTITION_RECORDS
+    share = -(-seqs // parallelism)  # (ceiling: never one task more than the cores)
+    return min(max(share, MIN_AUTO_PARTITION_RECORDS), DEFAULT_PARTITION_RECORDS)

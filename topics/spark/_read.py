@@ -46,8 +46,17 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..errors import TopicNotFoundError
+from ._errors import message_first
 from ._options import ReadOptions
-from ._plan import TopicRange, end_seq, open_source, plan_ranges, resolve_topics, start_seq
+from ._plan import (
+    TopicRange,
+    end_seq,
+    open_source,
+    partition_target,
+    plan_ranges,
+    resolve_topics,
+    start_seq,
+)
 from ._rows import RangeReader, check_data_fields
 from ._sources import Source
 
@@ -68,6 +77,7 @@ except ImportError:  # pyspark < 4.2: no admission control for Python sources
 __all__ = ["TopicsBatchReader", "TopicsStreamReader"]
 
 
+@message_first
 def _read_partition(
     opts: ReadOptions, schema: StructType, partition: InputPartition
 ) -> Iterator[pa.RecordBatch]:
@@ -94,25 +104,27 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 class TopicsBatchReader(DataSourceReader):
     """``spark.read.format("topics")``: one partition per seq range (rule 1)."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, parallelism: int = 0) -> None:
         check_data_fields(_arrow_schema(schema))  # at planning, not in a task
         self.opts = opts
         self.schema = schema
+        self.parallelism = parallelism  # spark.default.parallelism, 0 if unknown
 
+    @message_first
     def partitions(self) -> list[InputPartition]:
         opts = self.opts
         source = open_source(opts)
         try:
             source.refresh()
-            plan: list[InputPartition] = []
+            ranges: list[tuple[str, int, int]] = []
             for topic in resolve_topics(source, opts):
                 head = source.head_seq(topic)
                 lo = start_seq(source, opts, topic, head)
                 hi = end_seq(source, opts, topic, head)
                 if hi < head and hi <= lo:
                     continue  # ends before it starts (an above-head start is rule 1's gap)
-                plan += plan_ranges(source, topic, lo, hi, opts.partition_records)
-            return plan
+                ranges.append((topic, lo, hi))
+            return _cut(source, opts, ranges, self.parallelism)
         finally:
             source.close()
 
@@ -123,20 +135,21 @@ class TopicsBatchReader(DataSourceReader):
 class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("topics")`` with exact per-topic seq offsets (rules 2, 3)."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, parallelism: int = 0) -> None:
         check_data_fields(_arrow_schema(schema))
         self.opts = opts
         self.schema = schema
+        self.parallelism = parallelism
         self._source: Source | None = None  # driver side only (see __getstate__)
         self._target: dict[str, int] | None = None
         self._latest: dict[str, int] | None = None
         self._initial: dict[str, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "schema": self.schema}
+        return {"opts": self.opts, "schema": self.schema, "parallelism": self.parallelism}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["opts"], state["schema"])  # type: ignore[misc]
+        self.__init__(state["opts"], state["schema"], state["parallelism"])  # type: ignore[misc]
 
     @property
     def source(self) -> Source:
@@ -159,12 +172,14 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _joined_at(self, topic: str, head: int) -> int:
         return start_seq(self.source, self.opts, topic, head)
 
+    @message_first
     def initialOffset(self) -> dict[str, int]:
         if self._initial is None:  # rule 4
             heads = self._latest if self._latest is not None else self._heads()
             self._initial = {t: self._joined_at(t, h) for t, h in heads.items()}
         return dict(self._initial)
 
+    @message_first
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._heads()
 
@@ -177,6 +192,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, int] | None:
         return dict(self._latest) if self._latest is not None else None
 
+    @message_first
     def latestOffset(
         self, start: dict[str, int] | None = None, limit: Any = None
     ) -> dict[str, int]:
@@ -210,15 +226,15 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end[topic] = head
         return end
 
+    @message_first
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        source, target = self.source, self.opts.partition_records
-        plan: list[InputPartition] = []
+        ranges: list[tuple[str, int, int]] = []
         for topic in sorted(end):
             lo = start.get(topic)
             if lo is None:
                 lo = self._joined_at(topic, end[topic])
-            plan += plan_ranges(source, topic, lo, end[topic], target)
-        return plan
+            ranges.append((topic, lo, end[topic]))
+        return _cut(self.source, self.opts, ranges, self.parallelism)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(self.opts, self.schema, partition)
@@ -230,3 +246,16 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._source is not None:
             self._source.close()
             self._source = None
+
+
+def _cut(
+    source: Source, opts: ReadOptions, ranges: list[tuple[str, int, int]], parallelism: int
+) -> list[InputPartition]:
+    """The partitions of a read's per-topic ranges, sized for the whole read (``_plan``
+    rule 5: the cores share what every topic holds, not each topic apart)."""
+    seqs = sum(max(hi - lo, 0) for _, lo, hi in ranges)
+    target = partition_target(opts, seqs, parallelism)
+    plan: list[InputPartition] = []
+    for topic, lo, hi in ranges:
+        plan += plan_ranges(source, topic, lo, hi, target)
+    return plan

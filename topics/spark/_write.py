@@ -74,6 +74,7 @@ from pyspark.sql.types import ArrayType, MapType, Row, StringType, StructType
 from .._core.columns import WANT_ALL
 from .._storage.fs import DataDirLockedError
 from ..errors import TopicNotFoundError
+from ._errors import message_first
 from ._options import LEDGER, OptionError, WriteOptions
 from ._sources import HttpSource
 
@@ -449,6 +450,7 @@ class TopicsWriter(DataSourceWriter):
         # attempt: the idempotency scope of this job (rule 2).
         self.write_id = opts.write_id or uuid.uuid4().hex
 
+    @message_first
     def write(self, iterator: Iterator[Row]) -> TopicsCommitMessage:
         return _write_partition(self.opts, self.positions, self.write_id, iterator)
 
@@ -467,6 +469,7 @@ class TopicsStreamWriter(DataSourceStreamWriter):
         self.positions = column_positions(schema)
         self.fallback_id = opts.write_id or uuid.uuid4().hex
 
+    @message_first
     def write(self, iterator: Iterator[Row]) -> TopicsCommitMessage:
         ctx = TaskContext.get()
         query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None

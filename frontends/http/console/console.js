@@ -224,13 +224,13 @@
       if (dlq && held > 0) action.appendChild(button("redrive", () => redrive(dlq)));
       rows.push(row([
         cell(d.topic, "mono"), cell(fmt(d.head_seq), "num"), cell(fmt(q.ready), "num ready"),
-        cell(fmt(q.in_flight), "num in-flight"),
+        cell(fmt(q.in_flight), "num in-flight"), cell(fmt(q.backoff), "num backoff"),
         cell(fmt(q.dead_lettered), "num dead" + (q.dead_lettered > 0 ? " lag-bad" : "")),
         cell(dlq, "mono"), cell(fmt(held), "num dlq-count" + (held > 0 ? " lag-bad" : "")), action,
       ]));
     }
     $("#queues-meta").textContent = rows.length + " queues";
-    fill($("#queues tbody"), rows, 8, "no queue topics");
+    fill($("#queues tbody"), rows, 9, "no queue topics");
   }
 
   // POST /v0/topics/:dlq/redrive: every dead letter back to the queue it came from.

@@ -108,8 +108,13 @@ def schemas() -> dict[str, Schema]:
                     "counted in neither ready nor in_flight).",
                     minimum=0,
                 ),
+                "backoff": integer(
+                    "Jobs nacked with a delay_ms that has not elapsed (waiting out their "
+                    "backoff; counted in neither ready nor in_flight).",
+                    minimum=0,
+                ),
             },
-            ["ready", "in_flight", "dead_lettered", "scheduled"],
+            ["ready", "in_flight", "dead_lettered", "scheduled", "backoff"],
         ),
         "TopicPutResult": with_perf(
             obj(

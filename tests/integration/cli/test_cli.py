@@ -130,6 +130,12 @@ def test_put_and_queue_commands(topics_cli: Run) -> None:
     assert (nack["nacked"], nack["ready"]) == (2, 2)
     stat = ok(topics_cli("stat", q))
     assert re.search(r"^queue.ready\s+2$", stat, re.M)
+    assert re.search(r"^queue.backoff\s+0$", stat, re.M)
+    ok(topics_cli("queue", "claim", q, "--node", "w"))
+    ok(topics_cli("queue", "nack", q, "--node", "w", "2", "--delay-ms", "60000"))
+    stat = ok(topics_cli("stat", q))  # a job waiting out its delay is counted somewhere
+    assert re.search(r"^queue.backoff\s+1$", stat, re.M)
+    assert re.search(r"^queue.ready\s+1$", stat, re.M)
     usage = topics_cli("queue", "ack", q, "--node", "w", "x")
     assert usage.returncode == 2
     assert "expected SEQ or SEQ:LEASE_ID" in usage.stderr

@@ -170,6 +170,7 @@ def test_queue_calls(client: topics.Client) -> None:
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     with pytest.raises(topics.NotAQueueError):
         client.claim(_log_topic(client), node="w")

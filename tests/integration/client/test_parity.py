@@ -74,6 +74,7 @@ def test_same_code_same_results(db: Any) -> None:
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
 
     audit = unique("audit")

@@ -33,6 +33,7 @@ def test_schedule_dedupe_and_redrive(client: topics.Client) -> None:
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 1,
+        "backoff": 0,
     }
     dup = client.schedule(q, {"n": 2}, dedupe_key="n1")
     assert dup.count == 0

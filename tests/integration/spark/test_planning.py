@@ -11,7 +11,7 @@ import pytest
 import topics
 from topics.spark import GapError, OptionError, ReaderHandle
 from topics.spark._options import parse_read_options, parse_write_options
-from topics.spark._plan import TopicRange, plan_ranges
+from topics.spark._plan import MIN_AUTO_PARTITION_RECORDS, TopicRange, partition_target, plan_ranges
 from topics.spark._rows import RangeReader
 from topics.spark._sources import Page, fixed_cuts, segment_cuts
 from topics.types import Tombstone
@@ -138,6 +138,19 @@ def test_plans_cover_the_range_exactly_once() -> None:
     ]
     assert plan_ranges(source, "t", 7, 7, 30) == []
     assert pickle.loads(pickle.dumps(plan[0])) == plan[0]
+
+
+def test_the_default_split_gives_every_core_a_task_and_an_explicit_one_wins() -> None:
+    auto = parse_read_options({"path": ".", "topic": "t"})
+    assert auto.partition_records is None
+    assert partition_target(auto, 1_000_000, 2) == 500_000  # two cores, two tasks
+    assert partition_target(auto, 1_000_001, 2) == 500_001  # (never a third, tiny task)
+    assert partition_target(auto, 1_000_000, 8) == 125_000
+    assert partition_target(auto, 50_000_000, 2) == 1_000_000  # no task over a million
+    assert partition_target(auto, 150_000, 8) == MIN_AUTO_PARTITION_RECORDS  # nor tiny
+    assert partition_target(auto, 1_000_000, 0) == 1_000_000  # parallelism unknown
+    given = parse_read_options({"path": ".", "topic": "t", "partition_records": "7"})
+    assert partition_target(given, 1_000_000, 2) == 7
 
 
 def test_segment_cuts_fall_on_segment_ends() -> None:

@@ -58,6 +58,7 @@ async def test_a_scheduled_job_has_its_seq_at_once_but_is_claimable_only_when_du
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 2,
+        "backoff": 0,
     }
     assert (await engine.claim("q", node="w", max=10)).seqs == (2,)
     clock.advance(1999)
@@ -74,6 +75,7 @@ async def test_a_scheduled_job_has_its_seq_at_once_but_is_claimable_only_when_du
         "in_flight": 3,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
 
 
@@ -154,6 +156,7 @@ async def test_a_deleted_scheduled_job_stops_counting(engine, clock):
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     clock.advance(100)
     assert (await engine.claim("q", node="w", max=5)).seqs == (2,)
@@ -274,6 +277,7 @@ async def test_durable_leases_and_scheduled_jobs_restore_together(tmp_path):
             "in_flight": 2,
             "dead_lettered": 0,
             "scheduled": 1,
+            "backoff": 0,
         }
         clock.advance(990)
         assert (await engine.claim("q", node="x", max=5)).seqs == (1,)
@@ -352,6 +356,7 @@ async def test_replace_swaps_an_unclaimed_job_for_the_new_one_at_the_tail(engine
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 1,
+        "backoff": 0,
     }
     # A claimed holder is not replaced: the new job is a duplicate.
     await engine.write("q", [{"data": "j1", "dedupe_key": "j"}])

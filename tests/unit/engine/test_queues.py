@@ -108,6 +108,7 @@ async def test_claim_rejects_bad_arguments(engine, kwargs):
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
 
 
@@ -140,6 +141,7 @@ async def test_ack_nack_extend_reject_bad_arguments(engine, op, kwargs):
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
 
 
@@ -210,6 +212,7 @@ async def test_claim_defaults_to_one_job_and_counts_the_rest_as_ready(engine):
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     res = await engine.claim("q", node="w2", max=3)
     assert (res.seqs, res.ready) == ((2, 3, 4), 1)
@@ -258,6 +261,7 @@ async def test_claim_never_sees_jobs_written_after_a_recreate_as_old_leases(engi
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     res = await engine.claim("q", node="w", max=5)
     assert [j.deliveries for j in res.claimed] == [1, 1]
@@ -278,6 +282,7 @@ async def test_lease_expires_only_after_its_deadline(engine, clock):
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     clock.advance(1)  # now > deadline: expired, claimable again
     assert await counters(engine) == {
@@ -285,6 +290,7 @@ async def test_lease_expires_only_after_its_deadline(engine, clock):
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     res = await engine.claim("q", node="b")
     assert res.seqs == (1,)
@@ -415,6 +421,7 @@ async def test_nack_delay_hides_the_job_until_it_elapses(engine, clock):
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     res = await engine.claim("q", node="b")
     assert res.seqs == (1,)
@@ -443,6 +450,7 @@ async def test_nack_of_another_nodes_lease_or_with_a_stale_lease_id_is_skipped(e
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
 
 
@@ -469,6 +477,7 @@ async def test_extend_sets_a_new_deadline_from_now(engine, clock):
         "in_flight": 2,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     clock.advance(1)
     again = await engine.claim("q", node="b", max=2)
@@ -533,6 +542,7 @@ async def test_job_past_max_deliveries_moves_to_the_dead_letter_topic(engine, cl
         "in_flight": 0,
         "dead_lettered": 2,
         "scheduled": 0,
+        "backoff": 0,
     }
     assert await live_seqs(engine) == []
     dlq = await engine.get_topic("dlq", touch=False)
@@ -553,6 +563,89 @@ async def test_job_past_max_deliveries_moves_to_the_dead_letter_topic(engine, cl
         "$dead_letter_deliveries": 2,
         "$dead_letter_src_seq": 2,
     }
+
+
+async def dead_letters(engine: Engine, name: str = "dlq") -> list[Any]:
+    """The dead-letter topic's records, without looking at the queue (a look would
+    apply its expiry itself)."""
+    if name not in {t.topic for t in (await engine.list_topics()).topics}:
+        return []
+    return list((await engine.diff(name, from_seq=0, limit=1000)).records)
+
+
+async def test_a_nack_on_the_last_delivery_dead_letters_before_it_answers(engine, clock):
+    # The job never waits out its backoff or a next claim: a worker that drains the queue
+    # finds the dead letter when its last nack returns.
+    await make_queue(engine, max_deliveries=2, dead_letter="dlq", n=1)
+    first = await engine.claim("q", node="w")
+    await engine.nack("q", node="w", seqs=list(first.seqs), delay_ms=5000)
+    assert await dead_letters(engine) == []
+    clock.advance(5000)
+    second = await engine.claim("q", node="w")
+    assert second.claimed[0].deliveries == 2
+    nack = await engine.nack("q", node="w", seqs=list(second.seqs), delay_ms=5000)
+    assert (nack.nacked, nack.ready, nack.in_flight) == (1, 0, 0)
+    moved = await dead_letters(engine)
+    assert [(r.data, r.meta["$dead_letter_deliveries"]) for r in moved] == [(1, 2)]
+    assert (await engine.get_topic("q", touch=False)).count == 0
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 1,
+        "scheduled": 0,
+        "backoff": 0,
+    }
+
+
+async def test_a_lease_expiring_on_the_last_delivery_dead_letters_at_its_deadline(
+    engine, clock, autojump_clock
+):
+    # Nobody claims or looks at the queue: the expiry timer alone moves the job, when the
+    # engine's clock passes the deadline (and not before).
+    await make_queue(engine, max_deliveries=1, dead_letter="dlq", n=2)
+    await engine.claim("q", node="crashed", max=2)
+    await engine.extend("q", node="crashed", seqs=[2], lease_ms=3 * LEASE)
+    await trio.sleep(2 * LEASE / 1000)  # trio time passes; the engine's clock does not
+    assert await dead_letters(engine) == []
+    clock.advance(LEASE + 1)  # seq 1's lease is past its deadline; seq 2's is not
+    await trio.sleep(2 * LEASE / 1000)
+    assert [r.data for r in await dead_letters(engine)] == [1]
+    clock.advance(2 * LEASE)
+    await trio.sleep(3 * LEASE / 1000)
+    assert [r.data for r in await dead_letters(engine)] == [1, 2]
+    assert await counters(engine) == {
+        "ready": 0,
+        "in_flight": 0,
+        "dead_lettered": 2,
+        "scheduled": 0,
+        "backoff": 0,
+    }
+
+
+async def test_an_expiry_seen_by_a_look_dead_letters_without_a_claim(engine, clock):
+    await make_queue(engine, max_deliveries=1, dead_letter="dlq", n=1)
+    await engine.claim("q", node="crashed")
+    clock.advance(LEASE + 1)
+    await engine.get_topic("q", touch=False)  # any look applies the expiry
+    await trio.testing.wait_all_tasks_blocked()
+    assert [r.data for r in await dead_letters(engine)] == [1]
+    assert (await engine.get_topic("q", touch=False)).count == 0
+
+
+async def test_a_nacked_job_in_backoff_is_counted_as_backoff(engine, clock):
+    await make_queue(engine, n=3)
+    res = await engine.claim("q", node="w", max=2)
+    await engine.nack("q", node="w", seqs=[res.seqs[0]], delay_ms=500)
+    assert await counters(engine) == {
+        "ready": 1,
+        "in_flight": 1,
+        "dead_lettered": 0,
+        "scheduled": 0,
+        "backoff": 1,
+    }
+    clock.advance(500)
+    assert (await counters(engine))["backoff"] == 0
+    assert (await counters(engine))["ready"] == 2
 
 
 async def test_dead_lettered_jobs_do_not_take_a_claimers_share(engine, clock):
@@ -604,6 +697,7 @@ async def test_a_full_dead_letter_topic_leaves_the_job_claimable(engine, clock):
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     await engine.delete_records("dlq", before_seq=10)
     assert (await engine.claim("q", node="w")).count == 0  # moved now
@@ -612,6 +706,7 @@ async def test_a_full_dead_letter_topic_leaves_the_job_claimable(engine, clock):
         "in_flight": 0,
         "dead_lettered": 1,
         "scheduled": 0,
+        "backoff": 0,
     }
 
 
@@ -668,6 +763,7 @@ async def test_deletes_made_elsewhere_leave_the_counters_exact(engine):
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     ack = await engine.ack("q", node="w", seqs=[1, 2])
     assert (ack.acked, ack.skipped) == (1, [1])
@@ -684,6 +780,7 @@ async def test_ttl_expiry_of_leased_jobs_leaves_the_counters_exact(engine, clock
         "in_flight": 0,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     assert (await engine.claim("q", node="w", max=5)).seqs == (3,)
 
@@ -834,6 +931,7 @@ async def test_closing_a_work_session_releases_its_leases_at_once(engine):
             "in_flight": 2,
             "dead_lettered": 0,
             "scheduled": 0,
+            "backoff": 0,
         }
     # seq 3 was delivered on the session: released; seq 1 came from a poll: kept
     assert await counters(engine) == {
@@ -841,6 +939,7 @@ async def test_closing_a_work_session_releases_its_leases_at_once(engine):
         "in_flight": 1,
         "dead_lettered": 0,
         "scheduled": 0,
+        "backoff": 0,
     }
     again = await engine.claim("q", node="other", max=5)
     assert again.seqs == (3,)
@@ -931,6 +1030,7 @@ async def test_many_workers_drain_the_queue_with_every_job_acked_once_or_dead_le
         "in_flight": 0,
         "dead_lettered": len(dead),
         "scheduled": 0,
+        "backoff": 0,
     }
 
 
@@ -949,7 +1049,7 @@ async def test_durable_leases_survive_a_restart(tmp_path):
         await engine.nack("q", node="b", seqs=[4], delay_ms=5000)
         await engine.extend("q", node="a", seqs=[2], lease_ms=9000)
         before = await counters(engine)
-    assert before == {"ready": 2, "in_flight": 2, "dead_lettered": 0, "scheduled": 0}
+    assert before == {"ready": 2, "in_flight": 2, "dead_lettered": 0, "scheduled": 0, "backoff": 1}
     async with open_engine(str(tmp_path), clock=clock) as engine:
         assert await counters(engine) == before
         assert (await engine.claim("q", node="c", max=10)).seqs == (5, 6)
@@ -963,6 +1063,23 @@ async def test_durable_leases_survive_a_restart(tmp_path):
         job4 = next(j for j in res.claimed if j.seq == 4)
         assert job4.deliveries == 2  # the delivery count survived
         assert other.lease_ids[1] != job4.lease_id
+
+
+async def test_a_last_delivery_held_across_a_restart_is_dead_lettered_at_once(tmp_path):
+    clock = ManualClock(START_MS)
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        await make_queue(engine, n=1, leases_durable=True, max_deliveries=1, dead_letter="dlq")
+        await engine.claim("q", node="gone")
+    clock.advance(LEASE + 1)  # the lease ran out while the engine was down
+    async with open_engine(str(tmp_path), clock=clock) as engine:
+        # Nobody looks at the queue (a look would apply the expiry itself): the timer
+        # started at recovery moves the job, and the move wakes the queue's waiters.
+        (q,) = engine._queue_ops.queues.states.values()
+        with trio.fail_after(5):
+            while not q.dead_lettered:
+                await q.lot.park()
+        assert [r.data for r in await dead_letters(engine)] == [1]
+        assert (await engine.get_topic("q", touch=False)).count == 0
 
 
 async def test_durable_leases_replay_from_the_wal_after_a_crash(tmp_path):
@@ -984,6 +1101,7 @@ async def test_durable_leases_replay_from_the_wal_after_a_crash(tmp_path):
             "in_flight": 1,
             "dead_lettered": 0,
             "scheduled": 0,
+            "backoff": 0,
         }
         assert (await engine.ack("q", node="a", seqs=[3], lease_ids=[held.lease_ids[2]])).acked == 1
 
@@ -1002,6 +1120,7 @@ async def test_without_durable_leases_every_in_flight_job_is_claimable_after_a_r
             "in_flight": 1,
             "dead_lettered": 1,
             "scheduled": 0,
+            "backoff": 0,
         }
     async with open_engine(str(tmp_path), clock=clock) as engine:
         assert await live_seqs(engine) == [3, 4]  # the ack and the dead letter were durable
@@ -1010,6 +1129,7 @@ async def test_without_durable_leases_every_in_flight_job_is_claimable_after_a_r
             "in_flight": 0,
             "dead_lettered": 1,
             "scheduled": 0,
+            "backoff": 0,
         }
         res = await engine.claim("q", node="b", max=5)
         assert res.seqs == (3, 4)
@@ -1035,6 +1155,7 @@ def test_sync_facade_claim_ack_nack_extend():
             "in_flight": 0,
             "dead_lettered": 0,
             "scheduled": 0,
+            "backoff": 0,
         }
         db.write("log", [{"data": 1}])
         with pytest.raises(NotAQueueError):
@@ -1061,6 +1182,7 @@ async def test_async_worker_acks_successes_and_backs_off_failures(engine, clock)
             "in_flight": 0,
             "dead_lettered": 0,
             "scheduled": 0,
+            "backoff": 2,
         }
         clock.advance(100)
         await engine.get_topic("q")  # the delay elapsed: wakes the idle worker
@@ -1068,6 +1190,20 @@ async def test_async_worker_acks_successes_and_backs_off_failures(engine, clock)
     assert worker.stats.lost == 0
     assert sorted(s for s, d in seen if d == 2) == [3, 6]
     assert await live_seqs(engine) == []
+
+
+async def test_a_worker_draining_the_queue_returns_after_its_dead_letters_exist(engine, clock):
+    await make_queue(engine, n=3, max_deliveries=1, dead_letter="jobs.dead")
+
+    async def handler(job: topics.Job) -> None:
+        if job.data == 2:
+            raise RuntimeError("poison")
+
+    worker = topics.Worker(engine, "q", "w", handler, max=4, until_empty=True)
+    with trio.fail_after(5):
+        await worker.run()
+    assert (worker.stats.acked, worker.stats.nacked) == (2, 1)
+    assert [r.data for r in await dead_letters(engine, "jobs.dead")] == [2]
 
 
 async def test_async_worker_heartbeats_a_long_job(engine, autojump_clock):
