@@ -1,0 +1,1 @@
+"""Named cursors: their store and the engine's cursor operations."""

@@ -1,0 +1,1 @@
+"""The record filter language (`where`) and the CloudEvents projection."""

@@ -1,0 +1,1 @@
+"""Queues: job state, leases and claims, the job log, /work sessions, and the engine's queue and job operations."""

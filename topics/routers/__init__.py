@@ -1,0 +1,1 @@
+"""Routers: definitions, the forwarding workers, and the engine's router operations."""

@@ -1,0 +1,1 @@
+"""The watch hub: sessions, feeds, prefix joins, bounds, and the engine's watch operations."""
