@@ -53,9 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.persistence import bench_append
 from tests.integration.conftest import ServerProcess, spawn_server
-from topics import _durability
 from topics._storage.heads import HeadTable
 from topics.engine import open_engine
+from topics.ops import durability as _durability
 
 CLASSES = ["ephemeral", "memory", "disk", "fsync"]
 BATCH = 4
@@ -261,8 +261,8 @@ def bench_slot_store(root: str, n: int = 200_000) -> float:
     of the table on the write path)."""
     import timeit
 
-    from topics._log import TopicLog
     from topics.config import TopicConfig
+    from topics.log.topic_log import TopicLog
 
     table = HeadTable.create(root, [])
     assert table is not None

@@ -98,7 +98,7 @@ def render_ns() -> dict[str, float]:
     import ujson
 
     from topics._core import _ext
-    from topics._where import compile_where
+    from topics.query.where import compile_where
 
     limits = (1 << 20, 1 << 20, 256, 256, 1 << 20)
     frames, _ = _ext.encode_batch(

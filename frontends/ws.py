@@ -62,8 +62,8 @@ from .http.state import HttpState, Reply, RequestContext
 from .http.streams import Outbound
 
 if TYPE_CHECKING:
-    from topics._log import TopicLog
-    from topics._watch import StreamSlot
+    from topics.log.topic_log import TopicLog
+    from topics.watch.hub import StreamSlot
 
 __all__ = ["ROUTES", "WsConnection", "register"]
 

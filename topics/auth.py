@@ -153,7 +153,7 @@ NAME_FREE_FIELDS: frozenset[str] = frozenset(
         # routers (the filter matches tags), watch, WebSocket framing
         "preserve_node", "preserve_tag", "create_dest", "filter", "allow_cycle", "guarantee",
         "heartbeat_ms", "consistency", "op", "request_id",
-        # watch prefixes are narrowed to the allowlist by the engine (topics._watch_prefix)
+        # watch prefixes are narrowed to the allowlist by the engine (topics.watch.prefix)
         "topic_prefix", "max_backlog", "on_backlog",
         # compare-and-append and producer fencing (a producer id is not a topic name)
         "expected_head_seq", "producer_id", "epoch",

@@ -24,35 +24,35 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._appender import Appender
 from ._clock import Clock, SystemClock
-from ._cursor_ops import CursorOps
-from ._durability import Durability, open_data_dir
 from ._facade import Via, bind_parts
-from ._job_ops import JobOps
 from ._limits import DIFF_BYTE_BUDGET
-from ._queue_ops import QueueOps
-from ._quotas import quotas_for
-from ._read_ops import ReadOps
-from ._routers import Routers
+from ._persistence.appender import Appender
 from ._storage.fs import Fs, RealFs
+from .cursors.ops import CursorOps
+from .log.quotas import quotas_for
+from .ops.durability import Durability, open_data_dir
+from .ops.read_ops import ReadOps
 
 # MAX_PAGE_SIZE: frontends/http answers list pages with the engine's cap.
-from ._topic_ops import MAX_PAGE_SIZE as MAX_PAGE_SIZE
-from ._topic_ops import TopicOps
-from ._watch_ops import WatchOps
-from ._writes import Writes
+from .ops.topic_ops import MAX_PAGE_SIZE as MAX_PAGE_SIZE
+from .ops.topic_ops import TopicOps
+from .ops.writes import Writes
+from .queues.job_ops import JobOps
+from .queues.ops import QueueOps
+from .routers.ops import Routers
 from .settings import Limits
+from .watch.ops import WatchOps
 
 if TYPE_CHECKING:
-    from ._cursors import Cursors
-    from ._log import TopicLog
     from ._persistence.store import Store, StorePaths
-    from ._queue_store import Queues
-    from ._quotas import NamespaceQuotas
-    from ._registry import TopicRegistry
     from ._storage.space import DiskSpace
-    from ._watch import WatchHub
+    from .cursors.store import Cursors
+    from .log.quotas import NamespaceQuotas
+    from .log.registry import TopicRegistry
+    from .log.topic_log import TopicLog
+    from .queues.store import Queues
+    from .watch.hub import WatchHub
 
 __all__ = ["DIFF_BYTE_BUDGET", "Engine", "open_engine"]
 
@@ -65,7 +65,7 @@ class Engine:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.limits = limits if limits is not None else Limits()
         # One appender for every subsystem: the registry, byte totals, retention, the
-        # batch append, deletes, serving checks and waits (topics/_appender.py).
+        # batch append, deletes, serving checks and waits (topics/_persistence/appender.py).
         app = self._app = Appender(self.clock, self.limits)
         durability = self._durability = Durability(app)
         self._router_set = Routers(app)
@@ -76,7 +76,7 @@ class Engine:
         # The write and diff machinery (the hot paths), each a plain class of its own.
         self._writes = Writes(app, durability, self._job_ops)
         self._read_ops = ReadOps(app, self._cursor_ops)
-        # The topic set, record deletes and the gauges (topics/_topic_ops.py).
+        # The topic set, record deletes and the gauges (topics/ops/topic_ops.py).
         self._topic_ops = TopicOps(
             app, durability, self._router_set, self._queue_ops, self._cursor_ops
         )
@@ -168,7 +168,7 @@ class Engine:
 
     def set_quota_namespaces(self, namespaces: Iterable[Sequence[str]]) -> None:
         """Bound the topics and routers under each prefix set (the prefix-limited API keys'
-        allowlists) by ``max_topics_per_key``/``max_routers_per_key`` (topics/_quotas.py).
+        allowlists) by ``max_topics_per_key``/``max_routers_per_key`` (topics/log/quotas.py).
 
         Every creation path checks them, the engine's own (dead letters, router dests)
         included. The HTTP app calls this with its keys; without it no quota applies.

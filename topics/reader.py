@@ -19,14 +19,14 @@ from ._args import bool_arg, node_set, u64
 from ._clock import SystemClock
 from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ._limits import DIFF_BYTE_BUDGET
-from ._log import TopicLog
 from ._names import check_topic_name
 from ._persistence.recovery import recover
 from ._persistence.store import StorePaths
-from ._reads import read_bounds, read_diff
-from ._registry import TopicRegistry
 from ._storage.fs import Fs, RealFs, StorageCorruptionError
 from .errors import TopicNotFoundError
+from .log.reads import read_bounds, read_diff
+from .log.registry import TopicRegistry
+from .log.topic_log import TopicLog
 from .settings import Limits
 from .types import DiffResult
 

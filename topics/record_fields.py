@@ -37,7 +37,7 @@ RECORD_FIELDS: frozenset[str] = frozenset(
     }
 )
 #: Members only a write to a queue topic takes. The engine turns them into meta stamps
-#: before the batch is encoded (topics/_job_ops.py), so on any other topic they reach the
+#: before the batch is encoded (topics/queues/job_ops.py), so on any other topic they reach the
 #: check below and are refused with a message saying why.
 QUEUE_RECORD_FIELDS: frozenset[str] = frozenset({"deliver_at", "delay_ms", "dedupe_key"})
 _ENCODED_FIELDS = RECORD_FIELDS - QUEUE_RECORD_FIELDS

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ._where import DEFAULT_MAX_COST
+from .query.where import DEFAULT_MAX_COST
 
 __all__ = ["Limits"]
 
@@ -61,14 +61,14 @@ class Limits:
     max_sse_connections_per_key: int = 1000
     max_inflight_per_key: int = 1000
     max_total_bytes: int = 0
-    # Per-key quotas (0 = unlimited; topics/_quotas.py): topics and routers under a
+    # Per-key quotas (0 = unlimited; topics/log/quotas.py): topics and routers under a
     # prefix-limited key's prefixes, and watch sessions held by one key.
     max_topics_per_key: int = 0
     max_routers_per_key: int = 0
     max_watch_sessions_per_key: int = 0
     # State one topic or one key may grow (0 = unlimited): named cursors per topic and
-    # created by one API key over every topic (_cursor_ops.py), producer ids per topic
-    # (_producers.py rule 5). A producer id costs ~600 B, a cursor up to ~1.3 KiB.
+    # created by one API key over every topic (cursors/ops.py), producer ids per topic
+    # (ops/producers.py rule 5). A producer id costs ~600 B, a cursor up to ~1.3 KiB.
     max_cursors_per_topic: int = 1000
     max_cursors_per_key: int = 10_000
     max_producers_per_topic: int = 10_000
@@ -79,9 +79,9 @@ class Limits:
     # directory's file system has less free space than this (_storage/space.py); 0 = off.
     min_free_bytes: int = 64 << 20
     # Not a contract limit (issue 30): what one ``where`` plan may cost per record (a test
-    # per term, a decode per part read; topics/_where.py rule 7), and how long a filtered
+    # per term, a decode per part read; topics/query/where.py rule 7), and how long a filtered
     # read or one live delivery may spend before it answers with what it has and a
-    # cursor (0 = no time bound; topics/_reads.py rule 4).
+    # cursor (0 = no time bound; topics/log/reads.py rule 4).
     max_where_cost: int = DEFAULT_MAX_COST
     max_where_ms: int = 10
 

@@ -1,6 +1,6 @@
 """Types of live delivery (contract §7, §7.x): watch sessions, stream events, settings.
 
-The engine's watch hub (``topics._watch``) produces :data:`WatchEvent` values; frontends
+The engine's watch hub (``topics.watch.hub``) produces :data:`WatchEvent` values; frontends
 turn each into a frame with ``topics.wire.sse`` / ``topics.wire.ws``. A
 :class:`RecordBatch` is shared by every watcher that read the same batch, and it keeps the
 frames built from it (:meth:`RecordBatch.encoded`), so a frame is encoded once per batch

@@ -7,7 +7,7 @@ through ``POST /v0/watch`` plus the browser's ``EventSource``. A topic's panel w
 browses from a seq or a time (``diff``), lists its cursors, edits its config and deletes
 records or the topic (after a confirmation step); a queue's dead letters can be redriven. The
 tail and the browse take an end (``to_ts``/``to_seq``) and a ``where`` written in the CLI's
-syntax, which ``filters.js`` (a port of topics/cli_filters.py) turns into the tuple sent.
+syntax, which ``filters.js`` (a port of topics/cli/filters.py) turns into the tuple sent.
 ``stats.js`` draws rates, queue depth and cursor lag over time, and the header's counters,
 from the ``/v0/metrics`` snapshots the page polls; ``jsontree.js`` shows record data as a
 collapsible tree with a copy button. Each action is the same ``/v0`` call any client makes,

@@ -1,4 +1,4 @@
-"""Named cursor routes: a topic's server-side consumer positions (topics/_cursor_ops.py).
+"""Named cursor routes: a topic's server-side consumer positions (topics/cursors/ops.py).
 
 Rules:
 1. The cursor name is the path's last segment; the topic segment is checked against the

@@ -61,8 +61,8 @@ from .state import Reply, RequestContext
 from .streams import StreamReply, accepts_event_stream
 
 if TYPE_CHECKING:
-    from topics._queue_ops import WorkSession
     from topics.queue_types import ClaimResult
+    from topics.queues.ops import WorkSession
 
 __all__ = ["HEARTBEAT_S", "open_work"]
 

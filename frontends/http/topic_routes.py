@@ -73,7 +73,7 @@ async def list_topics(ctx: RequestContext) -> Reply:
 
 def register(quart_app: object, state: HttpState) -> None:
     """Bound each prefix-limited key's names by the per-key topic and router quotas (§11,
-    topics/_quotas.py): the engine checks them on every creation path, its own included."""
+    topics/log/quotas.py): the engine checks them on every creation path, its own included."""
     state.engine.set_quota_namespaces(p.prefixes for p in state.keys.principals)
 
 

@@ -85,7 +85,7 @@ from .state import HttpState, Reply, RequestContext
 from .streams import Outbound, StreamReply, accepts_event_stream
 
 if TYPE_CHECKING:
-    from topics._watch import WatchStream
+    from topics.watch.hub import WatchStream
 
 __all__ = ["ROUTES", "register"]
 
@@ -462,7 +462,7 @@ class _SseConnection(DirectStream):
 
     @staticmethod
     def write_group(batch: RecordBatch, sinks: list[_SseConnection]) -> list[_SseConnection]:
-        """The hub's group delivery (``topics._watch`` rule 8): one shared frame to every
+        """The hub's group delivery (``topics.watch.hub`` rule 8): one shared frame to every
         idle one-topic stream of ``sinks``, in one compiled loop of non-blocking writes.
         A partial write (or a socket the lane is writing to) queues the rest, as
         ``_deliver`` does; a stream going away is declined (the hub serves it one by

@@ -42,8 +42,8 @@ def _emit(line: str) -> None:
 
 
 async def main(data_dir: str, durability: str, writers: int, seed: int, pause_ms: float) -> None:
-    from topics import _log
     from topics.engine import open_engine
+    from topics.log import topic_log as _log
 
     _log.SEGMENT_TARGET_BYTES = 64 << 10  # seal often: index writes are in the crash window
     async with open_engine(data_dir) as engine:

@@ -33,9 +33,9 @@ def _emit(line: str) -> None:
 
 
 async def main(data_dir: str, mode: str, classes: list[str]) -> None:
-    from topics import _durability
     from topics._storage.fs import Buffer, FileHandle, RealFs
     from topics.engine import open_engine
+    from topics.ops import durability as _durability
 
     _durability.RELEASE_AFTER_S = 3600.0  # the crash lands inside the reservation window
     armed = False

@@ -2,7 +2,7 @@
 
 The fake disk (``FakeDisk(capacity=...)``, fakedisk.py Rule 6) lands the prefix of a write
 that fits and then raises ENOSPC, as a real short ``pwrite`` does. What must hold
-(wal.py Rule 9, _durability.py Rule 4, store.py rule 8):
+(wal.py Rule 9, ops/durability.py Rule 4, store.py rule 8):
 
 1. the partial frame is cut back: the file ends at its last whole frame;
 2. the stalled batch keeps its LSNs and is written first once space returns, with no

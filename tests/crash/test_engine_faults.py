@@ -34,11 +34,11 @@ import ujson
 
 from tests.support.fakedisk import FakeDisk, SimulatedCrash
 from tests.support.faultfs import FaultFs
-from topics import _log
 from topics._clock import ManualClock
 from topics._storage.fs import Fs
 from topics.engine import Engine, open_engine
 from topics.errors import InternalError
+from topics.log import topic_log as _log
 
 pytestmark = pytest.mark.crash
 

@@ -1,5 +1,5 @@
 """SIGKILL a real ``topics-server`` holding producer epochs, restart it on the same data
-directory (issue 19; topics/_producers.py rule 3).
+directory (issue 19; topics/ops/producers.py rule 3).
 
 For every durability class a producer writes at epoch 1, raises to epoch 2 (that write is
 synced whatever the class) and sends one more batch; the server is killed right after the

@@ -5,7 +5,7 @@ a *busy* one (a writer thread appending until the kill). An SSE watcher follows 
 topic before the kill. After the restart:
 
 * an idle topic keeps its head exactly (the killed process left its head in the heads
-  table, storage/heads.py; no wait for the release of _durability.py Rule 2a), and reads
+  table, storage/heads.py; no wait for the release of ops/durability.py Rule 2a), and reads
   with no tombstone;
 * every acknowledged ``fsync`` record survives, and an ``fsync`` topic never reports a
   loss (the seqs a crash skips held nothing anyone was told of: silent);

@@ -29,7 +29,7 @@ POISON = {
     "lone surrogate meta.type": b'{"data": 1, "meta": {"type": "\\ud800"}}',
     "309-digit integer in meta": b'{"data": 1, "meta": {"n": ' + b"9" * 309 + b"}}",
 }
-#: Falls back to Python (an operand beyond 2**53 has no exact double: topics/_where.py).
+#: Falls back to Python (an operand beyond 2**53 has no exact double: topics/query/where.py).
 WHERE = ["data.n", "Lt", 9007199254740993]
 TIMEOUT_S = 15.0
 

@@ -19,7 +19,7 @@
    ``to seq``/``where`` keep only matching records and stop at the end, which the page
    says; a where the server refuses shows the server's message and leaves the running
    tail and the last page alone; one that does not parse is not sent.
-6. filters.js (the console's port of topics/cli_filters.py) and the CLI read one table of
+6. filters.js (the console's port of topics/cli/filters.py) and the CLI read one table of
    filters and times the same way: under node, and in the page itself.
 """
 
@@ -41,7 +41,7 @@ import httpx
 import pytest
 
 from tests.support.chromium import HEADLESS_FLAGS, Browser, Chromium, find_chromium
-from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
+from topics.cli.filters import FilterSyntaxError, parse_time, parse_where
 
 from .conftest import ServerProcess
 
@@ -484,7 +484,7 @@ def test_console_shows_dead_letter_counts_and_redrives(
 
 FILTERS_JS = Path(__file__).parents[2] / "frontends" / "http" / "console" / "filters.js"
 
-#: Filters as a user types them, read by topics/cli_filters.py and by filters.js.
+#: Filters as a user types them, read by topics/cli/filters.py and by filters.js.
 WHERE_CASES = [
     'a="\\q"',  # not a JSON escape
     "a=\u0663",  # another script's digit: text
@@ -632,7 +632,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _cli_reads(parse: Callable[[], Any]) -> dict[str, Any]:
-    """What topics/cli_filters.py makes of one case, shaped as the JS runner answers."""
+    """What topics/cli/filters.py makes of one case, shaped as the JS runner answers."""
     try:
         return {"ok": parse()}
     except FilterSyntaxError as exc:

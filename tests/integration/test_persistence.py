@@ -28,13 +28,13 @@ import trio
 import ujson
 
 import topics
-from topics import _log
 from topics._clock import ManualClock
 from topics._persistence.recovery import recover
 from topics._persistence.store import StorePaths
 from topics._storage import segment_files
 from topics._storage.fs import RealFs
 from topics.engine import Engine, open_engine
+from topics.log import topic_log as _log
 
 START_MS = 1_700_000_000_000
 CLASSES = ("memory", "disk", "fsync")

@@ -21,7 +21,7 @@ calls and compares every answer, like tests/property/test_engine_model.py. Two m
   So: acknowledged fsync writes and deletes survive, nothing appears that was not written,
   and nothing disappears out of order.
 * ``quiet``: time passes with no write, so every topic releases its reserved seqs and the
-  WAL tick syncs that (_durability.py Rule 2a). A topic not written since keeps its head
+  WAL tick syncs that (ops/durability.py Rule 2a). A topic not written since keeps its head
   exactly through a later crash: no skip, so no tombstone either.
 
 TTL is left out (its floors across restarts have their own tests in

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 import ujson
 
 from topics._names import check_topic_name
-from topics._where import compile_where
 from topics.config import TopicConfig, parse_config
 from topics.errors import (
     BatchTooLargeError,
@@ -41,6 +40,7 @@ from topics.errors import (
     TopicNotEmptyError,
     TopicNotFoundError,
 )
+from topics.query.where import compile_where
 from topics.settings import Limits
 from topics.types import (
     DeleteRecordsResult,
@@ -928,7 +928,7 @@ class ContractModel:
         )
 
 
-# -- S31: the where predicate, evaluated on decoded records (independent of topics._where) --
+# -- S31: the where predicate, evaluated on decoded records (independent of topics.query.where) --
 
 _ABSENT = object()
 

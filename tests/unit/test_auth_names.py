@@ -1,5 +1,5 @@
 """The allowlist over request bodies (topics.auth rule 6) and the per-key namespace quotas
-(topics._quotas): every body field is classified, every name-bearing field is checked."""
+(topics.log.quotas): every body field is classified, every name-bearing field is checked."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 
 from topics import config as topic_config
-from topics._quotas import NamespaceQuotas, count_under
-from topics._routers import _FIELDS as ROUTER_FIELDS
 from topics.auth import (
     NAME_FIELDS,
     NAME_FREE_FIELDS,
@@ -19,6 +17,8 @@ from topics.auth import (
 )
 from topics.errors import ForbiddenError, ThrottledError
 from topics.frontends.http import queue_routes, record_routes, watch_routes
+from topics.log.quotas import NamespaceQuotas, count_under
+from topics.routers.ops import _FIELDS as ROUTER_FIELDS
 from topics.wire import ws as wire_ws
 
 TENANT = Principal(key_index=0, scopes=frozenset({"read", "write"}), prefixes=("tenA-",))

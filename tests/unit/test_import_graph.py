@@ -3,14 +3,15 @@
 Three rules, read from the source with ``ast`` (nothing is imported):
 
 1. No module imports another module's private name (``from .engine import _append_batch``).
-   A module of the package may be private (``topics._log``); a *name* starting with ``_``
+   A module of the package may be private (``topics.log.topic_log``); a *name* starting with ``_``
    belongs to its module.
 2. No import cycles. Every import counts, deferred ones inside functions too (a cycle held
    together by a function-level import is still a cycle a reader has to untangle); only
    imports under ``if TYPE_CHECKING:`` are left out, since they never run.
-3. Layers (docs/ARCHITECTURE.md opens with the list): every module belongs to one layer of
-   :data:`LAYERS` and imports only from its own layer and those below it. A new module
-   must be given a layer here.
+3. Layers (docs/ARCHITECTURE.md opens with the list): the layers are an ordered list of
+   folders (and the few top-level modules), :data:`LAYERS`; every module belongs to one and
+   imports only from its own layer and those below it. A module in a new folder must be
+   given a layer here.
 4. The Engine is a facade: no module but ``topics/engine.py`` reads or calls an Engine's
    ``_private`` attribute (``engine._registry``), and no module below the facade imports
    ``topics.engine`` at all, not even for type hints: the subsystems get what they need
@@ -24,6 +25,8 @@ gone (the list must shrink with the code, never hide a fixed entry).
 from __future__ import annotations
 
 import ast
+import fnmatch
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,84 +34,61 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("topics", "frontends")
 
-#: The layers, lowest first: (name, the modules in it as regular expressions).
+#: The layers, lowest first: (name, its folders and top-level modules). A folder holds
+#: every module below it; a module named here wins over its folder (frontends/inproc.py).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "core",
         (
-            r"topics\._core(\..*)?",
-            r"topics\._limits",
-            r"topics\._clock",
-            r"topics\._version",
-            r"topics\.errors",
-            r"topics\._names",
-            r"topics\._args",
+            "topics/_core/",
+            "topics/_limits.py",
+            "topics/_clock.py",
+            "topics/_version.py",
+            "topics/errors.py",
+            "topics/_names.py",
+            "topics/_args.py",
         ),
     ),
-    (
-        "storage",
-        (
-            r"topics\._storage(\.(fs|wal|wal_reader|wal_io|wal_tickets|segment_files|manifest|entries))?",
-            r"topics\._storage\.(handles|heads|space)",
-        ),
-    ),
+    ("storage", ("topics/_storage/",)),
     (
         "shapes",
         (
-            r"topics\.types",
-            r"topics\.\w+_types",
-            r"topics\.config",
-            r"topics\.settings",
-            r"topics\.record_fields",
-            r"topics\._meta_keys",
-            r"topics\.auth",
-            r"topics\._where",
-            r"topics\._where_program",
-            r"topics\._where_plans",
-            r"topics\._cloudevents",
-            r"topics\.cli_filters",
+            "topics/types.py",
+            "topics/*_types.py",
+            "topics/config.py",
+            "topics/settings.py",
+            "topics/record_fields.py",
+            "topics/auth.py",
+            "topics/query/",
         ),
     ),
-    (
-        "logs",
-        (
-            r"topics\._log",
-            r"topics\._gap_markers",
-            r"topics\._reads",
-            r"topics\._registry",
-            r"topics\._producer_state",
-        ),
-    ),
-    # What joins storage to topic logs: logging and recovering them, and reading them offline.
-    ("persistence", (r"topics\._persistence(\..*)?", r"topics\.reader")),
-    # What every subsystem needs from the engine: registry, byte totals, append, waits.
-    ("appender", (r"topics\._appender",)),
+    ("logs", ("topics/log/",)),
+    # What joins storage to topic logs: logging and recovering them, the appender every
+    # subsystem writes through, and reading a data directory offline.
+    ("persistence", ("topics/_persistence/", "topics/reader.py")),
     (
         "subsystems",
-        (
-            r"topics\._(durability|queue\w*|routers?|router_\w+|watch\w*|cursor\w*|job_ops|producers|quotas|writes|read_ops|topic_ops)",
-        ),
+        ("topics/ops/", "topics/cursors/", "topics/watch/", "topics/queues/", "topics/routers/"),
     ),
     (
         "facade",
         (
-            r"topics\.engine",
-            r"topics\._facade",
-            r"topics\.worker",
-            r"topics\.consumer",
-            r"frontends\.inproc",
+            "topics/engine.py",
+            "topics/_facade.py",
+            "topics/worker.py",
+            "topics/consumer.py",
+            "frontends/inproc.py",
         ),
     ),
     (
         "edges",
         (
-            r"topics",
-            r"topics\.wire(\..*)?",
-            r"topics\.client(\..*)?",
-            r"topics\.spark(\..*)?",
-            r"topics\.cli",
-            r"topics\._cli_\w+",
-            r"frontends(\..*)?",
+            "topics/__init__.py",
+            "topics/wire/",
+            "topics/client/",
+            "topics/spark/",
+            "topics/cli/",
+            "frontends/",
         ),
     ),
 )
@@ -124,6 +104,7 @@ KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset()
 KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 
+@functools.cache
 def _modules() -> dict[str, Path]:
     out = {}
     for package in PACKAGES:
@@ -272,10 +253,21 @@ def test_no_new_import_cycles() -> None:
 
 
 def layer_of(module: str) -> int | None:
-    for i, (_, patterns) in enumerate(LAYERS):
-        if any(re.fullmatch(p, module) for p in patterns):
-            return i
-    return None
+    """The layer whose most specific entry holds the module's file."""
+    path = _modules().get(module)
+    if path is None:
+        return None
+    rel = path.relative_to(ROOT).as_posix()
+    best: tuple[int, int] | None = None  # (specificity, layer)
+    for i, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            if entry.endswith("/"):
+                hit, weight = rel.startswith(entry), len(entry)
+            else:
+                hit, weight = fnmatch.fnmatchcase(rel, entry), 10_000 + len(entry)
+            if hit and (best is None or weight > best[0]):
+                best = (weight, i)
+    return None if best is None else best[1]
 
 
 def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
@@ -361,9 +353,9 @@ def test_nothing_below_the_facade_imports_the_engine() -> None:
 
 def test_the_checks_see_what_they_look_for() -> None:
     """The analysis itself: a private import and a two-module cycle are found."""
-    tree = ast.parse("from .engine import _append_batch\nfrom . import _log\n")
+    tree = ast.parse("from ..engine import _append_batch\nfrom . import hub\n")
     nodes = [n for n in _imports(tree) if isinstance(n, ast.ImportFrom)]
-    assert _resolve("topics._routers", False, nodes[0]) == "topics.engine"
+    assert _resolve("topics.routers.ops", False, nodes[0]) == "topics.engine"
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == {("a", "b")}
     guarded = ast.parse("if TYPE_CHECKING:\n    from .x import y\nimport z\n")
     assert [type(n).__name__ for n in _imports(guarded)] == ["Import"]
@@ -372,6 +364,10 @@ def test_the_checks_see_what_they_look_for() -> None:
     assert names[layer_of("topics._storage.wal")] == "storage"  # type: ignore[index]
     assert names[layer_of("topics._persistence.store")] == "persistence"  # type: ignore[index]
     assert names[layer_of("frontends.http.app")] == "edges"  # type: ignore[index]
+    assert names[layer_of("frontends.inproc")] == "facade"  # type: ignore[index]
+    assert names[layer_of("topics.watch.hub")] == "subsystems"  # type: ignore[index]
+    assert names[layer_of("topics.queue_types")] == "shapes"  # type: ignore[index]
+    assert layer_of("topics.no_such_module") is None
     reach = ast.parse(
         "def f(e: Engine, db: SyncEngine) -> None:\n"
         "    e._store\n    db.engine._registry\n    engine._wait(1)\n    db._call()\n"

@@ -26,7 +26,7 @@ HEAVY = (
     "topics.engine",
     "topics.reader",
     "topics.frontends.inproc",
-    "topics._log",
+    "topics.log.topic_log",
     "topics._persistence.recovery",
 )
 

@@ -219,7 +219,7 @@ class SegmentBuffer:
     ) -> tuple[bytes, int, int, int]:
         """Render live records from index max(start, retired) as JSON objects joined by ",".
 
-        ``keep`` (a ``where`` predicate, topics/_where.py) is called with a live frame's
+        ``keep`` (a ``where`` predicate, topics/query/where.py) is called with a live frame's
         ``(node, tag, meta, data)`` bytes after the node check, each None when absent or
         when bit 1/2/4/8 of ``keep.parts`` is clear; a frame it refuses is examined but not
         emitted, exactly like a node-skipped one.

@@ -28,14 +28,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 import ujson
 
-from . import _args
-from ._clock import Clock
-from ._core import FrameError, encode_batch
-from ._log import DedupeEntry, TopicLog
-from ._registry import TopicRegistry
-from ._storage.wal import WalError, WalFullError
-from .config import TopicConfig, parse_config
-from .errors import (
+from .. import _args
+from .._clock import Clock
+from .._core import FrameError, encode_batch
+from .._storage.wal import WalError, WalFullError
+from ..config import TopicConfig, parse_config
+from ..errors import (
     BatchTooLargeError,
     InsufficientStorageError,
     InternalError,
@@ -46,14 +44,16 @@ from .errors import (
     TopicFullError,
     TopicNotFoundError,
 )
-from .record_fields import first_unknown_field, unknown_field_error
-from .settings import Limits
+from ..log.registry import TopicRegistry
+from ..log.topic_log import DedupeEntry, TopicLog
+from ..record_fields import first_unknown_field, unknown_field_error
+from ..settings import Limits
 
 if TYPE_CHECKING:
-    from ._persistence.store import Store
-    from ._quotas import NamespaceQuotas
-    from ._storage.space import DiskSpace
-    from ._storage.wal import WalTicket
+    from .._storage.space import DiskSpace
+    from .._storage.wal import WalTicket
+    from ..log.quotas import NamespaceQuotas
+    from .store import Store
 
 __all__ = ["WATERMARK_RESERVE", "YIELD_AFTER_S", "Appender"]
 
@@ -82,7 +82,7 @@ class Appender:
         self.closed = False
         # The engine's own nursery (set by open_engine): background services start here.
         self.nursery: trio.Nursery | None = None
-        # Per-key namespace quotas (topics/_quotas.py); None: none configured.
+        # Per-key namespace quotas (topics/log/quotas.py); None: none configured.
         self.quotas: NamespaceQuotas | None = None
         # The router names, for the router quotas (set by the router set).
         self.router_names: Callable[[], list[str]] = list

@@ -50,15 +50,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core import SegmentBuffer, frame_seq, iter_frames
-from .._gap_markers import GapMarker
-from .._log import TopicLog
-from .._producer_state import (
-    ProducerState,
-    decode_append_producer,
-    decode_producer,
-    load_producers,
-)
-from .._registry import TopicRegistry
 from .._storage import entries
 from .._storage.fs import Fs, StorageCorruptionError
 from .._storage.manifest import (
@@ -70,6 +61,15 @@ from .._storage.manifest import (
 from .._storage.segment_files import parse_segment_name, read_segment, segment_path
 from .._storage.wal_reader import scan_wal, wal_files
 from ..config import parse_config
+from ..log.gap_markers import GapMarker
+from ..log.producer_state import (
+    ProducerState,
+    decode_append_producer,
+    decode_producer,
+    load_producers,
+)
+from ..log.registry import TopicRegistry
+from ..log.topic_log import TopicLog
 from .segment_work import SegmentFileState
 from .store import StorePaths
 

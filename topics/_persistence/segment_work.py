@@ -29,8 +29,8 @@ from .._storage.segment_files import (
 )
 
 if TYPE_CHECKING:
-    from .._log import TopicLog
     from .._storage.space import DiskSpace
+    from ..log.topic_log import TopicLog
 
 __all__ = [
     "NoRoomError",

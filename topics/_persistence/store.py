@@ -64,21 +64,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from .._gap_markers import GapMarker
-from .._log import TopicLog
-from .._producer_state import (
-    ProducerClaim,
-    encode_append_producer,
-    encode_producer,
-    snapshot_producers,
-)
-from .._registry import TopicRegistry
 from .._storage import entries
 from .._storage.fs import Fs, is_no_space
 from .._storage.handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
 from .._storage.heads import HeadTable
 from .._storage.manifest import write_manifest
 from .._storage.wal import Wal, WalError, WalFullError, WalTicket
+from ..log.gap_markers import GapMarker
+from ..log.producer_state import (
+    ProducerClaim,
+    encode_append_producer,
+    encode_producer,
+    snapshot_producers,
+)
+from ..log.registry import TopicRegistry
+from ..log.topic_log import TopicLog
 from .segment_work import (
     NoRoomError,
     SegmentFileState,

@@ -16,7 +16,7 @@ Rule 5: a HEAD entry says "here the topic's head is exactly this, and no seq abo
   been handed out": replay sets the watermark to it (the only entry that may lower it). It
   needs no sync: the WAL survives as a prefix, so if it survived, so did every append
   before it. A quiet topic logs one, so a crash keeps its head exactly (recovery.py rule 4).
-Rule 6: a producer's state (its highest epoch and last batch, topics/_producer_state.py) is
+Rule 6: a producer's state (its highest epoch and last batch, topics/log/producer_state.py) is
   logged in the same entry as the append it describes (APPEND_PRODUCER), so a crash keeps
   both or neither; a change without an append is a PRODUCER entry.
 """

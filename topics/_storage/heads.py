@@ -57,7 +57,7 @@ _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
 class TrackedLog(Protocol):
-    """What the table needs of a topic log (``topics._log.TopicLog``)."""
+    """What the table needs of a topic log (``topics.log.topic_log.TopicLog``)."""
 
     topic_id: int
     head: int

@@ -11,25 +11,25 @@
     topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
     topics dlq ls jobs.dlq             topics dlq redrive jobs.dlq [--to jobs] [--origin jobs]
 
-Global options, before or after the subcommand (topics/_cli_args.py): ``--url`` (default
+Global options, before or after the subcommand (topics/cli/args.py): ``--url`` (default
 ``$TOPICS_URL``, else ``http://127.0.0.1:4000``; ``host:port`` and ``:port`` too),
 ``--api-key`` (default ``$TOPICS_API_KEY``), ``--json`` (machine-readable output: one JSON
 document, or JSON lines for ``read``/``tail``), ``--timeout``, ``--raw-ts``, ``--color``,
 ``--version``. How records are shown (verbatim data, ISO times, colour) is
-topics/_cli_format.py; bad input lines, topics/_cli_input.py.
+topics/cli/format.py; bad input lines, topics/cli/input.py.
 
 Rules:
 1. Output for people is a table or ``key  value`` lines on stdout; ``--json`` prints the
    API's own shapes (results' ``to_dict()``), records as one JSON object per line.
 2. Loss is never silent: a tombstone is reported on stderr (a read from the start once per
-   terminal session, topics/_cli_losses.py; not at all with ``--quiet``), and in ``--json``
+   terminal session, topics/cli/losses.py; not at all with ``--quiet``), and in ``--json``
    mode always as a ``{"tombstone": {...}}`` line among the records.
 3. Errors go to stderr as ``topics: <code>: <message> (request id <id>)``; with ``--json``
    the error object is also printed on stdout. Exit codes: 0 ok, 1 other server error,
    2 usage, 3 not found, 4 conflict (also an ack/nack/extend that found a lease not held),
    5 throttled/unavailable (after retries), 6 cannot reach the server, 130 interrupted.
    Flags are never abbreviated; an unknown one is a usage error naming the closest flag
-   (topics/_cli_suggest.py).
+   (topics/cli/suggest.py).
 4. ``write`` reads JSON lines (stdin or a file) and sends each line's bytes verbatim as a
    record's ``data`` (``--records``: each line is a whole record object, its ``data`` and
    ``meta`` still verbatim), in batches of ``--batch`` records (and at most
@@ -44,10 +44,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from topics._cli_format import dumps
-from topics._cli_input import BadLine
-from topics._cli_parser import build_parser
-from topics._cli_session import (
+from topics.cli.format import dumps
+from topics.cli.input import BadLine
+from topics.cli.parser import build_parser
+from topics.cli.session import (
     EXIT_CONFLICT,
     EXIT_CONNECTION,
     EXIT_ERROR,
@@ -59,7 +59,7 @@ from topics._cli_session import (
     Session,
     UsageError,
 )
-from topics._cli_suggest import parse_command_line
+from topics.cli.suggest import parse_command_line
 from topics.client import Client, ClientConnectionError, RetryPolicy
 from topics.errors import ConflictError, NotFoundError, TopicsError
 

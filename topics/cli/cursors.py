@@ -21,10 +21,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from topics._cli_format import pairs, table
-from topics._cli_records import before_head
-from topics._cli_session import EXIT_NOT_FOUND, EXIT_OK, Session, UsageError
-from topics.cli_filters import FilterSyntaxError, parse_time
+from topics.cli.filters import FilterSyntaxError, parse_time
+from topics.cli.format import pairs, table
+from topics.cli.records import before_head
+from topics.cli.session import EXIT_NOT_FOUND, EXIT_OK, Session, UsageError
 from topics.client import Client
 from topics.cursor_types import CursorInfo
 from topics.errors import CursorNotFoundError

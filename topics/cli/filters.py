@@ -1,6 +1,6 @@
 """The CLI's readable filters and times, turned into the API's (docs/CLI.md, "Filters").
 
-``--where`` text maps onto the ``where`` tuple language (topics/_where.py)::
+``--where`` text maps onto the ``where`` tuple language (topics/query/where.py)::
 
     kind=refund                      ["data.kind", "Eq", "refund"]
     data.kind!=refund                ["data.kind", "Ne", "refund"]

@@ -1,16 +1,14 @@
 """The ``topics`` argument parser: every subcommand, its options and the function that runs
-it (``run``); global options come from topics/_cli_args.py."""
+it (``run``); global options come from topics/cli/args.py."""
 
 from __future__ import annotations
 
 import argparse
 
-from topics import _cli_cursors as cursors
-from topics import _cli_records as records
-from topics import _cli_topics as topics_cmds
-from topics import _cli_work as work
-from topics._cli_args import add_global_options
-from topics._cli_suggest import Parser
+from topics.cli import cursors, records, work
+from topics.cli import topic_cmds as topics_cmds
+from topics.cli.args import add_global_options
+from topics.cli.suggest import Parser
 
 
 def _bool_flag(p: argparse.ArgumentParser, name: str, help_on: str) -> None:
@@ -34,7 +32,7 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
 
 
 def _cursor_commands(sub: argparse._SubParsersAction[Parser]) -> None:
-    """``topics cursors ls|lag|reset|rm``: consumer groups (topics/_cli_cursors.py)."""
+    """``topics cursors ls|lag|reset|rm``: consumer groups (topics/cli/cursors.py)."""
     group = sub.add_parser("cursors", help="consumer groups (named cursors): ls, lag, reset, rm")
     csub = group.add_subparsers(dest="cursors_command", required=True, metavar="COMMAND")
     for name, run, what in (("ls", cursors.ls, "list a topic's groups: seq, head, lag"),

@@ -13,11 +13,11 @@ from typing import IO, Any
 
 import ujson
 
-from topics._cli_format import Progress, RawRecord, raw_from_record, raw_page
-from topics._cli_input import BadLine, check_data_line, send_batch
-from topics._cli_session import Session, UsageError
 from topics._core.scan import BodyError, split_write_body
-from topics.cli_filters import FilterSyntaxError, bounded_starts, parse_time, parse_where
+from topics.cli.filters import FilterSyntaxError, bounded_starts, parse_time, parse_where
+from topics.cli.format import Progress, RawRecord, raw_from_record, raw_page
+from topics.cli.input import BadLine, check_data_line, send_batch
+from topics.cli.session import Session, UsageError
 from topics.client import Client, WatchRecord
 from topics.client._topic_wait import wait_for_topics as topic_wait_steps
 from topics.consumer import drive
@@ -140,7 +140,7 @@ def write(cli: Session) -> None:
 def _write_batch(
     cli: Session, topic: str, batch: list[dict[str, Any]], **options: Any
 ) -> WriteResult | None:
-    """One batch, its refused lines named or skipped (topics/_cli_input.py)."""
+    """One batch, its refused lines named or skipped (topics/cli/input.py)."""
     res, skipped = send_batch(
         lambda records: cli.client.write(topic, records, **options),
         batch,
@@ -153,7 +153,7 @@ def _write_batch(
 
 
 def _show_record(cli: Session, topic: str | None, rec: Record | RawRecord) -> None:
-    """``data`` as the JSON text the server stored (topics/_cli_format.py rule 1)."""
+    """``data`` as the JSON text the server stored (topics/cli/format.py rule 1)."""
     raw = rec if isinstance(rec, RawRecord) else raw_from_record(rec)
     if cli.json:
         cli.out.write(raw.json_line(topic) + "\n")
@@ -162,7 +162,7 @@ def _show_record(cli: Session, topic: str | None, rec: Record | RawRecord) -> No
 
 
 def _bounds(cli: Session) -> dict[str, Any]:
-    """--since/--until/--to/--where as diff or watch options (topics/cli_filters.py)."""
+    """--since/--until/--to/--where as diff or watch options (topics/cli/filters.py)."""
     a = cli.args
     out: dict[str, Any] = {}
     now = int(time.time() * 1000)
@@ -217,7 +217,7 @@ def read(cli: Session) -> None:
 
 
 def page_records(page: DiffResult) -> list[RawRecord]:
-    """A diff page's records, ``data``/``meta`` verbatim (topics/_cli_format.py rule 1)."""
+    """A diff page's records, ``data``/``meta`` verbatim (topics/cli/format.py rule 1)."""
     raw = raw_page(page.records_json) if page.record_count else []
     return raw if raw is not None else [raw_from_record(r) for r in page.records]
 
@@ -253,7 +253,7 @@ def tail(cli: Session) -> None:
         for ev in events:
             if isinstance(ev, WatchRecord):
                 rec = raw_from_record(ev.record)
-                if ev.data_json is not None:  # the data verbatim (topics/_cli_format.py)
+                if ev.data_json is not None:  # the data verbatim (topics/cli/format.py)
                     rec = dataclasses.replace(rec, data_json=ev.data_json)
                 _show_record(cli, ev.topic, rec)
                 printed[ev.topic] = ev.seq

@@ -8,8 +8,8 @@ import re
 import sys
 from typing import IO, Any
 
-from topics._cli_format import Style, dumps, use_colour
-from topics._cli_losses import ToldLosses
+from topics.cli.format import Style, dumps, use_colour
+from topics.cli.losses import ToldLosses
 from topics.client import Client
 from topics.types import Tombstone
 
@@ -42,7 +42,7 @@ class Session:
 
     def warn_tombstone(self, topic: str, tomb: Tombstone) -> None:
         """Loss on stderr (topics/cli.py rule 2) unless ``--quiet``, or unless it is a read
-        from the start told already in this terminal session (topics/_cli_losses.py); with
+        from the start told already in this terminal session (topics/cli/losses.py); with
         ``--json`` also the tombstone line on stdout, always."""
         quiet = getattr(self.args, "quiet", False)
         from_start = tomb.gap_from == 1

@@ -7,10 +7,10 @@ from typing import Any
 
 import ujson
 
-from topics._cli_cursors import cursor_items
-from topics._cli_format import pairs, table
-from topics._cli_session import EXIT_NOT_FOUND, EXIT_OK, Session, UsageError
-from topics._cli_suggest import note_config_field
+from topics.cli.cursors import cursor_items
+from topics.cli.format import pairs, table
+from topics.cli.session import EXIT_NOT_FOUND, EXIT_OK, Session, UsageError
+from topics.cli.suggest import note_config_field
 from topics.errors import TopicsError
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import ujson
 
-from topics._cli_format import RawRecord, cut, pairs, short, table
-from topics._cli_records import page_records
-from topics._cli_session import EXIT_CONFLICT, EXIT_OK, Session, UsageError, duration_ms
-from topics.cli_filters import FilterSyntaxError, parse_time
+from topics.cli.filters import FilterSyntaxError, parse_time
+from topics.cli.format import RawRecord, cut, pairs, short, table
+from topics.cli.records import page_records
+from topics.cli.session import EXIT_CONFLICT, EXIT_OK, Session, UsageError, duration_ms
 
 
 def router_put(cli: Session) -> None:

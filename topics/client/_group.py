@@ -1,4 +1,4 @@
-"""Consumer groups on the client: a named server-side cursor per topic (topics/_cursor_ops.py).
+"""Consumer groups on the client: a named server-side cursor per topic (topics/cursors/ops.py).
 
 Two shapes, both at least once (a record is committed only after the consumer is done
 with it, so a consumer killed in between sees it again, never loses it):

@@ -1,6 +1,6 @@
 """The watch client's state machine (contract §7, the watch page), with no I/O.
 
-The sync and async iterators (``_watch.py``) own the sockets and the sleeping; this
+The sync and async iterators (``watch/hub.py``) own the sockets and the sleeping; this
 module decides everything else: the POST body, the stream request's headers, what each
 SSE frame means, what the consumer is handed, when a cursor is committed and how long to
 wait before reconnecting.

@@ -1,7 +1,7 @@
 """Named-cursor methods behind the Engine facade (server-side consumer positions).
 
 The Engine owns one :class:`CursorOps`, built on its appender, and delegates to it; the
-state and its persistence (``cursors``, a store extension) are ``_cursors.py``.
+state and its persistence (``cursors``, a store extension) are ``cursors/store.py``.
 
 Rules:
 1. A cursor holds a committed seq: "everything up to and including ``seq`` is processed".
@@ -31,8 +31,17 @@ import heapq
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import _args
-from ._cursors import (
+from .. import _args
+from .._names import check_topic_name
+from ..cursor_types import CursorInfo, DeleteCursorResult
+from ..errors import (
+    CursorConflictError,
+    CursorNotFoundError,
+    InvalidRequestError,
+    ThrottledError,
+)
+from ..watch_types import TopicWatermarks
+from .store import (
     CURSOR_DELETE,
     CURSOR_PUT,
     Cursors,
@@ -40,21 +49,12 @@ from ._cursors import (
     encode_delete,
     encode_put,
 )
-from ._names import check_topic_name
-from .cursor_types import CursorInfo, DeleteCursorResult
-from .errors import (
-    CursorConflictError,
-    CursorNotFoundError,
-    InvalidRequestError,
-    ThrottledError,
-)
-from .watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._log import TopicLog
-    from ._storage.wal import WalTicket
-    from .auth import Principal
+    from .._persistence.appender import Appender
+    from .._storage.wal import WalTicket
+    from ..auth import Principal
+    from ..log.topic_log import TopicLog
 
 __all__ = ["CursorOps"]
 

@@ -2,7 +2,7 @@
 
 Kafka consumer groups, Redis ``XREADGROUP`` and NATS durable consumers keep a reader's
 position on the server; this is the same for topics. The Engine methods are in
-``_cursor_ops.py``; this module holds the state and its persistence.
+``cursors/ops.py``; this module holds the state and its persistence.
 
 Rules:
 1. A cursor is keyed by the topic's id, not its name: a topic deleted and created again
@@ -28,7 +28,7 @@ from typing import Any
 
 import ujson
 
-from .errors import InvalidRequestError
+from ..errors import InvalidRequestError
 
 __all__ = [
     "CURSOR_DELETE",

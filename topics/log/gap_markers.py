@@ -1,7 +1,7 @@
 """A topic's gap markers (``_log`` rule 6): seqs that hold no record and stand for records
 a router's source lost (``source_trim``, docs/ROUTERS.md).
 
-:class:`~topics._log.TopicLog` owns the list (``gaps``, ascending by seq) and takes the
+:class:`~topics.log.topic_log.TopicLog` owns the list (``gaps``, ascending by seq) and takes the
 seq; the functions here keep the list's two bounds, the same way on every path (a new
 marker, a read reaching one, recovery adopting persisted ones):
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from .types import TombstoneReason
+from ..types import TombstoneReason
 
 __all__ = ["MAX_GAP_MARKERS", "GapMarker", "first_gap_from", "keep_new_gap", "kept_gaps"]
 

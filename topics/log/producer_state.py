@@ -1,11 +1,11 @@
 """A producer's state on a topic and its persisted forms (issue 19, ``_producers`` rule 3).
 
-Role: the data the write conditions of ``_producers.py`` keep on each ``TopicLog`` (a
+Role: the data the write conditions of ``ops/producers.py`` keep on each ``TopicLog`` (a
 producer's highest epoch and its last appended batch), and how that data is written to
 the WAL (``APPEND_PRODUCER`` and ``PRODUCER`` entries) and to the checkpoint manifest.
 It sits in the logs layer, beside ``_log``, so the persistence layer that logs and
 recovers topics can use it without reaching up into the engine's subsystems; the checks
-themselves stay in ``_producers.py``.
+themselves stay in ``ops/producers.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import ujson
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
+    from .topic_log import TopicLog
 
 __all__ = [
     "ProducerClaim",

@@ -27,8 +27,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
-from .errors import ThrottledError
-from .settings import Limits
+from ..errors import ThrottledError
+from ..settings import Limits
 
 __all__ = ["NamespaceQuotas", "count_under", "quotas_for"]
 

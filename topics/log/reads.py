@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import _args
-from ._gap_markers import GapMarker
-from ._log import ReadWindow, TopicLog
-from ._where import DEFAULT_MAX_COST, Predicate, compile_where
-from .errors import InvalidRequestError
-from .types import DiffResult, Tombstone, TombstoneReason
+from .. import _args
+from ..errors import InvalidRequestError
+from ..query.where import DEFAULT_MAX_COST, Predicate, compile_where
+from ..types import DiffResult, Tombstone, TombstoneReason
+from .gap_markers import GapMarker
+from .topic_log import ReadWindow, TopicLog
 
 __all__ = [
     "ReadBounds",
@@ -95,7 +95,7 @@ def read_bounds(
     max_where_cost: int = DEFAULT_MAX_COST,
 ) -> ReadBounds | None:
     """Check a read's bound arguments (nothing else is read); None when none is given.
-    ``max_where_cost``: the ``where`` plan's budget (topics/_where.py rule 7)."""
+    ``max_where_cost``: the ``where`` plan's budget (topics/query/where.py rule 7)."""
     if from_ts is None and to_ts is None and to_seq is None and where is None:
         return None
     fts = _args.u64("from_ts", from_ts) if from_ts is not None else None

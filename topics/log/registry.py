@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import ujson
 
-from ._log import TopicLog
-from .config import TopicConfig
-from .errors import InvalidRequestError
+from ..config import TopicConfig
+from ..errors import InvalidRequestError
+from .topic_log import TopicLog
 
 __all__ = ["TopicRegistry", "decode_list_cursor", "encode_list_cursor"]
 
@@ -28,7 +28,7 @@ class TopicRegistry:
         self.names: list[str] = []
         self.next_id = 1
         #: Called with every topic added while the engine serves (prefix watches join it:
-        #: ``topics._watch_prefix``); None until a prefix watch exists.
+        #: ``topics.watch.prefix``); None until a prefix watch exists.
         self.on_add: Callable[[TopicLog], None] | None = None
 
     def __len__(self) -> int:

@@ -49,15 +49,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 
-from ._core import SegmentBuffer, TagTrie
-from ._gap_markers import GapMarker, first_gap_from, keep_new_gap, kept_gaps
-from .config import TopicConfig
-from .types import TombstoneReason
+from .._core import SegmentBuffer, TagTrie
+from ..config import TopicConfig
+from ..types import TombstoneReason
+from .gap_markers import GapMarker, first_gap_from, keep_new_gap, kept_gaps
 
 if TYPE_CHECKING:
-    from ._core._ext import _Keep as Keep
-    from ._producer_state import ProducerState
-    from ._storage.wal import WalTicket
+    from .._core._ext import _Keep as Keep
+    from .._storage.wal import WalTicket
+    from .producer_state import ProducerState
 
 __all__ = ["DedupeEntry", "ReadWindow", "TopicLog"]
 
@@ -108,7 +108,7 @@ class TopicLog:
         self.last_read_ts: int | None = None
         self.trie = TagTrie()
         self.dedupe: OrderedDict[str, DedupeEntry] = OrderedDict()
-        # Producer id -> its highest epoch and last batch (_producer_state.py); logged.
+        # Producer id -> its highest epoch and last batch (log/producer_state.py); logged.
         self.producers: dict[str, ProducerState] = {}
         # False once a key was remembered with an earlier written_at than the newest one (the
         # wall clock stepped back): the prune can no longer stop at the first live key.

@@ -1,6 +1,6 @@
 """Persistence glue of the engine: logging changes, reserving seqs, recovery.
 
-The Engine owns one :class:`Durability` (built on its :class:`~topics._appender.Appender`)
+The Engine owns one :class:`Durability` (built on its :class:`~topics._persistence.appender.Appender`)
 and hands it to the subsystems that write. It owns how a change reaches the WAL
 (``_persistence.store``) and what a caller waits for:
 
@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._appender import WATERMARK_RESERVE, Appender
-from ._persistence.recovery import recover
-from ._persistence.store import Store, StoreExtension, StorePaths
-from ._storage.fs import DirLock, Fs, RealFs
-from ._storage.heads import HeadTable, read_heads
-from ._storage.space import DiskSpace
-from ._storage.wal import Wal, WalStatistics, WalTicket
+from .._persistence.appender import WATERMARK_RESERVE, Appender
+from .._persistence.recovery import recover
+from .._persistence.store import Store, StoreExtension, StorePaths
+from .._storage.fs import DirLock, Fs, RealFs
+from .._storage.heads import HeadTable, read_heads
+from .._storage.space import DiskSpace
+from .._storage.wal import Wal, WalStatistics, WalTicket
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._producer_state import ProducerClaim
+    from ..log.producer_state import ProducerClaim
+    from ..log.topic_log import TopicLog
 
 __all__ = ["WATERMARK_RESERVE", "Durability", "open_data_dir"]
 #: A topic whose head stayed put for this long (between one and two of these) releases its

@@ -24,7 +24,7 @@ from typing import Any
 
 import ujson
 
-from .errors import InvalidRequestError
+from ..errors import InvalidRequestError
 
 __all__ = ["RESERVED_PREFIX", "ServerMeta", "check_client_meta", "reserved_key"]
 

@@ -41,12 +41,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import _args
-from ._producer_state import ProducerClaim, ProducerState
-from .errors import HeadMismatchError, InvalidRequestError, ProducerFencedError, ThrottledError
+from .. import _args
+from ..errors import HeadMismatchError, InvalidRequestError, ProducerFencedError, ThrottledError
+from ..log.producer_state import ProducerClaim, ProducerState
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
+    from ..log.topic_log import TopicLog
 
 __all__ = [
     "PRODUCER_ID_MAX_CHARS",

@@ -1,7 +1,7 @@
 """The diff behind ``Engine.diff`` (contract §3; issue 18's bounds, filter and format).
 
 ``Engine.diff`` is :meth:`ReadOps.diff` (topics/_facade.py): its signature and docstring
-are the API reference. The read itself is ``topics/_reads.py``'s (shared with the offline
+are the API reference. The read itself is ``topics/log/reads.py``'s (shared with the offline
 Reader); this module checks the arguments, resolves a named cursor's start, long-polls a
 caught-up read and commits the answer to the cursor.
 
@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from . import _args
-from ._cloudevents import check_format, to_cloudevents
-from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
-from ._limits import DIFF_BYTE_BUDGET
-from ._names import check_topic_name
-from ._reads import ReadBounds, read_bounds, read_diff, time_bound
-from .errors import InvalidRequestError, TopicNotFoundError
-from .types import DiffResult
+from .. import _args
+from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from .._limits import DIFF_BYTE_BUDGET
+from .._names import check_topic_name
+from ..errors import InvalidRequestError, TopicNotFoundError
+from ..log.reads import ReadBounds, read_bounds, read_diff, time_bound
+from ..query.cloudevents import check_format, to_cloudevents
+from ..types import DiffResult
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._cursor_ops import CursorOps
-    from ._log import TopicLog
-    from .auth import Principal
+    from .._persistence.appender import Appender
+    from ..auth import Principal
+    from ..cursors.ops import CursorOps
+    from ..log.topic_log import TopicLog
 
 __all__ = ["DEFAULT_LIMIT", "MAX_WAIT_MS", "ReadOps"]
 
@@ -84,7 +84,7 @@ class ReadOps:
 
         Issue 18: ``from_ts`` starts at the first record with ``$ts >= from_ts`` (instead
         of ``from_seq``; echoed as ``result.from_seq``), ``to_ts``/``to_seq`` end the read
-        inclusively (``result.end_reached``), ``where`` filters (topics/_where.py), and
+        inclusively (``result.end_reached``), ``where`` filters (topics/query/where.py), and
         ``format="cloudevents"`` answers CloudEvents (``result.events``; the type from
         meta's ``ce_type_field``, default "type"). docs/SEMANTICS.md rules 29-32.
 
@@ -177,7 +177,7 @@ class ReadOps:
         return result
 
     def _time_bound(self, bounds: ReadBounds | None) -> Callable[[], bool] | None:
-        """A filtered read's time budget from now (topics/_reads.py rule 4)."""
+        """A filtered read's time budget from now (topics/log/reads.py rule 4)."""
         if bounds is None or bounds.where is None:
             return None
         return time_bound(self.clock.now_ms, self.limits.max_where_ms)

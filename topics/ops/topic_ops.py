@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import _args
-from ._names import check_topic_name
-from ._registry import decode_list_cursor, encode_list_cursor
-from .config import parse_config
-from .errors import InvalidRequestError, TopicExistsIncompatibleError, TopicNotEmptyError
-from .types import (
+from .. import _args
+from .._names import check_topic_name
+from ..config import parse_config
+from ..errors import InvalidRequestError, TopicExistsIncompatibleError, TopicNotEmptyError
+from ..log.registry import decode_list_cursor, encode_list_cursor
+from ..types import (
     DeleteRecordsResult,
     DeleteTopicResult,
     EngineStatistics,
@@ -39,13 +39,13 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._cursor_ops import CursorOps
-    from ._durability import Durability
-    from ._log import TopicLog
-    from ._queue_ops import QueueOps
-    from ._routers import Routers
-    from ._storage.wal import WalTicket
+    from .._persistence.appender import Appender
+    from .._storage.wal import WalTicket
+    from ..cursors.ops import CursorOps
+    from ..log.topic_log import TopicLog
+    from ..queues.ops import QueueOps
+    from ..routers.ops import Routers
+    from .durability import Durability
 
 __all__ = ["MAX_PAGE_SIZE", "TopicOps"]
 

@@ -2,8 +2,8 @@
 
 ``Engine.write`` is :meth:`Writes.write` (topics/_facade.py): its signature and docstring
 are the API reference. This module owns the machinery: the argument checks, the
-idempotency key's dedupe hit, producer fencing (topics/_producers.py), the glue to a
-queue's job plan (topics/_job_ops.py), the append and the result.
+idempotency key's dedupe hit, producer fencing (topics/ops/producers.py), the glue to a
+queue's job plan (topics/queues/job_ops.py), the append and the result.
 
 Rules:
 1. Every argument is checked before the first mutation (engine rule 2), and from the
@@ -23,20 +23,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, Any
 
-from . import _args
-from ._log import DedupeEntry
-from ._meta_keys import check_client_meta
-from ._names import check_topic_name
-from ._producer_state import ProducerClaim, ProducerState
-from ._producers import check_expected_head, check_producer, producer_arg
-from .errors import InvalidRequestError
-from .types import WriteResult
+from .. import _args
+from .._names import check_topic_name
+from ..errors import InvalidRequestError
+from ..log.producer_state import ProducerClaim, ProducerState
+from ..log.topic_log import DedupeEntry
+from ..types import WriteResult
+from .meta_keys import check_client_meta
+from .producers import check_expected_head, check_producer, producer_arg
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._durability import Durability
-    from ._job_ops import JobOps, JobPlan
-    from ._log import TopicLog
+    from .._persistence.appender import Appender
+    from ..log.topic_log import TopicLog
+    from ..queues.job_ops import JobOps, JobPlan
+    from .durability import Durability
 
 __all__ = ["IDEMPOTENCY_KEY_MAX_CHARS", "Writes"]
 
@@ -88,10 +88,10 @@ class Writes:
             producer_id, epoch: fence older instances of this producer (both or neither):
                 a write with an epoch below the highest one the topic has seen for
                 ``producer_id`` is refused; its last batch's ``idempotency_key`` is
-                deduplicated without a time window (topics/_producers.py).
+                deduplicated without a time window (topics/ops/producers.py).
             dedupe, dedupe_ms, replace: how the records' ``dedupe_key``s act on a queue
                 (``"until_ack"`` or ``"window"`` for ``dedupe_ms``; ``replace`` swaps a
-                held job never handed out for the new one: topics/_job_ops.py rule 3).
+                held job never handed out for the new one: topics/queues/job_ops.py rule 3).
                 Records of a queue may also carry ``deliver_at`` or ``delay_ms``.
 
         Raises: invalid_request, batch_too_large, record_too_large, topic_not_found,

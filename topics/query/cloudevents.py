@@ -27,8 +27,8 @@ from urllib.parse import quote
 
 import ujson
 
-from ._core.scan import split_write_body
-from .errors import InvalidRequestError
+from .._core.scan import split_write_body
+from ..errors import InvalidRequestError
 
 __all__ = ["DEFAULT_TYPE", "DEFAULT_TYPE_FIELD", "FORMATS", "check_format", "to_cloudevents"]
 

@@ -1,4 +1,4 @@
-"""The ``where`` program the core runs in C (topics/_where.py rule 6).
+"""The ``where`` program the core runs in C (topics/query/where.py rule 6).
 
 A checked expression becomes a flat postfix program of ``(op, part, key, raw, num, count)``
 instructions that topics/_core/_where.pxi ``_run_program`` evaluates on a frame's raw
@@ -36,7 +36,7 @@ OP_AND, OP_OR, OP_NOT = 10, 11, 12
 MAX_PROGRAM = 192
 _NUM_OPS = {"Gt": OP_GT, "Ge": OP_GE, "Lt": OP_LT, "Le": OP_LE}
 _EXACT_FLOAT = 1 << 53
-PART_NODE, PART_TAG, PART_META, PART_DATA = 1, 2, 4, 8  # topics/_where.py's
+PART_NODE, PART_TAG, PART_META, PART_DATA = 1, 2, 4, 8  # topics/query/where.py's
 
 Instruction = tuple[int, int, bytes, bytes, float, int]
 

@@ -16,7 +16,7 @@ Rules:
 2. Equality is JSON equality: ``true`` never equals ``1``, ``1`` equals ``1.0``; order
    comparisons hold only between numbers (a string is never ``Gt`` anything).
 3. The expression is checked and compiled once (:func:`compile_where`; a plan repeated by
-   later requests comes from topics/_where_plans.py); bad input is ``invalid_request``
+   later requests comes from topics/query/plans.py); bad input is ``invalid_request``
    naming the path inside the expression.
 4. Evaluation decodes a record's ``meta``/``data`` only when a test needs them, and a
    string ``Eq`` first looks for the operand's JSON text in the raw bytes: a record whose
@@ -29,7 +29,7 @@ Rules:
    a ``data``/``meta`` operand). The core checks them with ``memmem`` before calling the
    predicate at all (``SegmentBuffer.render``); a ``data``/``meta`` part holding a
    backslash is always passed on (an escape could spell the operand differently).
-6. ``program`` (topics/_where_program.py) is the same expression as a flat postfix
+6. ``program`` (topics/query/program.py) is the same expression as a flat postfix
    program the core evaluates in C
    on the raw bytes (a top-level member found by searching for its quoted key and
    checking each hit's depth, strings compared as bytes, integers parsed directly and
@@ -53,9 +53,9 @@ from typing import Any
 
 import ujson
 
-from ._where_plans import PlanCache, plan_key
-from ._where_program import Instruction, program_of
-from .errors import InvalidRequestError
+from ..errors import InvalidRequestError
+from .plans import PlanCache, plan_key
+from .program import Instruction, program_of
 
 __all__ = [
     "DEFAULT_MAX_COST",
@@ -79,7 +79,7 @@ MAX_NEEDLES = 8  # what the core checks in C (the rest is left to the predicate)
 DEFAULT_MAX_COST = 128
 
 _MISSING = object()
-#: Compiled plans by (field, budget, JSON text): topics/_where_plans.py.
+#: Compiled plans by (field, budget, JSON text): topics/query/plans.py.
 _PLANS: PlanCache[Predicate] = PlanCache()
 _Test = Callable[["_Rec"], bool]
 _SCALAR_OPS = ("Eq", "Ne", "Glob", "In", "Gt", "Ge", "Lt", "Le", "Exists")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._queue import QueueState, Taken
-    from ._storage.wal import WalTicket
+    from .._storage.wal import WalTicket
+    from .state import QueueState, Taken
 
 __all__ = ["Claim", "Cohort", "deal", "seq_of", "split_held"]
 

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 import ujson
 
-from ._meta_keys import ServerMeta
-from ._queue import DEAD_LETTERED, QueueState
-from .errors import InvalidRequestError, RecordTooLargeError, TopicsError
+from ..errors import InvalidRequestError, RecordTooLargeError, TopicsError
+from ..ops.meta_keys import ServerMeta
+from .state import DEAD_LETTERED, QueueState
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._queue_ops import QueueOps
+    from ..log.topic_log import TopicLog
+    from .ops import QueueOps
 
 __all__ = ["DeadLetters", "stamp_dead_letter_meta"]
 

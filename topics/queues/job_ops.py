@@ -2,7 +2,7 @@
 
 Scheduled jobs (``deliver_at`` / ``delay_ms`` per record), dedupe keys (``dedupe_key``
 per record; ``dedupe``, ``dedupe_ms`` and ``replace`` per write) and
-``Engine.redrive``. The projection side is ``_queue_jobs.py``; docs/QUEUES.md explains.
+``Engine.redrive``. The projection side is ``queues/jobs.py``; docs/QUEUES.md explains.
 
 Rules:
 1. The options are checked before anything changes (engine rule 2) and become meta
@@ -36,24 +36,24 @@ from typing import TYPE_CHECKING, Any
 import trio
 import ujson
 
-from . import _args
-from ._names import check_topic_name
-from ._queue_jobs import DEDUPE_KEY, DEDUPE_MODES, DEDUPE_UNTIL, DELIVER_AT, read_stamps, stamp_meta
-from .errors import (
+from .. import _args
+from .._names import check_topic_name
+from ..errors import (
     ForbiddenError,
     InvalidRequestError,
     RecordTooLargeError,
     TopicNotFoundError,
 )
-from .queue_types import RedriveResult
+from ..queue_types import RedriveResult
+from .jobs import DEDUPE_KEY, DEDUPE_MODES, DEDUPE_UNTIL, DELIVER_AT, read_stamps, stamp_meta
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._durability import Durability
-    from ._log import TopicLog
-    from ._queue_ops import QueueOps
-    from ._registry import TopicRegistry
-    from ._storage.wal import WalTicket
+    from .._persistence.appender import Appender
+    from .._storage.wal import WalTicket
+    from ..log.registry import TopicRegistry
+    from ..log.topic_log import TopicLog
+    from ..ops.durability import Durability
+    from .ops import QueueOps
 
 __all__ = ["JOB_RECORD_FIELDS", "JOB_WRITE_FIELDS", "JobOps", "JobPlan"]
 

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._log import TopicLog
+from ..log.topic_log import TopicLog
 
 if TYPE_CHECKING:
-    from ._queue_jobs import Schedule
+    from .jobs import Schedule
 
 __all__ = [
     "ACKED",

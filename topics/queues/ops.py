@@ -1,8 +1,8 @@
 """Queue endpoints behind the Engine facade (contract §10) and their engine hooks.
 
 The Engine owns one :class:`QueueOps`, built on its appender, and delegates its §10
-methods to it; the lease projection itself lives in ``_queue.py``, a /work session
-(and the append relay) in ``_queue_work.py``. Hooks the Engine calls:
+methods to it; the lease projection itself lives in ``queues/state.py``, a /work session
+(and the append relay) in ``queues/work.py``. Hooks the Engine calls:
 ``start`` (after recovery), ``on_topic_deleted``, ``queues`` (the store extension that
 persists durable leases) and ``queue_counters`` (§10.7).
 
@@ -47,9 +47,19 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from . import _args
-from ._names import check_topic_name
-from ._queue import (
+from .. import _args
+from .._names import check_topic_name
+from ..config import LEASE_MS_RANGE
+from ..errors import (
+    BatchTooLargeError,
+    InvalidRequestError,
+    NotAQueueError,
+    TopicNotFoundError,
+)
+from ..queue_types import AckResult, ClaimResult, ExtendResult, NackResult
+from .claims import Claim, Cohort, deal, seq_of, split_held
+from .dead_letters import DeadLetters
+from .state import (
     ACKED,
     CLAIMED,
     EXTENDED,
@@ -57,26 +67,16 @@ from ._queue import (
     QueueState,
     new_lease_ids,
 )
-from ._queue_claims import Claim, Cohort, deal, seq_of, split_held
-from ._queue_dead import DeadLetters
-from ._queue_store import Queues, encode_event, leases_durable
-from ._queue_work import WorkSession, relay_appends
-from .config import LEASE_MS_RANGE
-from .errors import (
-    BatchTooLargeError,
-    InvalidRequestError,
-    NotAQueueError,
-    TopicNotFoundError,
-)
-from .queue_types import AckResult, ClaimResult, ExtendResult, NackResult
+from .store import Queues, encode_event, leases_durable
+from .work import WorkSession, relay_appends
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from ._appender import Appender
-    from ._log import TopicLog
-    from ._storage.wal import WalTicket
-    from .types import WriteResult
+    from .._persistence.appender import Appender
+    from .._storage.wal import WalTicket
+    from ..log.topic_log import TopicLog
+    from ..types import WriteResult
 
     #: ``Engine.write`` as the queues call it (dead letters).
     WriteFn = Callable[..., Awaitable[WriteResult]]

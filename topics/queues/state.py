@@ -3,7 +3,7 @@
 Role: for one queue topic instance (a ``TopicLog`` of type "queue"), say which jobs are
 claimable, who holds which lease until when, how often each job was delivered, and hand
 jobs out. Everything here is synchronous and runs on the engine's trio thread between
-awaits, so every method is atomic; the queue endpoints (``_queue_ops.py``) do the
+awaits, so every method is atomic; the queue endpoints (``queues/ops.py``) do the
 validation, the waiting, the dead-letter writes and the WAL logging around it.
 
 Rules:
@@ -33,7 +33,7 @@ Rules:
    out at once (``take_doomed``). So a worker that drains the queue finishes after the
    dead letter exists, not before. ``pick`` still checks the freelist, for jobs whose
    copy failed (``give_back``) or whose ``max_deliveries`` was lowered.
-6. ``Queues`` (``_queue_store.py``) holds every queue topic's projection by topic id and is the store extension
+6. ``Queues`` (``queues/store.py``) holds every queue topic's projection by topic id and is the store extension
    (manifest section "queues", WAL entry types 48..63) that persists them.
 7. Durable leases (``leases_durable``): every change is described by one lifecycle event
    (``CLAIMED``, ``ACKED``, ``RELEASED``, ``EXTENDED``, ``DEAD_LETTERED``), logged by the
@@ -59,10 +59,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS, SegmentBuffer
-from ._log import TopicLog
-from ._queue_jobs import DedupeKeys, Schedule, Stamps, scan_log
-from ._queue_leases import (
+from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS, SegmentBuffer
+from ..log.topic_log import TopicLog
+from .jobs import DedupeKeys, Schedule, Stamps, scan_log
+from .leases import (
     ACKED,
     CLAIMED,
     DEAD_LETTERED,
@@ -76,7 +76,7 @@ from ._queue_leases import (
 )
 
 if TYPE_CHECKING:
-    from ._queue_claims import Cohort
+    from .claims import Cohort
 
 __all__ = [
     "ACKED",

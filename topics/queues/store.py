@@ -1,6 +1,6 @@
 """Every queue's lease projection and its persistence (``_queue`` rules 6 and 7).
 
-``Queues`` holds each queue topic's :class:`~topics._queue.QueueState` by topic id and is
+``Queues`` holds each queue topic's :class:`~topics.queues.state.QueueState` by topic id and is
 the store extension (manifest section "queues", WAL entry types 48..63): it snapshots the
 projections of durable-lease queues and, at recovery, rebuilds them from the snapshot and
 the lifecycle events logged after it (``encode_event``/``decode_event``).
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import ujson
 
-from ._log import TopicLog
-from ._queue import ENTRY_TYPES, QueueState
+from ..log.topic_log import TopicLog
+from .state import ENTRY_TYPES, QueueState
 
 if TYPE_CHECKING:
-    from ._registry import TopicRegistry
+    from ..log.registry import TopicRegistry
 
 __all__ = ["Queues", "decode_event", "encode_event", "leases_durable"]
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._queue_claims import Claim
-from ._queue_store import leases_durable
-from .queue_types import ClaimResult
+from ..queue_types import ClaimResult
+from .claims import Claim
+from .store import leases_durable
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._queue import QueueState
-    from ._queue_ops import QueueOps
+    from ..log.topic_log import TopicLog
+    from .ops import QueueOps
+    from .state import QueueState
 
 __all__ = ["WorkSession", "relay_appends"]
 

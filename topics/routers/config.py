@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from . import _args
-from ._names import check_topic_name
-from .errors import InvalidRequestError
-from .router_types import Guarantee, RouterConfig
+from .. import _args
+from .._names import check_topic_name
+from ..errors import InvalidRequestError
+from ..router_types import Guarantee, RouterConfig
 
 __all__ = ["ROUTER_FIELDS", "compile_filter", "parse_router_config"]
 

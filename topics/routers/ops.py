@@ -2,7 +2,7 @@
 
 Role: hold every router's definition and forwarding state, validate a PUT against the
 graph (fan-in, cycles, the router cap), start and stop one forwarding worker per router
-(``_router_worker.py`` holds the forwarding itself) and keep all of it through restarts as
+(``routers/worker.py`` holds the forwarding itself) and keep all of it through restarts as
 a store extension.
 
 Rules:
@@ -40,15 +40,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 import ujson
 
-from . import _args
-from ._log import TopicLog
-from ._names import check_router_name
-from ._registry import decode_list_cursor, encode_list_cursor
-from ._router_config import ROUTER_FIELDS, compile_filter, parse_router_config
-from ._router_worker import BATCH_MAX, run_router
-from ._storage import entries
-from .config import TopicConfig
-from .errors import (
+from .. import _args
+from .._names import check_router_name
+from .._storage import entries
+from ..config import TopicConfig
+from ..errors import (
     InvalidRequestError,
     RouterCycleError,
     RouterNotFoundError,
@@ -56,7 +52,9 @@ from .errors import (
     TopicExistsIncompatibleError,
     TopicNotFoundError,
 )
-from .router_types import (
+from ..log.registry import decode_list_cursor, encode_list_cursor
+from ..log.topic_log import TopicLog
+from ..router_types import (
     DeleteRouterResult,
     PutRouterResult,
     RouterConfig,
@@ -64,10 +62,12 @@ from .router_types import (
     RouterPage,
     RouterSummary,
 )
+from .config import ROUTER_FIELDS, compile_filter, parse_router_config
+from .worker import BATCH_MAX, run_router
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._storage.wal import WalTicket
+    from .._persistence.appender import Appender
+    from .._storage.wal import WalTicket
 
 __all__ = [
     "ROUTER_DELETE",

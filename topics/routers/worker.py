@@ -44,15 +44,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 import ujson
 
-from ._appender import WATERMARK_RESERVE
-from ._core import FRAME_HEADER_SIZE, json_check
-from ._storage.wal import WalError, WalFullError
-from .errors import RecordTooLargeError, ThrottledError, TopicFullError
+from .._core import FRAME_HEADER_SIZE, json_check
+from .._persistence.appender import WATERMARK_RESERVE
+from .._storage.wal import WalError, WalFullError
+from ..errors import RecordTooLargeError, ThrottledError, TopicFullError
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._log import TopicLog
-    from ._routers import Router, Routers
+    from .._persistence.appender import Appender
+    from ..log.topic_log import TopicLog
+    from .ops import Router, Routers
 
 __all__ = ["BATCH_MAX", "HOP_CAP", "join_stamp", "run_router", "split_stamp"]
 

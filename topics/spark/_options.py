@@ -24,7 +24,7 @@ Rules:
    bound a read by commit time instead of seq: ms since the epoch or an ISO 8601 time
    with a zone, or a JSON map of topic -> either. Each is resolved to a seq per topic
    (``_plan.start_seq`` / ``end_seq``) and cannot be given with its seq twin.
-7. ``where`` is the diff's predicate (the JSON tuple language of ``topics._where``),
+7. ``where`` is the diff's predicate (the JSON tuple language of ``topics.query.where``),
    checked here and evaluated by the engine or the server, so filtered-out records never
    reach Spark.
 """
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from .._names import check_topic_name
-from .._where import compile_where
 from ..errors import TopicsError
+from ..query.where import compile_where
 
 __all__ = ["ReadOptions", "WriteOptions", "parse_read_options", "parse_write_options"]
 

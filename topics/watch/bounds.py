@@ -20,17 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import _args
-from ._cloudevents import check_format
-from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
-from ._reads import ReadBounds
-from ._where import DEFAULT_MAX_COST, compile_where
-from .errors import InvalidRequestError
-from .watch_types import TopicWatermarks
+from .. import _args
+from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from ..errors import InvalidRequestError
+from ..log.reads import ReadBounds
+from ..query.cloudevents import check_format
+from ..query.where import DEFAULT_MAX_COST, compile_where
+from ..watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._watch_feed import FeedOptions
+    from ..log.topic_log import TopicLog
+    from .feed import FeedOptions
 
 __all__ = ["TopicBounds", "apply_from_ts", "split_topic_bounds", "stream_options", "topic_options"]
 
@@ -99,7 +99,7 @@ def stream_options(
     max_where_cost: int = DEFAULT_MAX_COST,
 ) -> FeedOptions:
     """The subscription's read options with its ``where`` and ``format`` (rule 3);
-    ``max_where_cost`` is the plan's budget (topics/_where.py rule 7)."""
+    ``max_where_cost`` is the plan's budget (topics/query/where.py rule 7)."""
     fmt, type_field = check_format(format, ce_type_field)
     keep = compile_where(where, max_cost=max_where_cost)
     if keep is None and fmt == "records":

@@ -1,11 +1,11 @@
 """Watch feeds: the events of a set of topic cursors, read for one connection (contract §7,
 §7.x; docs/WATCH.md "Fan-out").
 
-An SSE stream (through its session's :class:`~topics._watch_session.WatchStream`) and a
-WebSocket connection each read through one :class:`WatchFeed`; the hub (topics/_watch.py)
+An SSE stream (through its session's :class:`~topics.watch.session.WatchStream`) and a
+WebSocket connection each read through one :class:`WatchFeed`; the hub (topics/watch/hub.py)
 marks its topics dirty on every publish and, for an idle directly written stream, reads and
 delivers for it (the hub's rules 1 and 8). A feed reads through the hub: its retention, its
-per-topic read cache and its strong visibility (topics/_watch_topic.py, rules 3 and 5).
+per-topic read cache and its strong visibility (topics/watch/topic.py, rules 3 and 5).
 
 Rules (numbered as the hub's, whose docstring lists them all):
 4. A feed topic emits ``caught-up`` on every backlog -> live transition: its first read,
@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import trio
 
-from ._watch_guard import FirstRead, first_read
-from ._watch_topic import Outcome
-from .types import Tombstone, TombstoneReason
-from .watch_types import (
+from ..types import Tombstone, TombstoneReason
+from ..watch_types import (
     CaughtUpEvent,
     EndReachedEvent,
     RecordBatch,
@@ -39,11 +37,13 @@ from .watch_types import (
     TopicDeletedEvent,
     WatchEvent,
 )
+from .guard import FirstRead, first_read
+from .topic import Outcome
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._watch import WatchHub
-    from ._watch_topic import TopicWatch
+    from ..log.topic_log import TopicLog
+    from .hub import WatchHub
+    from .topic import TopicWatch
 
 __all__ = ["FeedOptions", "FeedTopic", "GroupSink", "WatchFeed"]
 
@@ -80,7 +80,7 @@ class FeedOptions(NamedTuple):
     flags: int
     skip: frozenset[bytes] | None
     strong: bool
-    #: Issue 18 (topics/_watch_bounds.py): the ``where`` predicate, the CloudEvents type
+    #: Issue 18 (topics/watch/bounds.py): the ``where`` predicate, the CloudEvents type
     #: field (None: records), and a topic's own inclusive end.
     keep: Any = None
     ce_type: str | None = None

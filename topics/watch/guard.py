@@ -37,9 +37,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _args
-from .errors import InvalidRequestError
-from .watch_types import (
+from .. import _args
+from ..errors import InvalidRequestError
+from ..watch_types import (
     BacklogExceededError,
     BacklogExceededEvent,
     JoinRefusedEvent,
@@ -47,10 +47,10 @@ from .watch_types import (
 )
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._watch_feed import FeedTopic
-    from ._watch_session import SessionTopic
-    from .watch_types import WatchEvent
+    from ..log.topic_log import TopicLog
+    from ..watch_types import WatchEvent
+    from .feed import FeedTopic
+    from .session import SessionTopic
 
 __all__ = [
     "ON_BACKLOG",

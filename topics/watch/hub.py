@@ -26,11 +26,11 @@ Rules:
 2. Everything here is synchronous except the relays and ``WatchFeed.wait``: a poll, a
    commit, a GC pass is atomic between awaits (no locks).
 3. One read per (topic state, cursor, options, visible head), through a per-topic cache
-   (in full: topics/_watch_topic.py, rule 3).
+   (in full: topics/watch/topic.py, rule 3).
 4. A feed topic emits ``caught-up`` on every backlog -> live transition, and reports a
-   loss on its first read as ``from_seq_too_old`` (in full: topics/_watch_feed.py, rule 4).
+   loss on its first read as ``from_seq_too_old`` (in full: topics/watch/feed.py, rule 4).
 5. Strong consistency: a strong feed sees a topic only up to the seqs whose WAL frames
-   are committed (in full: topics/_watch_topic.py, rule 5); one that is caught up to that
+   are committed (in full: topics/watch/topic.py, rule 5); one that is caught up to that
    visible head but not to the real head waits here, on the hub's WAL relay.
 6. A session's cursors are what its streams have *sent* (``WatchStream.commit`` after the
    bytes left); a stream opens at the session cursors, rewound (never advanced) by the
@@ -49,10 +49,10 @@ Rules:
    read, frame lookup, write) cost about 4 us of Python per watcher on top.
 
 Where the rest lives: sessions, streams and the connection caps (rules 6-7) are
-topics/_watch_session.py (the hub drives them, they call it back only when a stream
-closes); a feed and its topics (rule 4) are topics/_watch_feed.py; what the hub keeps per
+topics/watch/session.py (the hub drives them, they call it back only when a stream
+closes); a feed and its topics (rule 4) are topics/watch/feed.py; what the hub keeps per
 watched topic, its read cache (rule 3) and its visible head (rule 5) are
-topics/_watch_topic.py. This module keeps the sessions' registry, the passes (rules 1, 2
+topics/watch/topic.py. This module keeps the sessions' registry, the passes (rules 1, 2
 and 8) and the WAL relay. A feed calls the hub's public ``listen``/``unlisten``/``read``/
 ``wait_committed``; the pass marks a feed's topics (``WatchFeed.marked``) and notifies it,
 the same attribute and call per watcher as when all of this was one module (rule 1's hot
@@ -68,11 +68,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._reads import time_bound
-from ._watch_feed import FeedOptions, FeedTopic, WatchFeed
-from ._watch_guard import feed_guard
-from ._watch_joins import JoinTable
-from ._watch_session import (
+from ..errors import (
+    InvalidRequestError,
+    NotFoundError,
+    ThrottledError,
+    UnauthorizedError,
+)
+from ..log.reads import time_bound
+from ..watch_types import SessionGoneError, WatchSettings, WatchStatistics
+from .feed import FeedOptions, FeedTopic, WatchFeed
+from .guard import feed_guard
+from .joins import JoinTable
+from .session import (
     WID_RE,
     SessionTopic,
     StreamSlot,
@@ -81,19 +88,12 @@ from ._watch_session import (
     WatchStream,
     new_wid,
 )
-from ._watch_topic import Outcome, TopicWatch
-from .errors import (
-    InvalidRequestError,
-    NotFoundError,
-    ThrottledError,
-    UnauthorizedError,
-)
-from .watch_types import SessionGoneError, WatchSettings, WatchStatistics
+from .topic import Outcome, TopicWatch
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._storage.wal import Wal
-    from .auth import Principal
+    from .._storage.wal import Wal
+    from ..auth import Principal
+    from ..log.topic_log import TopicLog
 
 __all__ = ["StreamSlot", "WatchHub", "WatchSession", "WatchStream", "new_wid"]
 
@@ -135,7 +135,7 @@ class WatchHub:
         self._wait_wal = wait_wal
         self.max_sessions = max_sessions
         self.max_sessions_per_key = max_sessions_per_key
-        #: A filtered delivery read's time budget (topics/_reads.py rule 4; 0: none).
+        #: A filtered delivery read's time budget (topics/log/reads.py rule 4; 0: none).
         self.max_where_ms = max_where_ms
         self.settings = settings if settings is not None else WatchSettings()
         self.slots = StreamSlots(max_connections, max_connections_per_key)
@@ -427,7 +427,7 @@ class WatchHub:
                 m.feed.marked[m] = None
                 m.feed.notify()
 
-    # -- reads (rules 3, 5: topics/_watch_topic.py) -------------------------------------
+    # -- reads (rules 3, 5: topics/watch/topic.py) -------------------------------------
 
     def read(self, ft: FeedTopic, upto: int) -> Outcome:
         """``ft``'s next read up to ``upto``, shared through its topic's cache (rule 3)."""

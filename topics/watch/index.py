@@ -1,7 +1,7 @@
 """A prefix index: which registered prefixes a name starts with, without a scan of them
 (issue 30, finding 2: prefix watches made topic creation cost every open prefix watch).
 
-Role: the watch hub keeps its prefix joins here (``topics._watch_joins``), so creating a
+Role: the watch hub keeps its prefix joins here (``topics.watch.joins``), so creating a
 topic costs the joins whose prefix it starts with, not one test per open prefix watch.
 
 Rules:

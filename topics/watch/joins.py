@@ -3,8 +3,8 @@
 
 Role: the registry calls :meth:`JoinTable.created` for every topic it adds; the table
 finds the feeds whose prefixes the name starts with through a :class:`PrefixIndex`
-(``topics._watch_index``) and hands each its matching entries. What a join does is the
-joiner's (``topics._watch_prefix``); this module only routes.
+(``topics.watch.index``) and hands each its matching entries. What a join does is the
+joiner's (``topics.watch.prefix``); this module only routes.
 
 Rules:
 1. A creation costs the prefix index lookup (at most one probe per character of the
@@ -22,11 +22,11 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._watch_index import PrefixIndex
+from .index import PrefixIndex
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._watch_feed import WatchFeed
+    from ..log.topic_log import TopicLog
+    from .feed import WatchFeed
 
 __all__ = ["JoinTable", "Joiner"]
 

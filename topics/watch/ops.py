@@ -1,7 +1,7 @@
 """Live-delivery methods behind the Engine facade (contract §7 watch, §7.x WebSocket, §11 caps).
 
 The Engine owns one :class:`WatchOps`, built on its appender and its named cursors, and
-delegates to it; the hub itself lives in ``_watch.py`` and is created on first use
+delegates to it; the hub itself lives in ``watch/hub.py`` and is created on first use
 (``watch_hub``), so the Engine needs no hook for it. Frontends call:
 
 - ``create_watch`` (POST /v0/watch) and ``open_watch`` (GET /v0/watch/:wid),
@@ -26,25 +26,25 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import _args
-from ._core import RENDER_DATA, RENDER_META, RENDER_TAGS
-from ._limits import DIFF_BYTE_BUDGET, DIFF_BYTE_CEILING
-from ._names import check_topic_name
-from ._watch import StreamSlot, WatchHub, WatchStream
-from ._watch_bounds import apply_from_ts, split_topic_bounds, stream_options, topic_options
-from ._watch_feed import FeedOptions, WatchFeed
-from ._watch_options import WatchGuardArgs as _WatchGuard
-from ._watch_prefix import FeedJoiner, join_existing
-from .errors import InvalidRequestError, TopicNotFoundError
-from .watch_types import TopicWatermarks, WatchCreated, WatchStatistics
+from .. import _args
+from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
+from .._limits import DIFF_BYTE_BUDGET, DIFF_BYTE_CEILING
+from .._names import check_topic_name
+from ..errors import InvalidRequestError, TopicNotFoundError
+from ..watch_types import TopicWatermarks, WatchCreated, WatchStatistics
+from .bounds import apply_from_ts, split_topic_bounds, stream_options, topic_options
+from .feed import FeedOptions, WatchFeed
+from .hub import StreamSlot, WatchHub, WatchStream
+from .options import WatchGuardArgs as _WatchGuard
+from .prefix import FeedJoiner, join_existing
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._cursor_ops import CursorOps
-    from ._log import TopicLog
-    from ._registry import TopicRegistry
-    from ._storage.wal import Wal
-    from .auth import Principal
+    from .._persistence.appender import Appender
+    from .._storage.wal import Wal
+    from ..auth import Principal
+    from ..cursors.ops import CursorOps
+    from ..log.registry import TopicRegistry
+    from ..log.topic_log import TopicLog
 
 __all__ = ["WatchOps"]
 
@@ -125,7 +125,7 @@ class WatchOps:
             on_backlog: ``"jump"`` (a ``backlog-exceeded`` frame) or ``"error"`` (409 here).
             where, format, ce_type_field: filter every topic's records and/or deliver them
                 as CloudEvents, as on a diff; a topic's options may also hold ``from_ts``,
-                ``to_ts`` and ``to_seq`` (topics/_watch_bounds.py).
+                ``to_ts`` and ``to_seq`` (topics/watch/bounds.py).
 
         Raises: invalid_request (malformed, no topics, over TOPICS_MAX_WATCH_TOPICS),
         forbidden (a prefix outside the owner's allowlist), topic_not_found,

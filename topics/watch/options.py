@@ -19,31 +19,31 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import _args
-from ._watch_guard import (
+from .. import _args
+from ..errors import InvalidRequestError
+from ..watch_types import TopicWatermarks
+from .guard import (
     FirstRead,
     SessionGuard,
     check_backlogs,
     on_backlog_arg,
     split_backlogs,
 )
-from ._watch_prefix import (
+from .prefix import (
     FeedJoiner,
     PrefixEntry,
     listen_for_topics,
     parse_prefixes,
     prefix_starts,
 )
-from .errors import InvalidRequestError
-from .watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._registry import TopicRegistry
-    from ._watch import WatchHub, WatchSession
-    from ._watch_feed import FeedOptions, WatchFeed
-    from .auth import Principal
-    from .settings import Limits
+    from ..auth import Principal
+    from ..log.registry import TopicRegistry
+    from ..log.topic_log import TopicLog
+    from ..settings import Limits
+    from .feed import FeedOptions, WatchFeed
+    from .hub import WatchHub, WatchSession
 
     class _Watches(Protocol):
         """What these options need of the engine's live delivery (``WatchOps``)."""

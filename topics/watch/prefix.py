@@ -42,18 +42,18 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import _args
-from ._watch_feed import FeedOptions, WatchFeed
-from ._watch_guard import FirstRead, SessionGuard
-from ._watch_session import SessionTopic, WatchStream
-from .errors import ForbiddenError, InvalidRequestError
-from .watch_types import TopicWatermarks
+from .. import _args
+from ..errors import ForbiddenError, InvalidRequestError
+from ..watch_types import TopicWatermarks
+from .feed import FeedOptions, WatchFeed
+from .guard import FirstRead, SessionGuard
+from .session import SessionTopic, WatchStream
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._registry import TopicRegistry
-    from ._watch_joins import JoinTable
-    from .auth import Principal
+    from ..auth import Principal
+    from ..log.registry import TopicRegistry
+    from ..log.topic_log import TopicLog
+    from .joins import JoinTable
 
 __all__ = [
     "FeedJoiner",

@@ -1,8 +1,8 @@
 """Watch sessions, their streams and the connection caps (contract §7.1-§7.4, §11).
 
-The hub (topics/_watch.py) creates sessions, opens streams on them and collects idle ones;
+The hub (topics/watch/hub.py) creates sessions, opens streams on them and collects idle ones;
 this module holds what a session and a stream are. A stream reads through its own
-:class:`~topics._watch_feed.WatchFeed`, which the hub hands it.
+:class:`~topics.watch.feed.WatchFeed`, which the hub hands it.
 
 Rules (the hub's rules 6 and 7):
 1. A session's cursors are what its streams have *sent* (``WatchStream.commit`` after the
@@ -23,17 +23,17 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ._watch_guard import rewind_joins
-from .errors import ThrottledError, TopicsError
-from .watch_types import TopicWatermarks
+from ..errors import ThrottledError, TopicsError
+from ..watch_types import TopicWatermarks
+from .guard import rewind_joins
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._watch import WatchHub
-    from ._watch_feed import FeedOptions, WatchFeed
-    from ._watch_guard import SessionGuard
-    from ._watch_prefix import PrefixEntry
-    from .auth import Principal
+    from ..auth import Principal
+    from ..log.topic_log import TopicLog
+    from .feed import FeedOptions, WatchFeed
+    from .guard import SessionGuard
+    from .hub import WatchHub
+    from .prefix import PrefixEntry
 
 __all__ = [
     "CHECKPOINT_RING",

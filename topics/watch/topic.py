@@ -2,7 +2,7 @@
 cache every watcher of the topic reads through, and the heads a strong watcher may see
 (contract §7; docs/WATCH.md "Fan-out").
 
-The hub (topics/_watch.py) creates one :class:`TopicWatch` when a topic gets its first
+The hub (topics/watch/hub.py) creates one :class:`TopicWatch` when a topic gets its first
 listener and drops it with the last; it runs the passes, this module answers the reads.
 
 Rules (numbered as the hub's, whose docstring lists them all):
@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._cloudevents import to_cloudevents
-from ._reads import ReadBounds, read_diff
-from .types import Tombstone
-from .watch_types import RecordBatch
+from ..log.reads import ReadBounds, read_diff
+from ..query.cloudevents import to_cloudevents
+from ..types import Tombstone
+from ..watch_types import RecordBatch
 
 if TYPE_CHECKING:
-    from ._log import TopicLog
-    from ._storage.wal import Wal
-    from ._watch_feed import FeedOptions, FeedTopic
+    from .._storage.wal import Wal
+    from ..log.topic_log import TopicLog
+    from .feed import FeedOptions, FeedTopic
 
 __all__ = ["CACHE_ENTRIES", "MAX_PENDING_HEADS", "Outcome", "TopicWatch"]
 
@@ -120,7 +120,7 @@ class TopicWatch:
     ) -> Outcome:
         """Read after ``cursor`` up to ``upto`` and cache the outcome (rule 3); the caller
         looked the cache up first. ``out_of_time``: a filtered read's time budget
-        (topics/_reads.py rule 4); one that ends on it is behind, and the feed reads on
+        (topics/log/reads.py rule 4); one that ends on it is behind, and the feed reads on
         in its next step."""
         log = self.log
         o = opts

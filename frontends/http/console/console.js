@@ -10,7 +10,7 @@
 //   opens its panel (produce, browse, cursors, config, deletes).
 // - The tail and the browse take the CLI's bounds and filter (topics tail --since/--until/
 //   --to/--where): `where` is the CLI's readable syntax, parsed here by filters.js (a port
-//   of topics/cli_filters.py) and shown as the tuple it sends; the server checks it again,
+//   of topics/cli/filters.py) and shown as the tuple it sends; the server checks it again,
 //   and its invalid_request message is shown beside the form with nothing else changed.
 //   A bounded read says when its end is reached (diff: end_reached; watch: end-reached).
 // - Charts and live counters (stats.js) are drawn from the /v0/metrics snapshot each poll

@@ -1,4 +1,4 @@
-// The CLI's readable filter and time syntax (topics/cli_filters.py), for the console.
+// The CLI's readable filter and time syntax (topics/cli/filters.py), for the console.
 //
 // A port of the Python module, rule for rule and message for message, so that what a user
 // types into the console's `where` field means what `topics tail --where` makes of it

@@ -74,7 +74,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def topics_cli(request: pytest.FixtureRequest, cli_server: ServerProcess, tmp_path: Path) -> Run:
     """Run the CLI against the server (``TOPICS_URL`` in its environment). Each test is one
     terminal session of its own: ``XDG_RUNTIME_DIR``, where the CLI remembers the losses it
-    told (topics/_cli_losses.py), is the test's, never the user's."""
+    told (topics/cli/losses.py), is the test's, never the user's."""
     runtime = tmp_path / "xdg-runtime"
     runtime.mkdir(mode=0o700)
 

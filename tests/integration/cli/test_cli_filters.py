@@ -1,4 +1,4 @@
-"""The CLI's --where/--since syntax (topics/cli_filters.py) and `read` with it end to end."""
+"""The CLI's --where/--since syntax (topics/cli/filters.py) and `read` with it end to end."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from topics._where import compile_where
-from topics.cli_filters import FilterSyntaxError, parse_time, parse_where
+from topics.cli.filters import FilterSyntaxError, parse_time, parse_where
+from topics.query.where import compile_where
 
 from .conftest import Run
 from .test_cli import lines_json, name, ok
@@ -109,7 +109,7 @@ def test_read_with_where_since_to_and_cloudevents(topics_cli: Run) -> None:
 
 
 def test_bounded_starts() -> None:
-    from topics.cli_filters import bounded_starts
+    from topics.cli.filters import bounded_starts
 
     assert bounded_starts(["a"], {"to_seq": 5}) == {"a": {"tail": True, "to_seq": 5}}
     assert bounded_starts({"a": 3}, {"to_ts": 9}) == {"a": {"from_seq": 3, "to_ts": 9}}

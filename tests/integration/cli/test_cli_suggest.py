@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from topics._cli_args import _subparsers
 from topics.cli import build_parser
+from topics.cli.args import _subparsers
 
 from .conftest import Run
 from .test_cli import name, ok

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 import pytest
 
 import topics
-from topics._cli_args import server_url
-from topics._cli_format import iso_ms, use_colour
+from topics.cli.args import server_url
+from topics.cli.format import iso_ms, use_colour
 
 from .conftest import Run, ServerProcess
 from .test_cli import ISO, name, no_ts, ok

@@ -1,4 +1,4 @@
-"""The core's where fast paths (topics/_where.py rules 5-6: needles and the C program)
+"""The core's where fast paths (topics/query/where.py rules 5-6: needles and the C program)
 decide exactly what the predicate itself decides, on records built to trip them: escaped
 strings and keys, duplicate keys, nested and non-object data, numbers of every shape."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topics._core import _pure
-from topics._where import compile_where
+from topics.query.where import compile_where
 
 try:
     from topics._core import _ext

@@ -1,4 +1,4 @@
-"""Named consumer cursors on the engine (topics/_cursor_ops.py rules 1-4, _cursors.py)."""
+"""Named consumer cursors on the engine (topics/cursors/ops.py rules 1-4, cursors/store.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from topics._clock import ManualClock
-from topics._cursor_ops import CursorOps
-from topics._cursors import CURSOR_PUT, Committed, Cursors, encode_put
 from topics.auth import Principal
+from topics.cursors.ops import CursorOps
+from topics.cursors.store import CURSOR_PUT, Committed, Cursors, encode_put
 from topics.engine import Engine, open_engine
 from topics.errors import (
     CursorConflictError,

@@ -8,9 +8,9 @@ import pytest
 import trio
 
 from topics._facade import Via, bind_parts
-from topics._routers import Routers
-from topics._writes import Writes
 from topics.engine import Engine, open_engine
+from topics.ops.writes import Writes
+from topics.routers.ops import Routers
 
 
 def _table() -> dict[str, object]:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import ujson
 
-from topics._cloudevents import DEFAULT_TYPE, to_cloudevents
-from topics._meta_keys import ServerMeta
-from topics._queue_jobs import read_stamps
-from topics._where import compile_where
 from topics.engine import Engine
 from topics.errors import ForbiddenError, InvalidRequestError
+from topics.ops.meta_keys import ServerMeta
+from topics.query.cloudevents import DEFAULT_TYPE, to_cloudevents
+from topics.query.where import compile_where
+from topics.queues.jobs import read_stamps
 
 from ._support import START_MS
 
@@ -164,8 +164,8 @@ async def test_redrive_refuses_every_origin_outside_the_allowlist_alike(
 def old_writes(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Writes store what a version before issue #30 stored: the pure encoder with the
     I-JSON limits lifted (``monkeypatch.undo()`` restores today's writes)."""
-    from topics import _appender
     from topics._core import _pure_encode, _pure_json
+    from topics._persistence import appender as _appender
 
     monkeypatch.setattr(_pure_json, "_MAX_INT_DIGITS", 10**12)
     monkeypatch.setattr(_pure_json, "_lone_surrogate", lambda buf, start, stop: None)
@@ -208,7 +208,7 @@ async def test_reads_carry_on_past_records_an_older_version_stored(
     ],
 )
 def test_the_check_finds_a_reserved_key_whatever_the_batch_mixes(metas: list[Any]) -> None:
-    from topics._meta_keys import check_client_meta
+    from topics.ops.meta_keys import check_client_meta
 
     records = [{"data": 1} if m is None else {"data": 1, "meta": m} for m in metas]
     with pytest.raises(InvalidRequestError) as info:
@@ -223,9 +223,9 @@ def test_the_check_finds_a_reserved_key_whatever_the_batch_mixes(metas: list[Any
 async def test_a_watch_turns_a_record_it_cannot_render_into_an_unreadable_tombstone(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defence in depth (topics/_watch_feed.py rule 9): whatever makes one record fail its
+    """Defence in depth (topics/watch/feed.py rule 9): whatever makes one record fail its
     rendering, the stream gets the records around it and a tombstone of its seq alone."""
-    from topics import _watch_topic
+    from topics.watch import topic as _watch_topic
     from topics.watch_types import CaughtUpEvent, RecordBatch, TombstoneEvent
 
     from .test_watch_hub import drain, kinds, open_session

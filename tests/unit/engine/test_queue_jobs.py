@@ -92,7 +92,7 @@ async def test_a_queue_created_by_the_write_schedules_and_keys_its_first_jobs(en
 
 async def test_a_router_copy_into_a_queue_keeps_its_schedule(engine, clock):
     """The stamp is the truth wherever the record came from: a copy is scheduled live as it
-    would be after a restart (topics/_job_ops.py rule 2)."""
+    would be after a restart (topics/queues/job_ops.py rule 2)."""
     await make_queue(engine, "jobs", lease_ms=60_000)
     await make_queue(engine, "incoming", lease_ms=60_000)  # its write stamps $deliver_at
     await engine.put_router("r", {"source": "incoming", "dest": "jobs"})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from topics._core import RENDER_DATA
-from topics._reads import read_diff
+from topics.log.reads import read_diff
 
 from ._support import recs
 

@@ -17,9 +17,6 @@ import ujson
 
 import topics
 from topics import _args
-from topics._log import TopicLog
-from topics._reads import read_diff
-from topics._router_worker import HOP_CAP, join_stamp, split_stamp
 from topics.config import TopicConfig
 from topics.engine import Engine
 from topics.errors import (
@@ -30,7 +27,10 @@ from topics.errors import (
     TopicExistsIncompatibleError,
     TopicNotFoundError,
 )
+from topics.log.reads import read_diff
+from topics.log.topic_log import TopicLog
 from topics.router_types import RouterConfig
+from topics.routers.worker import HOP_CAP, join_stamp, split_stamp
 from topics.types import Tombstone
 
 from ._support import recs, rendered, seqs_of, with_limits
@@ -703,7 +703,7 @@ def test_markers_below_the_evict_floor_are_forgotten_and_restored_markers_checke
     assert res.tombstone.reason == "cap"
     assert log.gaps == []
     fresh = _log_with([10, 20], gaps_after=[])
-    from topics._gap_markers import GapMarker
+    from topics.log.gap_markers import GapMarker
 
     fresh.restore_gaps([GapMarker(9, "source_trim", 1, 1, 1), GapMarker(2, "source_trim", 1, 1, 1)])
     assert [g.seq for g in fresh.gaps] == [2]  # seq 9 is past the head

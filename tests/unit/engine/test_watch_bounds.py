@@ -1,5 +1,5 @@
 """Issue 18 on watches and WebSocket feeds: per-topic from_ts/to_ts/to_seq (an end event,
-then the topic leaves the session), where and cloudevents (topics/_watch_bounds.py)."""
+then the topic leaves the session), where and cloudevents (topics/watch/bounds.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import trio.testing
 import ujson
 
 from topics._clock import ManualClock
-from topics._watch_feed import WatchFeed
 from topics.engine import Engine
 from topics.errors import InvalidRequestError
+from topics.watch.feed import WatchFeed
 from topics.watch_types import CaughtUpEvent, EndReachedEvent, RecordBatch, WatchEvent
 
 from ._support import START_MS

@@ -1,4 +1,4 @@
-"""The watch hub (topics._watch via Engine.create_watch/open_watch/watch_subscribe).
+"""The watch hub (topics.watch.hub via Engine.create_watch/open_watch/watch_subscribe).
 
 Engine-level behaviour of live delivery: session validation, the wid and its key binding,
 GC on the engine clock, the caps, feed events (batching, caught-up, tombstones,
@@ -20,8 +20,6 @@ import ujson
 
 from tests.support.fakedisk import FakeDisk
 from topics._clock import ManualClock
-from topics._watch import WatchStream
-from topics._watch_feed import WatchFeed
 from topics.auth import Principal
 from topics.engine import Engine, open_engine
 from topics.errors import (
@@ -31,6 +29,8 @@ from topics.errors import (
     TopicNotFoundError,
     UnauthorizedError,
 )
+from topics.watch.feed import WatchFeed
+from topics.watch.hub import WatchStream
 from topics.watch_types import (
     CaughtUpEvent,
     RecordBatch,
@@ -443,7 +443,7 @@ async def test_a_quiet_topic_is_delivered_inside_the_write(
 async def test_many_listeners_and_strong_ones_go_through_the_relay(
     engine: Engine, mock_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("topics._watch.SYNC_FANOUT", 2)
+    monkeypatch.setattr("topics.watch.hub.SYNC_FANOUT", 2)
     await engine.put_topic("a")
     streams = [await open_session(engine, {"a": {"tail": True}}) for _ in range(3)]
     for s in streams:
@@ -676,7 +676,7 @@ async def test_listeners_see_a_batch_only_after_its_wal_entry_is_submitted(
 
 
 class FakeSink:
-    """An idle one-topic direct stream as the hub sees it (``topics._watch_feed.GroupSink``):
+    """An idle one-topic direct stream as the hub sees it (``topics.watch.feed.GroupSink``):
     records every group call and takes the batch unless told to decline."""
 
     groups: ClassVar[list[tuple[list[int], int]]] = []  # (seqs, sinks in the call)

@@ -1,11 +1,11 @@
-"""The prefix index of prefix joins (topics._watch_index, issue 30 finding 2): what a name
+"""The prefix index of prefix joins (topics.watch.index, issue 30 finding 2): what a name
 matches, in which order, removal, and the bound on the work of one lookup."""
 
 from __future__ import annotations
 
 import pytest
 
-from topics._watch_index import PrefixIndex
+from topics.watch.index import PrefixIndex
 
 
 def test_a_name_matches_every_held_prefix_it_starts_with_shortest_first() -> None:

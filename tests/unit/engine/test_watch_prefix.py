@@ -1,4 +1,4 @@
-"""Prefix watches and the backlog guard in the engine (topics._watch_prefix, _watch_guard;
+"""Prefix watches and the backlog guard in the engine (topics.watch.prefix, _watch_guard;
 issue 18 items 3-4): what a prefix covers, joins of topics created later (live and while
 no stream was open), the allowlist narrowing, resume of joined topics, deletion and
 recreation, and ``max_backlog`` with its two outcomes."""
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from topics._watch_prefix import FeedJoiner
 from topics.auth import Principal
 from topics.engine import Engine
 from topics.errors import ForbiddenError, InvalidRequestError, TopicNotFoundError
+from topics.watch.prefix import FeedJoiner
 from topics.watch_types import (
     BacklogExceededError,
     BacklogExceededEvent,

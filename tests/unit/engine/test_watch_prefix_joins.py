@@ -10,9 +10,9 @@ import trio
 import trio.testing
 
 from topics._clock import ManualClock
-from topics._watch_feed import FeedTopic
-from topics._watch_session import SessionTopic, WatchSession
 from topics.engine import Engine
+from topics.watch.feed import FeedTopic
+from topics.watch.session import SessionTopic, WatchSession
 from topics.watch_types import JoinRefusedEvent, TopicAddedEvent
 
 from ._support import recs, with_limits

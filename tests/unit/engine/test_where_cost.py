@@ -1,6 +1,6 @@
 """Issue 30 on the engine: a ``where`` plan's cost per record is known and bounded
-(topics/_where.py rule 7), and a filtered read or live delivery is bounded in time
-(topics/_reads.py rule 4), ending with what it has and a cursor as ``limit`` does."""
+(topics/query/where.py rule 7), and a filtered read or live delivery is bounded in time
+(topics/log/reads.py rule 4), ending with what it has and a cursor as ``limit`` does."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from topics._clock import ManualClock
-from topics._where import compile_where
-from topics._where_plans import PlanCache
 from topics.engine import Engine
 from topics.errors import InvalidRequestError
+from topics.query.plans import PlanCache
+from topics.query.where import compile_where
 from topics.settings import Limits
 
 from ._support import START_MS, with_limits

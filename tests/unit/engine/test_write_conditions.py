@@ -1,5 +1,5 @@
 """Compare-and-append (``expected_head_seq``) and producer fencing (``producer_id`` +
-``epoch``) on writes: contract §2 as extended by issue 19, topics/_producers.py rules 1-5,
+``epoch``) on writes: contract §2 as extended by issue 19, topics/ops/producers.py rules 1-5,
 docs/SEMANTICS.md rules 19b-19c. Persistence across clean restarts and power cuts is at the
 end (FakeDisk images keep only what was durable)."""
 

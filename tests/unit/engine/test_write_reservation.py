@@ -11,9 +11,9 @@ from pathlib import Path
 
 import trio
 
-from topics._durability import WATERMARK_RESERVE
 from topics._storage import entries
 from topics.engine import open_engine
+from topics.ops.durability import WATERMARK_RESERVE
 
 BATCH = [{"data": {"n": i}} for i in range(100)]
 

@@ -14,7 +14,6 @@ import trio.testing
 from tests.support.fakedisk import FakeDisk
 from tests.support.faultfs import FaultFs
 from topics._core import crc32c
-from topics._producer_state import ProducerClaim, encode_append_producer
 from topics._storage import entries
 from topics._storage.fs import Fs, RealFs
 from topics._storage.wal import Wal, WalCorruptionError, WalError, WalTicket, scan_wal
@@ -28,6 +27,7 @@ from topics._storage.wal_reader import (
     wal_files,
     wal_path,
 )
+from topics.log.producer_state import ProducerClaim, encode_append_producer
 
 D = "/wal"
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from topics._cursors import check_cursor_name
 from topics.cursor_types import CursorInfo, DeleteCursorResult
+from topics.cursors.store import check_cursor_name
 
 from .call import Call, Reply, dumps, fields_of, topic_path
 
