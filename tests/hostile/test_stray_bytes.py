@@ -16,12 +16,22 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 
 import pytest
 
 from tests.support.http1 import take_response
+from topics.frontends.http.hypercorn_server import MAX_IGNORED
 
-from .conftest import KEY, Target, connect, read_head, read_until_closed, status_of
+from .conftest import (
+    KEY,
+    Target,
+    connect,
+    read_head,
+    read_until_closed,
+    send_until_stalled,
+    status_of,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -126,3 +136,32 @@ def test_http10_post_with_a_stray_byte_is_served_and_the_server_lives(
     assert statuses == [201] + [200] * (ATTEMPTS - 1), statuses
     with target.client() as http:  # every answered write was done, once
         assert http.get(f"/v0/topics/{topic}").json()["head_seq"] == ATTEMPTS
+
+
+def test_a_flood_after_a_closing_request_closes_its_connection(target: Target) -> None:
+    """What follows a must-close request is read and dropped only up to a bound
+    (``hypercorn_server.MAX_IGNORED``, 64 KiB): a client that keeps sending while its long
+    poll waits loses the connection then, instead of the server draining it for as long
+    as the poll lasts."""
+    assert target.server is not None
+    topic = "hostile-http10-flood"
+    with target.client() as http:
+        assert http.post(f"/v0/topics/{topic}", json={"records": [{"data": 1}]}).is_success
+    body = json.dumps({"from_seq": 1, "wait_ms": 20_000}).encode()
+    poll = (
+        f"POST /v0/topics/{topic}/diff HTTP/1.0\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with connect(target.server) as sock:
+        sock.sendall(poll)
+        started = time.monotonic()
+        try:
+            sent = send_until_stalled(sock, b"Z" * (1 << 20), stall_s=1.0, total_s=8.0)
+            assert sent > MAX_IGNORED, f"the server stopped reading after {sent} bytes"
+            _, closed = read_until_closed(sock, 8.0)
+        except (BrokenPipeError, ConnectionResetError):  # closed while the flood went on
+            closed = True
+        took = time.monotonic() - started
+    assert closed, "the connection outlived its flood"
+    assert took < 15.0, f"closed after {took:.1f} s: the long poll ran its course"
+    target.assert_unharmed(own_topics=(topic,))
