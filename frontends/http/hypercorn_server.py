@@ -4,10 +4,11 @@ hypercorn's trio worker, changed in four ways ``serve.py`` needs.
 Rules:
 1. Read-ahead: a connection the fast lane hands over (lane rule 3) starts with the bytes
    the lane already read; they are fed to the protocol before the socket is read again.
-2. Who served: every HTTP answer (and every WebSocket refusal) hypercorn writes for the
-   app carries ``X-Topics-Path: hypercorn``, as the lane's carry ``X-Topics-Path: lane``
-   (docs/HTTP.md, "Who served a request"), so a client or a test can tell the two paths
-   apart on the wire.
+2. Who served: every HTTP answer hypercorn writes for the app carries
+   ``X-Topics-Path: hypercorn``, as the lane's carry ``X-Topics-Path: lane`` (docs/HTTP.md,
+   "Who served a request"), so a client or a test can tell the two paths apart on the
+   wire. WebSocket scopes are left alone: only hypercorn serves them, and wrapping their
+   ``send`` would cost every outbound frame a call.
 3. Bytes after a request that ends the connection are ignored, not a protocol error.
    h11 raises on any byte that follows a request it must close after (HTTP/1.0 without
    keep-alive, or ``Connection: close``), and hypercorn then answers ``400`` with no
@@ -60,7 +61,6 @@ __all__ = [
 MAX_IGNORED = 64 * 1024
 #: Rule 2: the header hypercorn's answers carry.
 SERVED_BY_HYPERCORN = (b"x-topics-path", b"hypercorn")
-_RESPONSE_STARTS = frozenset(("http.response.start", "websocket.http.response.start"))
 
 
 def hypercorn_internals_present() -> bool:
@@ -139,12 +139,12 @@ def served_by_hypercorn(app: AsgiApp) -> AsgiApp:
     """``app`` with rule 2's header added to every answer it starts."""
 
     async def tagged(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
+        if scope["type"] != "http":
             await app(scope, receive, send)
             return
 
         async def send_tagged(message: Message) -> None:
-            if message["type"] in _RESPONSE_STARTS:
+            if message["type"] == "http.response.start":
                 headers = [*message.get("headers", ()), SERVED_BY_HYPERCORN]
                 message = {**message, "headers": headers}
             await send(message)
