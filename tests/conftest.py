@@ -29,9 +29,9 @@ settings.load_profile(os.environ.get("TOPICS_HYPOTHESIS", "ci"))
 
 #: Under ``-n``, each of these goes to one worker whole: its modules share a session-scoped
 #: resource that would otherwise start once per worker, a SparkSession (a JVM), or once per
-#: module, the four servers of ``server_in_every_mode`` (a worker runs a unit's tests in
+#: module, the three servers of ``server_in_every_mode`` (a worker runs a unit's tests in
 #: collection order, which pytest sorts by that fixture's parameter across modules, so one
-#: unit starts each server once; one unit per module would start all four per module).
+#: unit starts each server once; one unit per module would start all three per module).
 #: tests/unit/test_suite_units.py checks the second list against the modules.
 _ONE_WORKER_UNITS = {
     "spark": ("tests/integration/spark/",),

@@ -116,9 +116,22 @@ class GuardedStream(trio.abc.HalfCloseableStream):
 
     hypercorn writes one WebSocket frame per ``send_all``, so after its ``101`` answer a
     write that starts with a close frame's first byte is the close frame.
+
+    Bytes that came behind a WebSocket upgrade request are given back by :meth:`hold`
+    (``hypercorn_server`` rule 4) and are the next read once the ``101`` is out; if the
+    upgrade is refused instead, the next read is EOF when the connection closes.
     """
 
-    __slots__ = ("_close_timeout", "_head_timeout", "_info", "_stream", "_upgraded", "socket")
+    __slots__ = (
+        "_answered",
+        "_close_timeout",
+        "_head_timeout",
+        "_held",
+        "_info",
+        "_stream",
+        "_upgraded",
+        "socket",
+    )
 
     def __init__(
         self,
@@ -132,7 +145,14 @@ class GuardedStream(trio.abc.HalfCloseableStream):
         self._upgraded = False
         self._head_timeout = head_timeout
         self._close_timeout = close_timeout
+        self._held = b""
+        self._answered: trio.Event | None = None
         self.socket = stream.socket
+
+    def hold(self, data: bytes) -> None:
+        """``data`` followed an upgrade request: read it back once the upgrade is answered."""
+        self._held = data
+        self._answered = trio.Event()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if self._upgraded:
@@ -140,12 +160,20 @@ class GuardedStream(trio.abc.HalfCloseableStream):
                 self._info.close_within(self._close_timeout)
         elif bytes(data[: len(_SWITCHING)]) == _SWITCHING:
             self._upgraded = True
+            await self._stream.send_all(data)
+            if self._answered is not None:  # the held bytes are WebSocket data now
+                self._answered.set()
+            return
         await self._stream.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._answered is not None:
+            await self._answered.wait()  # the 101, or the close after a refusal
+            held, self._held, self._answered = self._held, b"", None
+            return held if self._upgraded else b""
         data = await self._stream.receive_some(max_bytes)
         if data and not self._upgraded:
             self._info.head_begins(self._head_timeout)
@@ -155,6 +183,8 @@ class GuardedStream(trio.abc.HalfCloseableStream):
         await self._stream.send_eof()
 
     async def aclose(self) -> None:
+        if self._answered is not None:
+            self._answered.set()
         await self._stream.aclose()
 
 

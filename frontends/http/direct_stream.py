@@ -65,6 +65,14 @@ class DirectStream:
         (the ``sse_direct`` setting); otherwise every byte goes through ASGI ``send``."""
         if self.state.settings.sse_direct:
             self.raw = RawSocket.find(send)
+            if self.raw is not None:
+                self.state.direct_streams += 1
+
+    def forget_socket(self) -> None:
+        """The stream is over (called from its ``finally``): it no longer counts as direct."""
+        if self.raw is not None:
+            self.raw = None
+            self.state.direct_streams -= 1
 
     # -- what a stream says ---------------------------------------------------------------
 

@@ -111,6 +111,10 @@ _TARGET = re.compile(rb"/[!-$&-~]*")  # printable ASCII, no '%', no space
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # controls other than HTAB
 _REFUSED = frozenset((b"expect", b"upgrade"))
 
+#: Every answer the lane writes says who served it (docs/HTTP.md, "Who served a request");
+#: hypercorn's say ``hypercorn`` (``hypercorn_server`` rule 2). One constant, no lookup.
+_SERVED_BY_LANE = b"x-topics-path: lane\r\n"
+
 _STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 
 Head = tuple[str, str, bytes, bytes, list[tuple[bytes, bytes]], int, bool]
@@ -533,6 +537,7 @@ class LaneConnection:
                 parts.append(b"transfer-encoding: chunked\r\n")
             else:
                 parts.append(b"content-length: %d\r\n" % length)
+        parts.append(_SERVED_BY_LANE)
         parts.append(b"date: %b\r\n" % self.lane.date())
         if self.closing or self.lane.terminated:
             self.closing = True

@@ -173,6 +173,7 @@ class _WorkStream(DirectStream):
             if self.session is not None:
                 self.session.unhook()
             self.release_slot()
+            self.forget_socket()
 
     # -- direct delivery (rule 5) --------------------------------------------------------------
 

@@ -8,12 +8,16 @@ on ``shutdown_trigger`` within ``config.graceful_timeout``), except that:
    one connection (hypercorn's own included) closes that connection, never the server;
 2. with the lane, each connection starts in it and moves to hypercorn's own ``TCPServer``
    at its first request the lane does not take, with the bytes already read; without it
-   (``lane=False``, ``TOPICS_HTTP_LANE=0``) each connection is hypercorn's from the start.
+   (``lane=False``, ``TOPICS_HTTP_LANE=0``) each connection is hypercorn's from the start;
+3. hypercorn's connection server is ``hypercorn_server.TopicsTCPServer``: it takes the
+   lane's read-ahead, ignores bytes after a request that ends the connection, and its
+   answers say ``X-Topics-Path: hypercorn`` (the lane's say ``lane``).
 
 The hand-over needs one thing of hypercorn beyond its documented API: ``TCPServer`` and
 its ``_read_data`` loop (to feed it the bytes the lane read); :func:`lane_supported`
 checks for it at start, and pyproject.toml pins hypercorn to the releases it was tested
-with. When a release moves it, the server logs why and serves without the lane.
+with. When a release moves it, the server logs why and serves without the lane (and with
+hypercorn's own ``TCPServer``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from typing import Any
 
 import trio
 from hypercorn.config import Config
-from hypercorn.events import RawData
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
@@ -41,6 +44,7 @@ from .connection import (
     GuardedStream,
     run_guarded,
 )
+from .hypercorn_server import TopicsTCPServer, hypercorn_internals_present, served_by_hypercorn
 from .lane import HEAD_TIMEOUT_S, MAX_BODY, AsgiApp, Lane, LaneConnection
 from .routing import Route
 
@@ -51,23 +55,7 @@ log = logging.getLogger("topics.server")
 
 def lane_supported() -> bool:
     """True when this hypercorn has the internals the hand-over relies on."""
-    return callable(getattr(TCPServer, "_read_data", None)) and callable(
-        getattr(TCPServer, "run", None)
-    )
-
-
-class _HandedOver(TCPServer):
-    """hypercorn's connection server, fed first with what the lane already read."""
-
-    def __init__(self, *args: Any, read_ahead: bytes) -> None:
-        super().__init__(*args)
-        self._read_ahead = read_ahead
-
-    async def _read_data(self) -> None:
-        if self._read_ahead:
-            data, self._read_ahead = self._read_ahead, b""
-            await self.protocol.handle(RawData(data))
-        await super()._read_data()
+    return hypercorn_internals_present()
 
 
 def lane_routes(app: TopicsHttpApp) -> Callable[[str, str], tuple[Route, str] | None]:
@@ -157,12 +145,14 @@ async def serve(
         max_body = min(max_body, app.state.max_body_bytes)
     if accepts is None:
         raise ValueError("serve: give `accepts` for an app other than TopicsHttpApp")
-    if lane and not lane_supported():
+    ours = lane_supported()
+    if lane and not ours:
         log.warning("this hypercorn lacks TCPServer._read_data: serving without the fast lane")
         lane = False
-    wrapped = wrap_app(app, config.wsgi_max_body_size, None)  # type: ignore[arg-type]
     lifespan_state: dict[str, Any] = {}
-    lifespan = Lifespan(wrapped, config, lifespan_state)
+    lifespan = Lifespan(wrap_app(app, config.wsgi_max_body_size, None), config, lifespan_state)  # type: ignore[arg-type]
+    # What hypercorn serves says so (hypercorn_server rule 2); the lane's answers say "lane".
+    wrapped = wrap_app(served_by_hypercorn(app), config.wsgi_max_body_size, None)  # type: ignore[arg-type]
     context = WorkerContext(None)
     fast = _lane(app, accepts, config, head_timeout, max_body, lifespan_state)
     watch = app.state.accepting if isinstance(app, TopicsHttpApp) else AcceptWatch()
@@ -176,9 +166,11 @@ async def serve(
         state = ConnectionState({**lifespan_state, CONNECTION_KEY: info})
         guarded = GuardedStream(stream, info, head_timeout, close_timeout)
         server: TCPServer
-        if read_ahead:
-            server = _HandedOver(wrapped, config, context, state, guarded, read_ahead=read_ahead)
-        else:  # any trio stream with a ``socket`` serves (hypercorn's hint says SSL)
+        if ours:  # any trio stream with a ``socket`` serves (hypercorn's hint says SSL)
+            server = TopicsTCPServer(
+                wrapped, config, context, state, guarded, read_ahead=read_ahead
+            )
+        else:
             server = TCPServer(wrapped, config, context, state, guarded)  # type: ignore[arg-type]
         del read_ahead  # a long-lived stream keeps this frame: keep it small
         await server.run()

@@ -100,6 +100,9 @@ class HttpState:
         #: Callables other frontends register to report gauges to /v0/metrics
         #: (``topics_sse_connections``, ``topics_routers``, ...).
         self.metrics_sources: list[MetricsSource] = []
+        #: Streams open now that write their frames to the lane's socket themselves
+        #: (``direct_stream``; ``topics_sse_direct_streams`` in /v0/metrics).
+        self.direct_streams = 0
         #: The app's route table, in order (set by ``create_app``): what
         #: ``GET /v0/openapi.json`` documents.
         self.routes: tuple[Route, ...] = ()

@@ -233,6 +233,7 @@ class _SseConnection(DirectStream):
             stream.feed.sink = None
             stream.on_stop = None
             stream.close()
+            self.forget_socket()
 
     async def _busy(self, send: Send, receive: Receive) -> bool:
         """Run the writer and the pump until the stream ends (False) or, on the socket,
@@ -570,6 +571,7 @@ def register(quart_app: object, state: HttpState) -> None:
         return {
             "topics_watch_sessions": stats.sessions,
             "topics_sse_connections": stats.connections,
+            "topics_sse_direct_streams": state.direct_streams,
         }
 
     state.metrics_sources.append(gauges)

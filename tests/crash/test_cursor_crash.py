@@ -41,7 +41,7 @@ def _emit(line: str) -> None:
 
 async def child_main(data_dir: str, seed: int) -> None:
     from topics.engine import open_engine
-    from topics.errors import CursorConflictError
+    from topics.errors import CursorConflictError, CursorNotFoundError
 
     rng = random.Random(seed)
     async with open_engine(data_dir) as engine:
@@ -60,7 +60,7 @@ async def child_main(data_dir: str, seed: int) -> None:
                 head = (await engine.get_topic(TOPIC, touch=False)).head_seq
                 try:
                     current = (await engine.get_cursor(TOPIC, name)).seq
-                except Exception:
+                except CursorNotFoundError:  # never committed yet, or deleted: starts at 0
                     current = 0
                 roll = rng.random()
                 if roll < 0.05:

@@ -2,9 +2,10 @@
 check every attack ends with.
 
 Each test module that uses ``target`` runs once per way the server can carry a request
-(``tests.support.server.SERVER_MODES``): the fast lane or hypercorn first
-(``TOPICS_HTTP_LANE``), and stream frames written to the socket directly or through ASGI
-(``TOPICS_SSE_DIRECT``). The server is shared by a module's tests of one mode (starting
+(``tests.support.server.SERVER_MODES``): the fast lane with stream frames written to the
+socket directly, the lane with every frame through ASGI (``TOPICS_SSE_DIRECT=0``), and
+hypercorn alone (``TOPICS_HTTP_LANE=0``); each server is checked to serve as its mode says
+(``assert_serves_as``) before an attack. The server is shared by a module's tests of one mode (starting
 one costs ~1-2 s); it runs with keys
 (:data:`KEYS`) and short connection deadlines (:data:`HEAD_TIMEOUT_MS`,
 :data:`BODY_TIMEOUT_MS`, :data:`KEEP_ALIVE_MS`, :data:`WS_CLOSE_TIMEOUT_MS`) so slowloris
@@ -38,7 +39,7 @@ import pytest
 import wsproto
 import wsproto.events
 
-from tests.support.server import SERVER_MODES, ServerProcess, spawn_server
+from tests.support.server import SERVER_MODES, ServerProcess, assert_serves_as, spawn_server
 
 KEY = "hostile-admin"
 KEYS = KEY
@@ -218,7 +219,13 @@ class Target:
     def ensure(self) -> ServerProcess:
         if self.server is not None and self.server.proc.poll() is None:
             return self.server
-        self.server = spawn_server(server_env(self.mode, **self.env))
+        server = spawn_server(server_env(self.mode, **self.env))
+        try:
+            assert_serves_as(server, SERVER_MODES[self.mode], KEY)
+        except AssertionError:  # not this mode's server: no test may run against it
+            server.stop()
+            raise
+        self.server = server
         with self.client() as http:
             body = {"records": [{"data": {"i": i}, "tag": f"t:{i}"} for i in range(SEED_RECORDS)]}
             r = http.post(f"/v0/topics/{SEED_TOPIC}", json=body)

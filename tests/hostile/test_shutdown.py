@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.support.server import SERVER_MODES, spawn_server
+from tests.support.server import SERVER_MODES, assert_serves_as, spawn_server
 
 from .conftest import DRAIN_TIMEOUT_MS, KEY, connect, server_env
 
@@ -27,6 +27,7 @@ def test_sigterm_with_connections_mid_head_exits_promptly(mode: str) -> None:
     server = spawn_server(server_env(mode))
     socks: list[socket.socket] = []
     try:
+        assert_serves_as(server, SERVER_MODES[mode], KEY)
         write = (
             "POST /v0/topics/hostile-shutdown HTTP/1.1\r\nHost: t\r\n"
             f"Authorization: Bearer {KEY}\r\nContent-Length: 100\r\n\r\n"

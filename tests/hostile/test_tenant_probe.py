@@ -20,7 +20,7 @@ import ujson
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Message, Request, TextMessage
 
-from tests.support.server import SERVER_MODES, ServerProcess, spawn_server
+from tests.support.server import SERVER_MODES, ServerProcess, assert_serves_as, spawn_server
 
 KEYS = "ops,ka::tenA-,kb::tenB-"
 SSE = {"accept": "text/event-stream"}
@@ -31,6 +31,7 @@ QUEUE = {"type": "queue", "lease_ms": 1000, "max_deliveries": 1}
 def tenant_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     server = spawn_server({"TOPICS_API_KEYS": KEYS, **SERVER_MODES[request.param]})
     try:
+        assert_serves_as(server, SERVER_MODES[request.param], "ops")
         with server.client("ops") as ops:
             for name, config in [
                 ("tenB-secret", {}),

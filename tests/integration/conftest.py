@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.support.server import SERVER_MODES, ServerProcess, servers
+from tests.support.server import SERVER_MODES, ServerProcess, assert_serves_as, servers
 from topics._clock import ManualClock
 from topics.auth import KeyStore
 from topics.engine import Engine, open_engine
@@ -49,9 +49,12 @@ def server_in_every_mode(
 ) -> ServerProcess:
     """A dev-mode server per :data:`SERVER_MODES` entry; a module that names it as its
     ``server`` runs every test once per mode (writes, watch and queue suites do). One
-    server per mode serves all those modules (a start costs 1-2 s, four per module added
-    up): their topic names are their own, and none counts what the server holds overall."""
-    return start_shared_server(SERVER_MODES[request.param])
+    server per mode serves all those modules (a start costs 1-2 s, three per module added
+    up): their topic names are their own, and none counts what the server holds overall.
+    Each is checked to serve as its mode says before any test uses it."""
+    server = start_shared_server(SERVER_MODES[request.param])
+    assert_serves_as(server, SERVER_MODES[request.param])
+    return server
 
 
 @pytest.fixture

@@ -30,10 +30,12 @@ import httpx
 
 __all__ = [
     "LISTENING",
+    "MODE_CHECK_TOPIC",
     "SERVER_MODES",
     "START_TIMEOUT_S",
     "STOP_TIMEOUT_S",
     "ServerProcess",
+    "assert_serves_as",
     "free_port",
     "servers",
     "spawn_server",
@@ -43,18 +45,48 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 LISTENING = "topics-server listening on "
 
-#: The ways topics-server can carry a request (settings read at start): the fast lane
-#: with streams writing to its sockets, the lane with every frame through ASGI, and
-#: hypercorn alone with direct writes on and off. Direct writes exist only on lane
-#: connections, so with the lane off the switch must change nothing: running
-#: "hypercorn-asgi" proves that rather than assuming it. The integration suites of writes,
-#: watch and queues and the hostile suite run in every mode.
+#: The ways topics-server can carry a request (settings read at start), each serving
+#: differently: the fast lane with streams writing to its sockets, the lane with every
+#: stream frame through ASGI, and hypercorn alone (where ``TOPICS_SSE_DIRECT`` has nothing
+#: to act on: direct writes exist only on lane connections;
+#: tests/integration/test_http_lane.py checks that once). The integration suites of
+#: writes, watch and queues and the hostile suite run in every mode, and every mode's
+#: server is checked to serve as its mode says (:func:`assert_serves_as`).
 SERVER_MODES: dict[str, dict[str, str]] = {
     "lane": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "1"},
     "lane-asgi": {"TOPICS_HTTP_LANE": "1", "TOPICS_SSE_DIRECT": "0"},
     "hypercorn": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "1"},
-    "hypercorn-asgi": {"TOPICS_HTTP_LANE": "0", "TOPICS_SSE_DIRECT": "0"},
 }
+#: The topic :func:`assert_serves_as` writes to and watches.
+MODE_CHECK_TOPIC = "server-mode-check"
+
+
+def assert_serves_as(server: ServerProcess, env: Mapping[str, str], key: str | None = None) -> None:
+    """Fail unless ``server`` carries requests as ``env`` (a :data:`SERVER_MODES` entry, or
+    any such pair of settings) says: a write is answered by the lane or by hypercorn
+    (``X-Topics-Path``), and a watch stream on a lane connection writes to its socket
+    itself exactly when ``TOPICS_SSE_DIRECT`` is on (``topics_sse_direct_streams``).
+    Writes one record to :data:`MODE_CHECK_TOPIC` and leaves a watch session behind."""
+    lane = env.get("TOPICS_HTTP_LANE", "1") == "1"
+    direct = lane and env.get("TOPICS_SSE_DIRECT", "1") == "1"
+    path = "lane" if lane else "hypercorn"
+    with server.client(key) as http:
+        written = http.post(f"/v0/topics/{MODE_CHECK_TOPIC}", json={"records": [{"data": 1}]})
+        assert written.status_code in (200, 201), written.text
+        assert written.headers.get("x-topics-path") == path, dict(written.headers)
+        watch = http.post("/v0/watch", json={"topics": {MODE_CHECK_TOPIC: {"from_seq": 0}}})
+        assert watch.status_code == 200, watch.text
+        stream_path = f"/v0/watch/{watch.json()['wid']}"
+        with http.stream("GET", stream_path, headers={"Accept": "text/event-stream"}) as stream:
+            assert stream.headers.get("x-topics-path") == path, dict(stream.headers)
+            # A record frame comes after the stream chose its way of writing. The line
+            # iterator is kept: one dropped unfinished closes the response, and the stream.
+            lines = stream.iter_lines()
+            assert "event: record" in lines
+            metrics = http.get("/v0/metrics", headers={"Accept": "application/json"})
+            del lines
+        assert metrics.json()["topics_sse_direct_streams"] == int(direct), (env, metrics.text)
+
 
 _log_dir: str | None = None
 

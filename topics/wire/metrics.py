@@ -86,6 +86,8 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "topics_routers": "Routers configured.",
     "topics_queue_leases_in_flight": "Queue jobs currently leased.",
     "topics_sse_connections": "Open SSE streams and WebSocket connections.",
+    "topics_sse_direct_streams": "Open streams (SSE watch, queue /work) that write their "
+    "frames to the fast lane's socket themselves (TOPICS_SSE_DIRECT).",
     "topics_watch_sessions": "Watch sessions held.",
     "topics_storage_degraded": "1 while writes are refused for storage: the disk is full, "
     "free space is below TOPICS_MIN_FREE_BYTES, or the WAL failed.",
@@ -182,6 +184,7 @@ def _aggregates(
         *(
             (name, EXTRA_GAUGES[name], extra.get(name, 0))
             for name in (
+                "topics_sse_direct_streams",
                 "topics_storage_degraded",
                 "topics_storage_free_bytes",
                 "topics_storage_min_free_bytes",

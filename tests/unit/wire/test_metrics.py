@@ -42,6 +42,7 @@ CONTRACT_NAMES = {
 }
 # Our extensions beside the contract's names (storage degraded by a full disk, cursors).
 EXTENSION_NAMES = {
+    "topics_sse_direct_streams",
     "topics_storage_degraded",
     "topics_storage_free_bytes",
     "topics_storage_min_free_bytes",
