@@ -205,12 +205,16 @@ class Principal:
     """An authenticated key: its position in ``TOPICS_API_KEYS``, scopes and name prefixes.
 
     ``prefixes`` empty means every name is allowed. ``key_index`` identifies the key for
-    per-key accounting (in-flight caps) without ever holding the secret.
+    per-key accounting (in-flight caps) without ever holding the secret. ``owner_id`` is
+    what state that outlives the process records as its creator (a named cursor): derived
+    from the key itself, so it stays the same when keys are added, removed or reordered
+    in ``TOPICS_API_KEYS`` (-1: no key).
     """
 
     key_index: int
     scopes: frozenset[Scope]
     prefixes: tuple[str, ...] = ()
+    owner_id: int = -1
 
     def allows(self, scope: Scope) -> bool:
         """True when the key carries ``scope``."""
@@ -287,6 +291,14 @@ def _digest(secret: str | bytes) -> bytes:
     return hashlib.sha256(raw).digest()
 
 
+def owner_id_of(secret: str) -> int:
+    """A key's stable owner id: 63 bits of a personalised BLAKE2b of the key. It is written
+    to the data directory, so it is a different hash from the one the store compares."""
+    raw = secret.encode("utf-8", "surrogateescape")
+    digest = hashlib.blake2b(raw, digest_size=8, person=b"topics-owner").digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
 def _parse_scopes(field: str, where: str) -> frozenset[Scope]:
     if field == "":
         return ALL_SCOPES
@@ -344,6 +356,7 @@ def parse_api_keys(spec: str) -> list[tuple[bytes, Principal]]:
             key_index=len(entries),
             scopes=_parse_scopes(scopes_field, where),
             prefixes=_parse_prefixes(prefixes_field, where),
+            owner_id=owner_id_of(secret),
         )
         digest = _digest(secret)
         if digest in seen:

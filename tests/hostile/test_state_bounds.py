@@ -9,7 +9,8 @@ _cursors rule 5, _producers rule 5, docs/OPERATIONS.md "Limits and hostile clien
    however it creates them (PUT, a diff with ``commit``), with ``429 throttled``,
    ``detail.limit`` ``max_cursors_per_key``; commits to its existing cursors go on, another
    key is not affected, and deleting a cursor frees its slot.
-2. The count survives a restart (the creating key is stored with the cursor).
+2. The count survives a restart (the creating key is stored with the cursor, by an id
+   derived from the key: reordering ``TOPICS_API_KEYS`` moves no cursor to another key).
 3. ``TOPICS_MAX_CURSORS_PER_TOPIC`` and ``TOPICS_MAX_PRODUCERS_PER_TOPIC`` are settings.
 4. Nothing already stored changes when a creation is refused.
 """
@@ -87,12 +88,22 @@ def test_one_key_creates_at_most_its_cursors_over_every_topic(tmp_path: Path) ->
             assert _commit(reader, "b", "r-next").status_code == 200
     finally:
         assert server.stop() == 0, server.stderr()
-    again = spawn_server(_env(), "--data-dir", str(data))
+    # Rule 2: after a restart the key still holds its PER_KEY cursors, with the keys listed
+    # in another order (the admin key, first before, now second) and one more key in front.
+    reordered = {**_env(), "TOPICS_API_KEYS": f"bounds-new:read,{READER}:read,{ADMIN}"}
+    again = spawn_server(reordered, "--data-dir", str(data))
     try:
-        with again.client(READER) as reader:
-            # Rule 2: after a restart the key still holds its PER_KEY cursors.
+        with (
+            again.client(READER) as reader,
+            again.client("bounds-new") as new,
+            again.client(ADMIN) as admin,
+        ):
             _throttled(_commit(reader, "a", "after-restart"), "max_cursors_per_key", PER_KEY)
             assert _commit(reader, "b", "r-next", 3).status_code == 200
+            r = admin.post("/v0/topics/c", json={"records": [{"data": 1}]})
+            assert r.status_code == 201, r.text
+            for i in range(PER_KEY):  # the key now in the reader's old place starts empty
+                assert _commit(new, "c", f"n{i}").status_code == 200
     finally:
         assert again.stop() == 0, again.stderr()
 

@@ -195,7 +195,7 @@ class CursorOps:
         if cap and len(self.cursors.of(log.topic_id)) >= cap:
             raise ThrottledError.for_limit("max_cursors_per_topic", cap)
         per_key = limits.max_cursors_per_key
-        key = owner.key_index if owner is not None else -1
+        key = owner.owner_id if owner is not None else -1
         if per_key and key >= 0 and self.cursors.per_owner.get(key, 0) >= per_key:
             raise ThrottledError.for_limit("max_cursors_per_key", per_key)
 
@@ -206,7 +206,7 @@ class CursorOps:
         checked ``seq <= log.head`` (and rule 5 for a new cursor); None for a memory-only
         engine."""
         now = self.clock.now_ms()
-        key = owner.key_index if owner is not None else -1
+        key = owner.owner_id if owner is not None else -1
         self.cursors.commit(log.topic_id, cursor, seq, now, key)
         if self._app.store is None:
             return None

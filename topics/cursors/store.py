@@ -13,8 +13,9 @@ Rules:
 3. A topic delete logs nothing here: recovery drops the cursors of every topic id that is
    not in the recovered registry (``prune``), and a live delete drops them at once.
 4. An absent section (a data directory written before cursors existed) is no cursors.
-5. A cursor remembers the API key that created it (``owner``: the key's position in
-   ``TOPICS_API_KEYS``; -1 without auth or for an engine caller), persisted with it (an
+5. A cursor remembers the API key that created it (``owner``: the key's
+   ``Principal.owner_id``, derived from the key, so reordering ``TOPICS_API_KEYS`` changes
+   nothing; -1 without auth or for an engine caller), persisted with it (an
    optional last field of CURSOR_PUT and of the snapshot; absent: -1), so the per-key
    bound (``TOPICS_MAX_CURSORS_PER_KEY``) holds across restarts. ``per_owner`` counts them
    as they come and go; commits by another key leave the owner as it was.

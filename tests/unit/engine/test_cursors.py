@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from topics._clock import ManualClock
-from topics.auth import Principal
+from topics.auth import Principal, owner_id_of
 from topics.cursors.ops import CursorOps
 from topics.cursors.store import CURSOR_PUT, Committed, Cursors, encode_put
 from topics.engine import Engine, open_engine
@@ -363,7 +363,7 @@ def test_consume_with_the_sync_facade_resumes_after_a_restart(tmp_path):
 
 # -- per-key bound and the metrics' cost (_cursor_ops rule 5) -------------------------------
 
-READER = Principal(key_index=1, scopes=frozenset({"read"}))
+READER = Principal(key_index=1, scopes=frozenset({"read"}), owner_id=owner_id_of("reader"))
 
 
 @with_limits(max_cursors_per_key=2)
