@@ -42,7 +42,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
 from topics.cli.format import dumps
 from topics.cli.input import BadLine
@@ -118,11 +117,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return code or EXIT_OK
-
-
-def _entry() -> NoReturn:
-    sys.exit(main())
-
-
-if __name__ == "__main__":
-    _entry()
