@@ -4,7 +4,8 @@
 A frontend hears from the engine through the listener it hands over
 (topics/listener_types.py) and changes engine state only by calling methods. Read from the
 source with ``ast`` (nothing is imported): in ``frontends/``, an assignment (``=``,
-augmented, annotated), a ``del`` or a ``setattr`` of ``<expr>.<name>``, where ``<expr>``
+augmented, annotated; of the attribute or of an item in it), a ``del`` or a ``setattr``
+of ``<expr>.<name>``, where ``<expr>``
 is not the method's own ``self``, must name an attribute the frontends' own classes
 define and no engine class does. An attribute only the engine's classes define
 (``feed.sink``, ``stream.on_stop``, ``session.cursor``) fails; so does one nobody defines,
@@ -114,9 +115,12 @@ def _frontend_names() -> frozenset[str]:
 
 
 def _settings(tree: ast.Module) -> Iterator[tuple[int, ast.expr, str]]:
-    """(line, object, attribute) of every attribute set or deleted outside ``self``."""
+    """(line, object, attribute) of every attribute set or deleted outside ``self``; an
+    item set in one (``stream.session.topics[name] = st``) changes that attribute too."""
     for node in ast.walk(tree):
         for target in _targets(node):
+            while isinstance(target, ast.Subscript):
+                target = target.value
             if isinstance(target, ast.Attribute) and not _is_self(target.value):
                 yield node.lineno, target.value, target.attr
         if (
@@ -178,8 +182,10 @@ def test_the_check_sees_the_old_ways() -> None:
         "    stream.feed.deliver, x = None, 1\n"
         "    del session.stream\n"
         "    setattr(stream, 'active', False)\n"
+        "    stream.session.topics['a'] = None\n"
         "    conn.last_sent = now\n"
         "    self.last_sent = now\n"
+        "    self.ids['a'] = 1\n"
     )
     found = violations("frontends/example.py", ast.parse(source))
     assert found == [
@@ -188,4 +194,5 @@ def test_the_check_sees_the_old_ways() -> None:
         "frontends/example.py:4: stream.feed.deliver",
         "frontends/example.py:5: session.stream",
         "frontends/example.py:6: stream.active",
+        "frontends/example.py:7: stream.session.topics",
     ]
