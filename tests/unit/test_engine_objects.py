@@ -33,6 +33,9 @@ THIRD_PARTY_ATTRIBUTES = {
 #: Third-party objects a frontend builds and configures, by (module, variable): why.
 THIRD_PARTY_OBJECTS = {
     ("frontends/server.py", "config"): "hypercorn.config.Config, built by the server's main",
+    ("frontends/http/hypercorn_server.py", "protocol"): (
+        "hypercorn's H11Protocol, whose h11 connection that module replaces with its own"
+    ),
 }
 #: Attributes both a frontend class and an engine class define, set here on the
 #: frontend's own object, by (module, target): which object it is.
