@@ -23,10 +23,11 @@ Rules:
    machine is ``direct_stream.DirectStream``). Where ``RawSocket.find`` gives the socket
    (a connection the fast lane owns) the stream
    writes its chunks to it itself, and a stream with nothing to write has no task at
-   work: the session leaves a hook with the engine
-   (``WorkSession.poll``), which calls it synchronously when a lease of the stream's node
-   ends (so an ack refills the stream before the ack's own answer is written) or jobs
-   arrive; the hook leases, frames and writes them with one non-blocking ``os.write``.
+   work: the stream leaves itself with the engine as the session's listener
+   (``WorkSession.poll``; topics/listener_types.py), told synchronously when a lease of
+   the stream's node ends (so an ack refills the stream before the ack's own answer is
+   written) or jobs arrive; ``changed`` then leases, frames and writes them with one
+   non-blocking ``os.write``.
    The request task only waits for the disconnect, sends heartbeats, and polls again when
    a lease expiry or nack delay is due. Anything else (a partial write, a coalescing
    window, dead-lettering, durable leases to sync, the topic gone, shutdown) hands over
@@ -102,7 +103,7 @@ class _WorkStream(DirectStream):
     """One open /work connection (rules 2-5).
 
     Through ASGI: the pump and the disconnect watcher in one nursery. On the raw socket:
-    the engine's hook (:meth:`_deliver`) while it can, then the same pump, writing to the
+    the engine's listener (:meth:`changed`) while it can, then the same pump, writing to the
     socket, once a delivery needs a task (``need_task``; ``direct_stream`` rule 1).
     """
 
@@ -150,9 +151,9 @@ class _WorkStream(DirectStream):
                 ) as session:
                     self.session = session
                     if self.raw is not None:
-                        self._deliver()
+                        self.changed()
                         idle = await self.idle(receive)
-                        session.unhook()
+                        session.detach()
                         if not idle:
                             return  # the client went away
                     # The pump is the child task and the request task watches for the
@@ -171,7 +172,7 @@ class _WorkStream(DirectStream):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if self.session is not None:
-                self.session.unhook()
+                self.session.detach()
             self.release_slot()
             self.forget_socket()
 
@@ -195,22 +196,24 @@ class _WorkStream(DirectStream):
         if self.heartbeat_due(HEARTBEAT_S):
             self._try_write(chunk(HEARTBEAT))
         if not self.need_task:
-            self._deliver()  # a lease expiry or nack delay may have come due
+            self.changed()  # a lease expiry or nack delay may have come due
 
-    def _deliver(self) -> None:
-        """The engine's hook (and the idle task's own poll): lease what this stream may take
-        now and write it without blocking; hand over to the pump when that cannot be done.
-        Never raises: it runs inside whatever engine call changed the queue."""
+    def changed(self) -> bool:
+        """The engine tells the session's listener (``ChangeListener``) that its queue
+        changed; the idle task calls it too, to poll. Lease what this stream may take now
+        and write it without blocking; hand over to the pump when that cannot be done
+        (False: the pump delivers from here on). Never raises: it runs inside whatever
+        engine call changed the queue."""
         session, raw = self.session, self.raw
         if session is None or raw is None or self.need_task or self.gone:
-            return
+            return False
         try:
             if raw.broken:
-                return  # the disconnect ends the stream; closing the session releases
-            res = session.poll(self._deliver)
+                return False  # the disconnect ends the stream; closing the session releases
+            res = session.poll(self)
             if res is None:
                 self._hand_over()
-                return
+                return False
             if res.count:
                 self._try_write(chunk(_job_frames(res)))
             if not self.need_task and self._wake is not None:
@@ -221,6 +224,7 @@ class _WorkStream(DirectStream):
         except Exception:  # never let one stream break an ack or the append relay
             log.exception("direct /work delivery failed; the pump takes over")
             self._hand_over()
+        return not self.need_task
 
     def _try_write(self, data: bytes) -> None:
         n = self.try_write(data)
@@ -234,7 +238,7 @@ class _WorkStream(DirectStream):
     def _hand_over(self) -> None:
         self.need_task = True
         if self.session is not None:
-            self.session.unhook()
+            self.session.detach()
         self.hand_over()
 
     # -- the pump (rule 4) ---------------------------------------------------------------------

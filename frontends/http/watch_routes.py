@@ -187,7 +187,7 @@ class _SseConnection(DirectStream):
 
     Through ASGI (no raw socket) it is a pump (engine -> frames) and a writer beside the
     request task, which watches for the disconnect. On the raw socket an idle stream has
-    no task of its own: the hub's relay calls :meth:`_deliver`, the request task also
+    no task of its own: the hub's pass calls :meth:`changed`, the request task also
     sends the heartbeats, and the pump, the writer and the queue only start once a write
     does not fit in the socket, the engine has more than one read to give, CPU pressure
     paces reads, or the stream has to end with a final frame; they end again once the
@@ -214,24 +214,22 @@ class _SseConnection(DirectStream):
         try:
             await self._open(send)
             self._send = send
-            stream.on_stop = self._on_stop
+            # Through ASGI the engine only tells it of a stop: the pump reads every change.
+            stream.attach(self, direct=self.raw is not None)
             if self.raw is None:
                 self._writer()  # through ASGI the pump and the writer run from the start
             else:
-                stream.feed.deliver = self._deliver
                 self._sink_on()
                 if stream.feed.has_dirty:
                     # The backlog at open goes through the writer, which retires once it
                     # has drained: one path for a backlog, whenever it comes.
                     self._writer()
             if stream.end is not None:  # superseded before it started
-                self._on_stop()
+                self.stopped()
             while await self._idle(receive) and await self._busy(send, receive):
                 pass
         finally:
-            stream.feed.deliver = None
-            stream.feed.sink = None
-            stream.on_stop = None
+            stream.detach()
             stream.close()
             self.forget_socket()
 
@@ -295,7 +293,9 @@ class _SseConnection(DirectStream):
         if 0 <= n < len(data):
             self._writer().put_nowait(Chunk(data[n:]))
 
-    def _on_stop(self) -> None:
+    def stopped(self) -> None:
+        """The engine ended the stream (``StreamListener``): its final frame, through the
+        writer, which this starts."""
         self._writer().stop(self._end_frame(self.stream.end))
 
     def _writer(self) -> Outbound[bytes]:
@@ -304,7 +304,7 @@ class _SseConnection(DirectStream):
         out = self.out
         if out is None:
             assert self._send is not None
-            self.stream.feed.sink = None  # the pump reads for it now
+            self.stream.group(None)  # the pump reads for it now
             out = self.out = self._outbound(self._send)
             out.last_sent = self.last_sent
             self.parked = False  # until the pump parks: the relay leaves the reads to it
@@ -406,8 +406,9 @@ class _SseConnection(DirectStream):
             commits.append((ev.topic, ev.cursor, frame_no, ends))
         return frames, commits
 
-    def _deliver(self) -> bool:
-        """Called by the hub's relay when a topic of this stream changed. On an idle
+    def changed(self) -> bool:
+        """The hub's pass tells it a topic of this stream changed (``ChangeListener``,
+        topics/listener_types.py): inside the write, or from the topic's relay. On an idle
         stream (no pump at work, nothing queued or being written, no CPU pressure) read and
         write the new frames right here, in one non-blocking write, waking no task.
         Otherwise (or when topics are still behind) start the pump and return False: the
@@ -459,14 +460,14 @@ class _SseConnection(DirectStream):
     def _sink_on(self) -> None:
         """An idle one-topic stream on the socket joins the hub's group delivery (rule 8)."""
         if self.solo and self.out is None and not self.gone:
-            self.stream.feed.sink = self
+            self.stream.group(self)
 
     @staticmethod
     def write_group(batch: RecordBatch, sinks: list[_SseConnection]) -> list[_SseConnection]:
         """The hub's group delivery (``topics.watch.hub`` rule 8): one shared frame to every
         idle one-topic stream of ``sinks``, in one compiled loop of non-blocking writes.
         A partial write (or a socket the lane is writing to) queues the rest, as
-        ``_deliver`` does; a stream going away is declined (the hub serves it one by
+        ``changed`` does; a stream going away is declined (the hub serves it one by
         one). Under CPU pressure every stream is declined: their pumps pace the reads."""
         first = sinks[0]
         if first.ctx.state.pressure.throttled():

@@ -33,8 +33,9 @@ Rules:
 6. Nothing here polls: waiters park on the queue's ParkingLot, which queue changes unpark
    and a relay task unparks on appends; a waiter also wakes when the next lease deadline
    or nack delay is due, the only clock-driven change. A /work session served without a
-   task (``WorkSession.poll``) leaves a hook instead, called synchronously by the same
-   changes; ack and nack call it after computing their answer's counts.
+   task (``WorkSession.poll``) leaves a listener instead (topics/listener_types.py), told
+   synchronously by the same changes; ack and nack tell it after computing their
+   answer's counts.
 """
 
 from __future__ import annotations

@@ -143,11 +143,12 @@ class QueueState(DurableLeases):
         self.relay_running = False
         self.cohort: Cohort | None = None  # the open coalescing window, if any
         # Sessions that wait without a task (``WorkSession.poll``): session -> (node, at
-        # its bound, hook). Waking a task per delivered batch (the scheduler round trip,
-        # its cancel scopes) cost a /work stream about as much as leasing and framing the
-        # jobs, so a frontend that can write without blocking is called synchronously
-        # instead, from whatever changed the queue (an ack, an append's relay, expiry).
-        self.hooked: dict[object, tuple[str, bool, Callable[[], object]]] = {}
+        # its bound, its listener's ``changed``). Waking a task per delivered batch (the
+        # scheduler round trip, its cancel scopes) cost a /work stream about as much as
+        # leasing and framing the jobs, so a frontend that can write without blocking is
+        # told synchronously instead (topics/listener_types.py), from whatever changed the
+        # queue (an ack, an append's relay, expiry).
+        self.listeners: dict[object, tuple[str, bool, Callable[[], bool]]] = {}
 
     # -- counters ------------------------------------------------------------------------
 
@@ -184,8 +185,8 @@ class QueueState(DurableLeases):
             self.lot.unpark_all()
         for lot in self.full.values():
             lot.unpark_all()
-        if self.hooked:
-            self._call_hooks(None, everyone=True)
+        if self.listeners:
+            self._tell(None, everyone=True)
 
     def wake_node(self, node: str) -> None:
         """Leases of ``node`` ended (ack, nack, release): wake the claimers and the full
@@ -195,31 +196,33 @@ class QueueState(DurableLeases):
         lot = self.full.get(node)
         if lot:
             lot.unpark_all()
-        if self.hooked:
-            self._call_hooks(node)
+        if self.listeners:
+            self._tell(node)
 
     def wake_claimers(self) -> None:
         """Jobs were appended: only waiters below their bound can use them."""
         if self.lot:
             self.lot.unpark_all()
-        if self.hooked:
-            self._call_hooks(None)
+        if self.listeners:
+            self._tell(None)
 
-    def _call_hooks(self, node: str | None, everyone: bool = False) -> None:
-        """Call the hooks of the task-less waiters this change concerns (``hooked``). Each
-        is unhooked before it runs (it hooks itself again if it still waits), so a hook
-        that changes the queue never calls itself."""
-        hooked = self.hooked
+    def _tell(self, node: str | None, everyone: bool = False) -> None:
+        """Tell the task-less waiters this change concerns (``listeners``). Each is taken
+        off before it is told (it polls again if it still waits), so a listener that
+        changes the queue is never told of its own change."""
+        listeners = self.listeners
         due = [
-            key for key, (owner, full, _) in hooked.items() if everyone or not full or owner == node
+            key
+            for key, (owner, full, _) in listeners.items()
+            if everyone or not full or owner == node
         ]
         for key in due:
-            entry = hooked.pop(key, None)
+            entry = listeners.pop(key, None)
             if entry is not None:
                 try:
                     entry[2]()
                 except Exception:  # a frontend's bug must not fail the ack that woke it
-                    log_.exception("a queue waiter's hook failed")
+                    log_.exception("a queue waiter's listener failed")
 
     def next_change_ms(self) -> int | None:
         """The clock time at which a lease expires, a delay elapses or a scheduled job

@@ -10,7 +10,6 @@ claim does, and releases what it still holds when it closes (``_queue_ops`` rule
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -20,6 +19,7 @@ from .claims import Claim
 from .store import leases_durable
 
 if TYPE_CHECKING:
+    from ..listener_types import ChangeListener
     from ..log.topic_log import TopicLog
     from .ops import QueueOps
     from .state import QueueState
@@ -47,7 +47,7 @@ class WorkSession:
         self.lease_ms = lease_ms
         self.held: dict[int, str] = {}
         self._closed = False
-        self._hooked: QueueState | None = None  # where poll left its hook
+        self._listening: QueueState | None = None  # where poll left its listener
 
     async def next_jobs(self) -> ClaimResult:
         """Wait until at least one job can be delivered within ``max`` in flight; lease
@@ -81,19 +81,20 @@ class WorkSession:
             retried = False
             await ops.park_queue(log, q, math.inf, self.node if want <= 0 else None)
 
-    def poll(self, hook: Callable[[], object]) -> ClaimResult | None:
+    def poll(self, listener: ChangeListener) -> ClaimResult | None:
         """:meth:`next_jobs` for a caller without a task of its own: lease what can be
-        delivered now (the result may be empty) and leave ``hook`` to be called,
-        synchronously and once, when the queue changes in a way that may let this session
-        take more (as :meth:`next_jobs` would wake), then call ``poll`` again.
+        delivered now (the result may be empty) and leave ``listener`` to be told
+        (``changed``, synchronously and once) when the queue changes in a way that may let
+        this session take more (as :meth:`next_jobs` would wake); it then calls ``poll``
+        again (topics/listener_types.py).
 
-        Returns None, leaving no hook, when that takes waiting (a coalescing window, a
+        Returns None, leaving no listener, when that takes waiting (a coalescing window, a
         dead-letter write, durable leases to sync) or the topic was deleted or replaced:
         the caller then goes back to :meth:`next_jobs`, which raises or waits. Expiry is
         clock-driven: the caller also polls again at :meth:`next_change_ms`.
         """
         ops = self._ops
-        self.unhook()
+        self.detach()
         if self._closed:
             return None
         log = ops.appender.registry.get(self.topic)
@@ -127,19 +128,19 @@ class WorkSession:
         else:
             result = ClaimResult(log.name, (), (), (), q.ready)
         if ops.queues.states.get(log.topic_id) is q:
-            q.hooked[self] = (self.node, want <= 0, hook)
-            self._hooked = q
+            q.listeners[self] = (self.node, want <= 0, listener.changed)
+            self._listening = q
             if not q.relay_running and ops.appender.nursery is not None:
                 q.relay_running = True
                 ops.appender.nursery.start_soon(relay_appends, log, q)
         return result
 
-    def unhook(self) -> None:
-        """Withdraw the hook :meth:`poll` left (if it was not called yet)."""
-        q = self._hooked
+    def detach(self) -> None:
+        """Withdraw the listener :meth:`poll` left (if it was not told yet)."""
+        q = self._listening
         if q is not None:
-            self._hooked = None
-            q.hooked.pop(self, None)
+            self._listening = None
+            q.listeners.pop(self, None)
 
     def next_change_ms(self) -> int | None:
         """The clock time (ms) of the queue's next lease expiry or nack delay, if any."""
@@ -168,7 +169,7 @@ class WorkSession:
     def _close(self) -> None:
         """Release every lease still held from this session (release-on-disconnect)."""
         self._closed = True
-        self.unhook()
+        self.detach()
         ops = self._ops
         q = ops.queues.states.get(self._log.topic_id)
         if q is not None and self.held:
@@ -185,7 +186,7 @@ async def relay_appends(log: TopicLog, q: QueueState) -> None:
     log.listen(listener)
     try:
         q.wake_claimers()  # an append between the waiter's read and this task's start
-        while (q.waiting or q.hooked) and not log.deleted:
+        while (q.waiting or q.listeners) and not log.deleted:
             await appended.park()
             q.wake_claimers()
     finally:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
@@ -32,7 +32,6 @@ from ..types import Tombstone, TombstoneReason
 from ..watch_types import (
     CaughtUpEvent,
     EndReachedEvent,
-    RecordBatch,
     TombstoneEvent,
     TopicDeletedEvent,
     WatchEvent,
@@ -41,31 +40,17 @@ from .guard import FirstRead, first_read
 from .topic import Outcome
 
 if TYPE_CHECKING:
+    from ..listener_types import ChangeListener, GroupSink
     from ..log.topic_log import TopicLog
     from .hub import WatchHub
     from .topic import TopicWatch
 
-__all__ = ["FeedOptions", "FeedTopic", "GroupSink", "WatchFeed"]
+__all__ = ["FeedOptions", "FeedTopic", "WatchFeed"]
 
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
 _log = logging.getLogger(__name__)
 #: Rule 9: single-seq reads one failed read may take to find the record that fails.
 _PROBES = 256
-
-
-class GroupSink(Protocol):
-    """A frontend stream that takes a ready batch of its one topic without a task (the
-    hub's rule 8).
-
-    ``write_group`` is the same function for every sink of one frontend (a static method):
-    the pass calls it once per group with the batch and the group's sinks, and it returns
-    the sinks it could not take the batch for (they are served one by one, as the hub's rule 1 says).
-    A sink that took the batch has its bytes sent, or queued behind a partial write, and
-    commits its session cursor itself once they left.
-    """
-
-    @staticmethod
-    def write_group(batch: RecordBatch, sinks: list[Any]) -> list[Any]: ...
 
 
 class FeedOptions(NamedTuple):
@@ -136,10 +121,12 @@ class WatchFeed:
     """The events of a set of topic cursors, for one connection (rules 1, 4).
 
     ``poll()`` reads every dirty topic once (round robin) and returns the events in order;
-    ``await wait()`` returns once a topic is dirty again. Close it when done.
+    ``await wait()`` returns once a topic is dirty again. Close it when done. A frontend
+    that can deliver without a task says so with :meth:`attach` and :meth:`group`
+    (topics/listener_types.py); it never sets the attributes itself.
     """
 
-    __slots__ = ("_event", "_hub", "closed", "deliver", "ended", "marked", "sink", "topics")
+    __slots__ = ("_changed", "_event", "_hub", "closed", "ended", "marked", "sink", "topics")
 
     def __init__(self, hub: WatchHub) -> None:
         self._hub = hub
@@ -151,17 +138,33 @@ class WatchFeed:
         # waits, and keeps no event (rule 1 holds: ``wait`` checks the marks first).
         self._event: trio.Event | None = None
         self.closed = False
-        #: Set by a frontend that can deliver without waking a task (an idle SSE stream):
-        #: the relay calls it after marking a topic of this feed dirty, and wakes ``wait``
-        #: only when it returns False (it could not, or topics are still behind).
-        self.deliver: Callable[[], bool] | None = None
-        #: Set by a frontend while its stream is one idle, directly written topic: the
-        #: pass may then hand it a batch read once for every such watcher (rule 8).
+        # The attached listener's ``changed`` (``attach``), kept bound: the relay calls it
+        # after marking a topic of this feed dirty, and wakes ``wait`` only when it returns
+        # False (it could not, or topics are still behind).
+        self._changed: Callable[[], bool] | None = None
+        #: The frontend stream while it is one idle, directly written topic (``group``):
+        #: the pass may then hand it a batch read once for every such watcher (rule 8).
+        #: The hub reads it per watcher per change; only ``group`` sets it.
         self.sink: GroupSink | None = None
         #: Topics that reached their to_seq/to_ts end (issue 18), until subscribed again:
         #: the frames of their last read still commit to a ``commit: true`` named cursor.
         #: Created by the first end (an idle watcher pays nothing for it).
         self.ended: dict[str, FeedTopic] | None = None
+
+    def attach(self, listener: ChangeListener) -> None:
+        """Tell ``listener`` when a topic of this feed changed, before waking ``wait``
+        (``listener_types`` rule 2): a frontend that can deliver without a task."""
+        self._changed = listener.changed
+
+    def group(self, sink: GroupSink | None) -> None:
+        """Offer ``sink`` the hub's group delivery (rule 8) while it is an idle one-topic
+        direct stream; None withdraws it (its pump reads for it again)."""
+        self.sink = sink
+
+    def detach(self) -> None:
+        """No more calls to a listener or a sink: changes only wake ``wait``."""
+        self._changed = None
+        self.sink = None
 
     def add(
         self,
@@ -237,10 +240,10 @@ class WatchFeed:
             self._event = None  # ``_mark`` sets only an event someone waits on
 
     def notify(self) -> None:
-        """Topics were marked by a relay: deliver directly if the frontend can, else wake
-        ``wait``."""
-        deliver = self.deliver
-        if (deliver is None or not deliver()) and self._event is not None:
+        """Topics were marked by a relay: the attached listener delivers if it can, else
+        ``wait`` wakes."""
+        changed = self._changed
+        if (changed is None or not changed()) and self._event is not None:
             self._event.set()
 
     # -- internals --------------------------------------------------------------------

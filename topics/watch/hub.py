@@ -15,9 +15,10 @@ Rules:
    on its own event when none is dirty. The relay marks every listener once when it
    starts (before it first parks) and re-parks in the same synchronous step after each
    wake-up, so no publish can fall between a read and a wait. Nothing polls. A feed whose
-   frontend can deliver without a task (``deliver``: an idle SSE stream on the real
-   server) is read and written right there by the pass (the WAL relay's too, rule 5); its
-   event is only set when that frontend declines. The pass runs inside the publishing
+   frontend can deliver without a task (an idle SSE stream on the real server, attached
+   as the feed's listener: topics/listener_types.py) is read and written right there by
+   the pass (the WAL relay's too, rule 5); its event is only set when that frontend
+   declines. The pass runs inside the publishing
    call when the topic is quiet (no pass in the last ``SYNC_QUIET_S``), has at most
    ``SYNC_FANOUT`` listeners and no strong one: the frames then leave before the write's
    answer, with no task switch on the way. A busy topic goes through the relay, which
@@ -42,7 +43,7 @@ Rules:
    ``SessionGoneError`` (410).
 
 8. Group delivery. A pass reads once for all the idle one-topic direct streams (a feed
-   with a ``sink``) that are caught up at the same cursor with the same options, and hands
+   with a ``sink``, which the frontend offers with ``WatchStream.group``) that are caught up at the same cursor with the same options, and hands
    the batch to their frontend's ``write_group``, which writes one shared frame to each
    socket in one compiled loop (``_core.fanout``). Per watcher that leaves the system
    call, a cursor move and a commit; the one-by-one path of rule 1 (poll, step, cached

@@ -20,7 +20,7 @@ import base64
 import re
 import secrets
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import ThrottledError, TopicsError
@@ -29,6 +29,7 @@ from .guard import rewind_joins
 
 if TYPE_CHECKING:
     from ..auth import Principal
+    from ..listener_types import GroupSink, StreamListener
     from ..log.topic_log import TopicLog
     from .feed import FeedOptions, WatchFeed
     from .guard import SessionGuard
@@ -194,9 +195,13 @@ class WatchSession:
 
 
 class WatchStream:
-    """One open stream on a session (engine side; the frontend owns the socket)."""
+    """One open stream on a session (engine side; the frontend owns the socket).
 
-    __slots__ = ("_hub", "active", "closed", "end", "feed", "on_stop", "session", "slot")
+    The frontend reads it and calls its methods; it hears back through the listener it
+    attaches (topics/listener_types.py), never by setting attributes here.
+    """
+
+    __slots__ = ("_hub", "_listener", "active", "closed", "end", "feed", "session", "slot")
 
     def __init__(
         self, hub: WatchHub, session: WatchSession, slot: StreamSlot, feed: WatchFeed
@@ -209,8 +214,26 @@ class WatchStream:
         self.closed = False
         #: Why the server ends this stream (set by ``stop``): "superseded", or an error.
         self.end: TopicsError | str | None = None
-        #: Called by ``stop`` so the frontend can interrupt its idle wait.
-        self.on_stop: Callable[[], None] | None = None
+        # Told by ``stop`` so the frontend can interrupt its idle wait (``attach``).
+        self._listener: StreamListener | None = None
+
+    def attach(self, listener: StreamListener, *, direct: bool) -> None:
+        """Tell ``listener`` when the engine ends this stream (``stopped``) and, when
+        ``direct`` (it can write without a task), when a topic changed (``changed``,
+        before the feed's ``wait`` wakes: hub rule 1)."""
+        self._listener = listener
+        if direct:
+            self.feed.attach(listener)
+
+    def group(self, sink: GroupSink | None) -> None:
+        """Join the hub's group delivery while an idle one-topic direct stream (hub rule
+        8); None leaves it."""
+        self.feed.group(sink)
+
+    def detach(self) -> None:
+        """The frontend is done: no more calls to its listener or sink."""
+        self._listener = None
+        self.feed.detach()
 
     def watermarks(self) -> dict[str, TopicWatermarks]:
         """Where each live topic of the stream starts, with its current watermarks."""
@@ -248,8 +271,8 @@ class WatchStream:
             return
         self.active = False
         self.end = reason
-        if self.on_stop is not None:
-            self.on_stop()
+        if self._listener is not None:
+            self._listener.stopped()
 
     def close(self) -> None:
         """The connection is gone: stop reading, free the slot, start the idle clock."""

@@ -95,9 +95,10 @@ async def test_a_full_session_wakes_when_its_lease_expires(engine: Engine, clock
 # -- task-less sessions (WorkSession.poll, the /work stream's direct delivery) ------------------
 
 
-class Hooked:
+class Listening:
     """A session driven the way the /work stream's direct path drives it: ``poll`` now, and
-    again whenever the engine calls the hook; what each poll leased is recorded."""
+    again whenever the engine tells its listener (``ChangeListener.changed``, this object);
+    what each poll leased is recorded."""
 
     def __init__(self, session: object) -> None:
         self.session = session
@@ -106,24 +107,25 @@ class Hooked:
         self.gave_up = False
 
     def poll(self) -> None:
-        res = self.session.poll(self.hook)  # type: ignore[attr-defined]
+        res = self.session.poll(self)  # type: ignore[attr-defined]
         if res is None:
             self.gave_up = True
         elif res.count:
             self.got.append(res.seqs)
 
-    def hook(self) -> None:
+    def changed(self) -> bool:
         self.calls += 1
         self.poll()
+        return not self.gave_up
 
 
-async def test_a_hooked_session_refills_inside_its_own_nodes_ack(engine: Engine) -> None:
+async def test_a_listening_session_refills_inside_its_own_nodes_ack(engine: Engine) -> None:
     await _queue(engine, 7)
     async with (
         engine.open_work_session("q", node="a", max=2) as sa,
         engine.open_work_session("q", node="b", max=2) as sb,
     ):
-        a, b = Hooked(sa), Hooked(sb)
+        a, b = Listening(sa), Listening(sb)
         a.poll()
         b.poll()
         assert (a.got, b.got) == ([(1, 2)], [(3, 4)])
@@ -136,36 +138,62 @@ async def test_a_hooked_session_refills_inside_its_own_nodes_ack(engine: Engine)
         assert sb.in_flight == 2
 
 
-async def test_a_hooked_session_below_its_bound_gets_appends(engine: Engine) -> None:
+async def test_a_listening_session_below_its_bound_gets_appends(engine: Engine) -> None:
     await _queue(engine, 1)
     async with engine.open_work_session("q", node="w", max=4) as session:
-        w = Hooked(session)
+        w = Listening(session)
         w.poll()
         assert w.got == [(1,)]
         await engine.write("q", [{"data": 2}, {"data": 3}])
-        await trio.testing.wait_all_tasks_blocked()  # the append relay calls the hook
+        await trio.testing.wait_all_tasks_blocked()  # the append relay tells the listener
         assert w.got == [(1,), (2, 3)]
 
 
-async def test_a_hooked_session_hands_over_when_the_topic_goes(engine: Engine) -> None:
+async def test_a_listening_session_hands_over_when_the_topic_goes(engine: Engine) -> None:
     await _queue(engine, 1)
     async with engine.open_work_session("q", node="w", max=1) as session:
-        w = Hooked(session)
+        w = Listening(session)
         w.poll()
         await engine.delete_topic("q")
-        assert w.gave_up  # the hook was called and the session needs next_jobs now
+        assert w.gave_up  # the listener was told and the session needs next_jobs now
         q_states = engine._queues.states
-        assert all(not q.hooked for q in q_states.values())
+        assert all(not q.listeners for q in q_states.values())
 
 
-async def test_a_closed_session_leaves_no_hook_and_releases(engine: Engine) -> None:
+async def test_a_listener_is_told_once_per_poll_and_not_after_detach(engine: Engine) -> None:
+    await _queue(engine, 1)
+    async with engine.open_work_session("q", node="w", max=4) as session:
+        told: list[int] = []
+
+        class Once:
+            """Polls only when asked to: a told listener that does not poll again is left
+            alone by later changes (the queue takes it off before telling it)."""
+
+            def changed(self) -> bool:
+                told.append(1)
+                return True
+
+        assert session.poll(Once()) is not None
+        await engine.write("q", [{"data": 2}])
+        await trio.testing.wait_all_tasks_blocked()
+        await engine.write("q", [{"data": 3}])
+        await trio.testing.wait_all_tasks_blocked()
+        assert told == [1]
+        assert session.poll(Once()) is not None
+        session.detach()
+        await engine.write("q", [{"data": 4}])
+        await trio.testing.wait_all_tasks_blocked()
+        assert told == [1]
+
+
+async def test_a_closed_session_leaves_no_listener_and_releases(engine: Engine) -> None:
     await _queue(engine, 2)
     async with engine.open_work_session("q", node="w", max=1) as session:
-        w = Hooked(session)
+        w = Listening(session)
         w.poll()
         q = engine._queues.states[engine._registry.get("q").topic_id]  # type: ignore[union-attr]
-        assert session in q.hooked
-    assert not q.hooked
+        assert session in q.listeners
+    assert not q.listeners
     assert (await engine.get_topic("q")).to_dict()["queue"]["in_flight"] == 0
 
 
@@ -173,4 +201,4 @@ async def test_a_coalescing_queue_is_left_to_next_jobs(engine: Engine) -> None:
     await engine.put_topic("q", {"type": "queue", "claim_jitter_ms": 2})
     await engine.write("q", [{"data": 1}])
     async with engine.open_work_session("q", node="w", max=1) as session:
-        assert session.poll(lambda: None) is None
+        assert session.poll(Listening(session)) is None

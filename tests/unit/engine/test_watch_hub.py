@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -405,6 +405,23 @@ async def test_one_read_and_one_encoding_for_many_watchers(engine: Engine) -> No
 # -- synchronous fan-out (hub rule 1) ----------------------------------------------------------
 
 
+class Told:
+    """A listener (``topics.listener_types.ChangeListener``) whose ``changed`` is ``fn``;
+    ``stopped`` records the stream's end, as a frontend's final frame would carry it."""
+
+    def __init__(self, fn: Callable[[], bool], stream: WatchStream | None = None) -> None:
+        self.fn = fn
+        self.stream = stream
+        self.ends: list[object] = []
+
+    def changed(self) -> bool:
+        return self.fn()
+
+    def stopped(self) -> None:
+        assert self.stream is not None
+        self.ends.append(self.stream.end)
+
+
 def record_deliveries(stream: WatchStream) -> list[tuple[bool, list[int]]]:
     """Make ``stream``'s feed deliver through a hook (as an idle SSE stream does) that notes
     whether it ran in the test's own task (inside the publishing call) and what it read."""
@@ -415,7 +432,7 @@ def record_deliveries(stream: WatchStream) -> list[tuple[bool, list[int]]]:
         calls.append((trio.lowlevel.current_task() is me, seqs(stream.feed.poll())))
         return True
 
-    stream.feed.deliver = deliver
+    stream.feed.attach(Told(deliver))
     return calls
 
 
@@ -486,7 +503,7 @@ async def test_a_failing_synchronous_delivery_never_fails_the_write(
         calls.append(seqs(stream.feed.poll()))
         return True
 
-    stream.feed.deliver = deliver
+    stream.feed.attach(Told(deliver))
     mock_clock.jump(1)
     result = await engine.write("a", recs(1))
     assert result.seqs == [1]
@@ -550,10 +567,10 @@ async def test_newer_stream_supersedes_and_kill_is_410(engine: Engine) -> None:
     await engine.put_topic("a")
     created = await engine.create_watch({"a": {}})
     old = engine.open_watch(created.wid)
-    stopped: list[object] = []
-    old.on_stop = lambda: stopped.append(old.end)
+    told = Told(lambda: True, old)
+    old.attach(told, direct=False)
     new = engine.open_watch(created.wid)
-    assert stopped == ["superseded"]
+    assert told.ends == ["superseded"]
     old.commit("a", 99, None, False)  # a superseded stream's frames no longer count
     old.close()
     session = engine.watch_hub.session(created.wid)
@@ -662,7 +679,7 @@ async def test_listeners_see_a_batch_only_after_its_wal_entry_is_submitted(
         seen.append((seqs(stream.feed.poll()), store.wal.next_lsn))
         return True
 
-    stream.feed.deliver = deliver
+    stream.feed.attach(Told(deliver))
     mock_clock.jump(1)  # a quiet topic: the pass runs inside the write
     before = store.wal.next_lsn
     await engine.write("w", recs(1))
@@ -676,7 +693,7 @@ async def test_listeners_see_a_batch_only_after_its_wal_entry_is_submitted(
 
 
 class FakeSink:
-    """An idle one-topic direct stream as the hub sees it (``topics.watch.feed.GroupSink``):
+    """An idle one-topic direct stream as the hub sees it (``topics.listener_types``):
     records every group call and takes the batch unless told to decline."""
 
     groups: ClassVar[list[tuple[list[int], int]]] = []  # (seqs, sinks in the call)
@@ -685,11 +702,12 @@ class FakeSink:
         self.stream = stream
         self.decline = decline
         self.got: list[list[int]] = []
-        stream.feed.sink = self
-        stream.feed.deliver = self.one_by_one
+        stream.feed.attach(self)
+        stream.group(self)
         self.singles: list[list[int]] = []
 
-    def one_by_one(self) -> bool:
+    def changed(self) -> bool:
+        """One by one (hub rule 1): what the group did not take."""
         events = self.stream.feed.poll()
         self.singles.append(seqs(events))
         for ev in events:
@@ -780,7 +798,7 @@ async def test_a_topic_deleted_under_idle_sinks_reaches_them_one_by_one(
         seen.extend(kinds(stream.feed.poll()))
         return True
 
-    stream.feed.deliver = deliver
+    stream.feed.attach(Told(deliver))
     mock_clock.jump(1)
     await engine.delete_topic("a")
     await trio.testing.wait_all_tasks_blocked()
