@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unus
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
 from topics.result_fields import OffWire, WireField
@@ -45,6 +46,9 @@ RESULTS: dict[str, type] = {
     "TopicSummary": TopicSummary,
     "TopicList": TopicPage,
     "TopicDeleteResult": DeleteTopicResult,
+    "CursorInfo": CursorInfo,
+    "CursorItem": CursorInfo,
+    "CursorDeleteResult": DeleteCursorResult,
 }
 URI = "urn:topics:openapi"
 
@@ -105,6 +109,11 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
         await call("TopicState", "GET", "/v0/topics/q")
         page = await call("TopicList", "GET", "/v0/topics?page_size=1")
         seen.extend(("TopicSummary", s) for s in page["topics"])
+        await call("CursorInfo", "PUT", "/v0/topics/t/cursors/g", {"seq": 5})
+        await call("CursorInfo", "GET", "/v0/topics/t/cursors/g")
+        listed = await call("CursorList", "GET", "/v0/topics/t/cursors")
+        seen.extend(("CursorItem", c) for c in listed["cursors"])
+        await call("CursorDeleteResult", "DELETE", "/v0/topics/t/cursors/g")
         await call("DeleteRecordsResult", "POST", "/v0/topics/t/delete", {"before_seq": 6})
         await call("TopicDeleteResult", "DELETE", "/v0/topics/t")
     return seen
@@ -118,6 +127,7 @@ async def test_the_server_answers_exactly_the_members_the_result_types_declare(
     )
     schemas = document["components"]["schemas"]
     shown: dict[str, set[str]] = {name: set() for name in RESULTS}
+    shown["CursorList"] = set()
     for name, answer in await _tour(inproc):
         pointer = f"{URI}#/components/schemas/{name}"
         Draft202012Validator({"$ref": pointer}, registry=registry).validate(answer)
