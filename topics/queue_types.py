@@ -15,7 +15,12 @@ from typing import Any
 
 import ujson
 
+from .result_fields import off_wire, wire
 from .types import record_dict
+
+#: Schema fragments the results' fields share (topics/result_fields.py).
+_COUNT = {"minimum": 0}
+_SEQS = {"items": {"$ref": "#/components/schemas/Seq"}}
 
 __all__ = [
     "AckResult",
@@ -140,12 +145,12 @@ class ClaimResult:
 class AckResult:
     """An ack (§10.4): ``acked`` jobs were deleted; ``skipped`` seqs were not held."""
 
-    topic: str
-    acked: int
-    skipped: list[int]
-    ready: int
-    in_flight: int
-    fsync_ms: float = 0.0
+    topic: str = wire("The queue.", schema="TopicName")
+    acked: int = wire("Jobs completed.", schema=_COUNT)
+    skipped: list[int] = wire("Seqs not held by node.", schema=_SEQS)
+    ready: int = wire("Claimable now.", schema=_COUNT)
+    in_flight: int = wire("Leased now.", schema=_COUNT)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,12 +166,12 @@ class AckResult:
 class NackResult:
     """A nack (§10.5): ``nacked`` leases were released; ``skipped`` seqs were not held."""
 
-    topic: str
-    nacked: int
-    skipped: list[int]
-    ready: int
-    in_flight: int
-    fsync_ms: float = 0.0
+    topic: str = wire("The queue.", schema="TopicName")
+    nacked: int = wire("Leases released.", schema=_COUNT)
+    skipped: list[int] = wire("Seqs not held by node.", schema=_SEQS)
+    ready: int = wire("Claimable now.", schema=_COUNT)
+    in_flight: int = wire("Leased now.", schema=_COUNT)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,11 +187,17 @@ class NackResult:
 class ExtendResult:
     """An extend (§10.6): new absolute deadlines of the leases pushed out."""
 
-    topic: str
-    extended: int
-    skipped: list[int]
-    deadlines: dict[int, int]
-    fsync_ms: float = 0.0
+    topic: str = wire("The queue.", schema="TopicName")
+    extended: int = wire("Leases pushed out.", schema=_COUNT)
+    skipped: list[int] = wire("Seqs not held by node.", schema=_SEQS)
+    deadlines: dict[int, int] = wire(
+        "seq (as a string key) -> new absolute deadline (ms).",
+        schema={
+            "propertyNames": {"pattern": "^[0-9]+$"},
+            "additionalProperties": {"$ref": "#/components/schemas/TimestampMs"},
+        },
+    )
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -20,6 +20,7 @@ from referencing.jsonschema import DRAFT202012
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
+from topics.queue_types import AckResult, ExtendResult, NackResult
 from topics.result_fields import OffWire, WireField
 from topics.types import (
     DeleteRecordsResult,
@@ -49,6 +50,9 @@ RESULTS: dict[str, type] = {
     "CursorInfo": CursorInfo,
     "CursorItem": CursorInfo,
     "CursorDeleteResult": DeleteCursorResult,
+    "AckResult": AckResult,
+    "NackResult": NackResult,
+    "ExtendResult": ExtendResult,
 }
 URI = "urn:topics:openapi"
 
@@ -107,6 +111,17 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
         await call("WriteResult", "POST", "/v0/topics/q", {"records": [job]})
         await call("WriteResult", "POST", "/v0/topics/q", {"records": [job]})  # held: dedupe
         await call("TopicState", "GET", "/v0/topics/q")
+        await call("WriteResult", "POST", "/v0/topics/q", {"records": [{"data": 2}]})
+        claim = await call("ClaimResult", "POST", "/v0/topics/q/claim", {"node": "w", "max": 2})
+        seqs = [job["$seq"] for job in claim["claimed"]]
+        await call(
+            "ExtendResult",
+            "POST",
+            "/v0/topics/q/extend",
+            {"node": "w", "seqs": seqs, "lease_ms": 1000},
+        )
+        await call("NackResult", "POST", "/v0/topics/q/nack", {"node": "w", "seqs": seqs[:1]})
+        await call("AckResult", "POST", "/v0/topics/q/ack", {"node": "w", "seqs": [*seqs[1:], 99]})
         page = await call("TopicList", "GET", "/v0/topics?page_size=1")
         seen.extend(("TopicSummary", s) for s in page["topics"])
         await call("CursorInfo", "PUT", "/v0/topics/t/cursors/g", {"seq": 5})
@@ -127,7 +142,7 @@ async def test_the_server_answers_exactly_the_members_the_result_types_declare(
     )
     schemas = document["components"]["schemas"]
     shown: dict[str, set[str]] = {name: set() for name in RESULTS}
-    shown["CursorList"] = set()
+    shown.update(CursorList=set(), ClaimResult=set())
     for name, answer in await _tour(inproc):
         pointer = f"{URI}#/components/schemas/{name}"
         Draft202012Validator({"$ref": pointer}, registry=registry).validate(answer)
