@@ -22,6 +22,7 @@ from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
 from topics.queue_types import AckResult, ExtendResult, NackResult
 from topics.result_fields import OffWire, WireField
+from topics.router_types import DeleteRouterResult, RouterPage, RouterSummary
 from topics.types import (
     DeleteRecordsResult,
     DeleteTopicResult,
@@ -53,6 +54,9 @@ RESULTS: dict[str, type] = {
     "AckResult": AckResult,
     "NackResult": NackResult,
     "ExtendResult": ExtendResult,
+    "RouterSummary": RouterSummary,
+    "RouterList": RouterPage,
+    "RouterDeleteResult": DeleteRouterResult,
 }
 URI = "urn:topics:openapi"
 
@@ -129,6 +133,13 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
         listed = await call("CursorList", "GET", "/v0/topics/t/cursors")
         seen.extend(("CursorItem", c) for c in listed["cursors"])
         await call("CursorDeleteResult", "DELETE", "/v0/topics/t/cursors/g")
+        for dest in ("t2", "t3"):
+            await call(
+                "RouterPutResult", "PUT", f"/v0/routers/t-{dest}", {"source": "t", "dest": dest}
+            )
+        routers = await call("RouterList", "GET", "/v0/routers?page_size=1")
+        seen.extend(("RouterSummary", r) for r in routers["routers"])
+        await call("RouterDeleteResult", "DELETE", "/v0/routers/t-t2")
         await call("DeleteRecordsResult", "POST", "/v0/topics/t/delete", {"before_seq": 6})
         await call("TopicDeleteResult", "DELETE", "/v0/topics/t")
     return seen
@@ -142,7 +153,7 @@ async def test_the_server_answers_exactly_the_members_the_result_types_declare(
     )
     schemas = document["components"]["schemas"]
     shown: dict[str, set[str]] = {name: set() for name in RESULTS}
-    shown.update(CursorList=set(), ClaimResult=set())
+    shown.update(CursorList=set(), ClaimResult=set(), RouterPutResult=set())
     for name, answer in await _tour(inproc):
         pointer = f"{URI}#/components/schemas/{name}"
         Draft202012Validator({"$ref": pointer}, registry=registry).validate(answer)
