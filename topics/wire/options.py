@@ -130,6 +130,10 @@ class Options:
 _FORMAT = ("records", "cloudevents")
 _NO_TYPE_FIELD = "the CLI's CloudEvents take their type from meta.type, the default"
 _WHOLE = "the CLI prints whole records"
+_GROUP = (
+    "topics tail --group follows a consumer group through the client's cursor store "
+    "(GET/PUT of the group's cursors), not through this option"
+)
 
 WRITE_OPTIONS = Options(
     "write",
@@ -504,7 +508,7 @@ WATCH_TOPIC_OPTIONS = Options(
                 "description": "Start after this named cursor's committed seq (not with "
                 "from_seq or tail; never committed: from 0)."
             },
-            cli="tail --group",
+            no_cli=_GROUP,
         ),
         _opt(
             "commit",
@@ -513,7 +517,7 @@ WATCH_TOPIC_OPTIONS = Options(
                 "frame has left the server (at least once across a server crash).",
                 default=False,
             ),
-            cli="tail --group",
+            no_cli=_GROUP,
         ),
         _opt(
             "from_ts",
