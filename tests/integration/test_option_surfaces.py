@@ -1,12 +1,12 @@
 """Every declared option of a write, a diff and a watch is on every surface that should
 carry it (topics/wire/options.py rule 3; issue 29, item 4).
 
-For each option of :data:`TABLES`: the Engine method's signature (and the sync facade's) has its keyword (a
-watched topic's options: the Engine takes them in the ``topics`` map); the HTTP route and
-the WebSocket command accept it and hand it to the Engine; the client method sends it;
-the OpenAPI request schemas carry it with the declared description; and the ``topics``
-CLI has its flag, or the declaration says why not. A surface that lacks an option fails
-here, whichever it is.
+For each option of :data:`TABLES`: the Engine method's signature (and the sync facade's)
+has its keyword (a watched topic's options: the Engine takes them in the ``topics`` map);
+the HTTP route and the WebSocket command accept it and hand it to the Engine; the client
+method sends it; the OpenAPI request schemas carry it with the declared description; and
+the ``topics`` CLI has its flag, or the declaration says why not. A surface that lacks an
+option fails here, whichever it is.
 """
 
 from __future__ import annotations
