@@ -41,15 +41,23 @@ class Job:
     None when the record has none. ``deadline`` is absolute epoch ms.
     """
 
-    seq: int
-    ts: int
-    data: Any
-    lease_id: str
-    deadline: int
-    deliveries: int
-    node: str | None = None
-    tag: str | None = None
-    meta: dict[str, Any] | None = None
+    seq: int = wire("The job's seq.", schema="Seq", name="$seq")
+    ts: int = wire("When it was written.", schema="TimestampMs", name="$ts")
+    data: Any = wire("The job's data, as written.", schema="AnyJson")
+    lease_id: str = wire(
+        "Opaque lease identity (lease_<hex>).", schema={"pattern": r"^lease_[0-9a-f]+$"}
+    )
+    deadline: int = wire("When the lease ends.", schema="TimestampMs")
+    deliveries: int = wire("Deliveries including this one.", schema={"minimum": 1})
+    node: str | None = wire(
+        "The node that wrote it, if any.", schema="NodeId", name="$node", omitted=True, default=None
+    )
+    tag: str | None = wire(
+        "Its tag, if any.", schema="Tag", name="$tag", omitted=True, default=None
+    )
+    meta: dict[str, Any] | None = wire(
+        "Its meta, if any.", schema="Meta", omitted=True, default=None
+    )
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Job:

@@ -20,7 +20,7 @@ from referencing.jsonschema import DRAFT202012
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
-from topics.queue_types import AckResult, ExtendResult, NackResult
+from topics.queue_types import AckResult, ExtendResult, Job, NackResult
 from topics.result_fields import OffWire, WireField
 from topics.router_types import DeleteRouterResult, RouterPage, RouterSummary
 from topics.types import (
@@ -54,6 +54,7 @@ RESULTS: dict[str, type] = {
     "AckResult": AckResult,
     "NackResult": NackResult,
     "ExtendResult": ExtendResult,
+    "Job": Job,
     "RouterSummary": RouterSummary,
     "RouterList": RouterPage,
     "RouterDeleteResult": DeleteRouterResult,
@@ -115,8 +116,14 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
         await call("WriteResult", "POST", "/v0/topics/q", {"records": [job]})
         await call("WriteResult", "POST", "/v0/topics/q", {"records": [job]})  # held: dedupe
         await call("TopicState", "GET", "/v0/topics/q")
-        await call("WriteResult", "POST", "/v0/topics/q", {"records": [{"data": 2}]})
+        await call(
+            "WriteResult",
+            "POST",
+            "/v0/topics/q",
+            {"records": [{"data": 2, "tag": "a", "node": "n"}]},
+        )
         claim = await call("ClaimResult", "POST", "/v0/topics/q/claim", {"node": "w", "max": 2})
+        seen.extend(("Job", job) for job in claim["claimed"])
         seqs = [job["$seq"] for job in claim["claimed"]]
         await call(
             "ExtendResult",

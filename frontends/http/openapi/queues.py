@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topics.queue_types import AckResult, ExtendResult, NackResult
+from topics.queue_types import AckResult, ExtendResult, Job, NackResult
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import ACK, CLAIM, EXTEND, NACK, REDRIVE
 
@@ -16,20 +16,9 @@ def schemas() -> dict[str, Schema]:
 
     Kept whole: a declarative table, read top to bottom like the document it makes.
     """
-    job_props = {
-        "$seq": ref("Seq"),
-        "$ts": ref("TimestampMs"),
-        "$node": ref("NodeId"),
-        "$tag": ref("Tag"),
-        "data": ref("AnyJson"),
-        "meta": ref("Meta"),
-        "lease_id": string("Opaque lease identity (lease_<hex>).", pattern=r"^lease_[0-9a-f]+$"),
-        "deadline": ref("TimestampMs"),
-        "deliveries": integer("Deliveries including this one.", minimum=1),
-    }
-    job_required = ["$seq", "$ts", "data", "lease_id", "deadline", "deliveries"]
+    job = result_schema(Job, "One leased job (§10.2).")
     return {
-        "Job": obj(job_props, job_required, description="One leased job (§10.2)."),
+        "Job": job,
         CLAIM.name: CLAIM.json_schema(),
         "ClaimResult": with_perf(
             obj(
@@ -94,8 +83,8 @@ def schemas() -> dict[str, Schema]:
             )
         ),
         "SseJobEvent": obj(
-            {"topic": ref("TopicName"), **job_props},
-            ["topic", *job_required],
+            {"topic": ref("TopicName"), **job["properties"]},
+            ["topic", *job["required"]],
             description="event: job on /work; id: is the job's $seq.",
         ),
     }
