@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .result_fields import wire
+
 __all__ = ["ConsumeStats", "CursorInfo", "DeleteCursorResult"]
+
+_U64 = {"minimum": 0, "maximum": (1 << 64) - 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,13 +30,15 @@ class CursorInfo:
         updated_ts: engine-clock milliseconds of the last commit.
     """
 
-    topic: str
-    cursor: str
-    seq: int
-    head_seq: int
-    earliest_seq: int
-    lag: int
-    updated_ts: int
+    topic: str = wire("The topic.", schema="TopicName")
+    cursor: str = wire("The cursor's name.", schema="CursorName")
+    seq: int = wire("The committed seq: reads resume after it.", schema="Seq")
+    head_seq: int = wire("The topic's head.", schema="Seq")
+    earliest_seq: int = wire("The topic's earliest live seq.", schema="Seq")
+    lag: int = wire(
+        "max(0, head_seq - seq): seqs after the cursor (deleted ones count too).", schema=_U64
+    )
+    updated_ts: int = wire("When it was last committed (epoch ms).", schema=_U64)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,9 +54,9 @@ class CursorInfo:
 
 @dataclass(frozen=True, slots=True)
 class DeleteCursorResult:
-    topic: str
-    cursor: str
-    deleted: bool
+    topic: str = wire("The topic.", schema="TopicName")
+    cursor: str = wire("The cursor's name.", schema="CursorName")
+    deleted: bool = wire("False when the topic held no such cursor.")
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "cursor": self.cursor, "deleted": self.deleted}

@@ -15,7 +15,12 @@ from typing import Any
 
 import ujson
 
+from .result_fields import off_wire, wire
 from .types import record_dict
+
+#: Schema fragments the results' fields share (topics/result_fields.py).
+_COUNT = {"minimum": 0}
+_SEQS = {"items": {"$ref": "#/components/schemas/Seq"}}
 
 __all__ = [
     "AckResult",
@@ -36,15 +41,23 @@ class Job:
     None when the record has none. ``deadline`` is absolute epoch ms.
     """
 
-    seq: int
-    ts: int
-    data: Any
-    lease_id: str
-    deadline: int
-    deliveries: int
-    node: str | None = None
-    tag: str | None = None
-    meta: dict[str, Any] | None = None
+    seq: int = wire("The job's seq.", schema="Seq", name="$seq")
+    ts: int = wire("When it was written.", schema="TimestampMs", name="$ts")
+    data: Any = wire("The job's data, as written.", schema="AnyJson")
+    lease_id: str = wire(
+        "Opaque lease identity (lease_<hex>).", schema={"pattern": r"^lease_[0-9a-f]+$"}
+    )
+    deadline: int = wire("When the lease ends.", schema="TimestampMs")
+    deliveries: int = wire("Deliveries including this one.", schema={"minimum": 1})
+    node: str | None = wire(
+        "The node that wrote it, if any.", schema="NodeId", name="$node", omitted=True, default=None
+    )
+    tag: str | None = wire(
+        "Its tag, if any.", schema="Tag", name="$tag", omitted=True, default=None
+    )
+    meta: dict[str, Any] | None = wire(
+        "Its meta, if any.", schema="Meta", omitted=True, default=None
+    )
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Job:
@@ -140,12 +153,12 @@ class ClaimResult:
 class AckResult:
     """An ack (§10.4): ``acked`` jobs were deleted; ``skipped`` seqs were not held."""
 
-    topic: str
-    acked: int
-    skipped: list[int]
-    ready: int
-    in_flight: int
-    fsync_ms: float = 0.0
+    topic: str = wire("The queue.", schema="TopicName")
+    acked: int = wire("Jobs completed.", schema=_COUNT)
+    skipped: list[int] = wire("Seqs not held by node.", schema=_SEQS)
+    ready: int = wire("Claimable now.", schema=_COUNT)
+    in_flight: int = wire("Leased now.", schema=_COUNT)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,12 +174,12 @@ class AckResult:
 class NackResult:
     """A nack (§10.5): ``nacked`` leases were released; ``skipped`` seqs were not held."""
 
-    topic: str
-    nacked: int
-    skipped: list[int]
-    ready: int
-    in_flight: int
-    fsync_ms: float = 0.0
+    topic: str = wire("The queue.", schema="TopicName")
+    nacked: int = wire("Leases released.", schema=_COUNT)
+    skipped: list[int] = wire("Seqs not held by node.", schema=_SEQS)
+    ready: int = wire("Claimable now.", schema=_COUNT)
+    in_flight: int = wire("Leased now.", schema=_COUNT)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,11 +195,17 @@ class NackResult:
 class ExtendResult:
     """An extend (§10.6): new absolute deadlines of the leases pushed out."""
 
-    topic: str
-    extended: int
-    skipped: list[int]
-    deadlines: dict[int, int]
-    fsync_ms: float = 0.0
+    topic: str = wire("The queue.", schema="TopicName")
+    extended: int = wire("Leases pushed out.", schema=_COUNT)
+    skipped: list[int] = wire("Seqs not held by node.", schema=_SEQS)
+    deadlines: dict[int, int] = wire(
+        "seq (as a string key) -> new absolute deadline (ms).",
+        schema={
+            "propertyNames": {"pattern": "^[0-9]+$"},
+            "additionalProperties": {"$ref": "#/components/schemas/TimestampMs"},
+        },
+    )
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {

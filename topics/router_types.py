@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .result_fields import wire
+
 __all__ = [
     "DeleteRouterResult",
     "Guarantee",
@@ -98,11 +100,14 @@ class RouterInfo:
 class RouterSummary:
     """One entry of ``GET /v0/routers``."""
 
-    router: str
-    source: str
-    dest: str
-    guarantee: Guarantee
-    forwarded_total: int
+    router: str = wire("The router.", schema="RouterName")
+    source: str = wire("The topic it reads.", schema="TopicName")
+    dest: str = wire("The topic it writes.", schema="TopicName")
+    guarantee: Guarantee = wire(
+        "Delivery mode: at_least_once (default) or exactly_once (a stable idempotency key "
+        "in meta._topics_router suppresses duplicate dest appends)."
+    )
+    forwarded_total: int = wire("Records forwarded.", schema={"minimum": 0})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,8 +123,13 @@ class RouterSummary:
 class RouterPage:
     """One page of routers in name order; ``next_cursor`` only when more follow."""
 
-    routers: list[RouterSummary]
-    next_cursor: str | None
+    routers: list[RouterSummary] = wire(
+        "This page's routers.",
+        schema={"items": {"$ref": "#/components/schemas/RouterSummary"}},
+    )
+    next_cursor: str | None = wire(
+        "Opaque; present only when more pages exist.", schema={"minLength": 1}, omitted=True
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"routers": [r.to_dict() for r in self.routers]}
@@ -132,8 +142,8 @@ class RouterPage:
 class DeleteRouterResult:
     """What ``DELETE /v0/routers/:router`` answers (``deleted`` false when absent)."""
 
-    router: str
-    deleted: bool
+    router: str = wire("The router.", schema="RouterName")
+    deleted: bool = wire("False when it did not exist.")
 
     def to_dict(self) -> dict[str, Any]:
         return {"router": self.router, "deleted": self.deleted}

@@ -8,12 +8,13 @@ re-encoding; Python callers read ``.records`` and get decoded :class:`Record` va
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import ujson
 
 from .config import TopicConfig
+from .result_fields import off_wire, wire
 
 __all__ = [
     "DeleteRecordsResult",
@@ -30,6 +31,10 @@ __all__ = [
     "TopicSummary",
     "WriteResult",
 ]
+
+#: Schema fragments several results' fields share (topics/result_fields.py).
+_TOPIC_TYPE = {"enum": ["log", "queue"]}
+_COUNT = {"minimum": 0}
 
 TombstoneReason = Literal[
     "cap",
@@ -90,12 +95,14 @@ def record_dict(
 class Tombstone:
     """An explicit gap: seqs [gap_from, gap_to] were lost involuntarily (§3.3)."""
 
-    gap_from: int
-    gap_to: int
-    reason: TombstoneReason
-    missed_estimate: int
-    earliest_seq: int
-    head_seq: int
+    gap_from: int = wire("The first seq lost.", schema="Seq")
+    gap_to: int = wire("The last seq lost.", schema="Seq")
+    reason: TombstoneReason = wire(
+        "Why the range was lost (informational; the range is authoritative)."
+    )
+    missed_estimate: int = wire("Approximate records lost.", schema=_COUNT)
+    earliest_seq: int = wire("The topic's earliest live seq.", schema="Seq")
+    head_seq: int = wire("The topic's head.", schema="Seq")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,20 +117,36 @@ class Tombstone:
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
-    topic: str
-    first_seq: int
-    last_seq: int
-    seqs: list[int] | None
-    head_seq: int
-    count: int
-    created: bool
-    deduped: bool
-    wal_append_ms: float = 0.0
-    fsync_ms: float = 0.0
+    topic: str = wire("The topic written.", schema="TopicName")
+    first_seq: int = wire("The first seq assigned.", schema="Seq")
+    last_seq: int = wire("The last seq assigned.", schema="Seq")
+    seqs: list[int] | None = wire(
+        "Every seq assigned, in order; omitted with return_seqs=false.",
+        schema={"type": "array", "items": {"$ref": "#/components/schemas/Seq"}},
+        omitted=True,
+    )
+    head_seq: int = wire("The topic's head after the write.", schema="Seq")
+    count: int = wire(
+        "Records appended by this write (0 when every job was a dedupe duplicate: "
+        "first_seq is then head_seq + 1).",
+        schema=_COUNT,
+    )
+    created: bool = wire("This write created the topic (status 201).")
+    deduped: bool = wire(
+        "An in-window idempotency_key matched: nothing appended, the original seqs are returned."
+    )
+    wal_append_ms: float = off_wire("a timing: the answer's performance", default=0.0)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
     #: A queue write with dedupe keys: per keyed record whose key was held, by request
     #: index, ``{"index", "dedupe_key", "seq", "outcome": "duplicate"|"replaced"}`` (+
     #: ``"replaced_seq"``); None when the write carried no dedupe key.
-    dedupe: list[dict[str, Any]] | None = None
+    dedupe: list[dict[str, Any]] | None = wire(
+        "Present when a queue write carried dedupe_keys: one entry per record whose key "
+        "was held, by request index.",
+        schema={"type": "array", "items": {"$ref": "#/components/schemas/JobDedupe"}},
+        omitted=True,
+        default=None,
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -143,23 +166,48 @@ class WriteResult:
 
 @dataclass(frozen=True, slots=True)
 class DiffResult:
-    topic: str
-    records_json: bytes
-    record_count: int
-    next_from_seq: int
-    head_seq: int
-    earliest_seq: int
-    caught_up: bool
-    tombstone: Tombstone | None
-    lag: int
-    records_scanned: int
-    _decoded: list[Record] = field(default_factory=list, repr=False, compare=False)
+    topic: str = wire("The topic read.", schema="TopicName")
+    records_json: bytes = wire(
+        "Records, or CloudEvents with format=cloudevents.",
+        schema={
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"$ref": "#/components/schemas/Record"},
+                    {"$ref": "#/components/schemas/CloudEvent"},
+                ]
+            },
+        },
+        name="records",
+    )
+    record_count: int = off_wire("the length of records")
+    next_from_seq: int = wire("The cursor of the next read.", schema="Seq")
+    head_seq: int = wire("The topic's head.", schema="Seq")
+    earliest_seq: int = wire("The topic's earliest live seq.", schema="Seq")
+    caught_up: bool = wire(
+        "next_from_seq == head_seq (or the to_ts/to_seq end): the reliable 'no more now'."
+    )
+    tombstone: Tombstone | None = wire(
+        "The gap between the asked cursor and the first live record, if any.",
+        schema="Tombstone",
+    )
+    lag: int = wire("head_seq (or the end) - next_from_seq.", schema=_COUNT)
+    records_scanned: int = off_wire("a measure: the answer's performance")
+    _decoded: list[Record] = off_wire(
+        "the decoded records' cache", default_factory=list, repr=False, compare=False
+    )
     #: The resolved start when the read gave ``from_ts`` (issue 18), else None.
-    from_seq: int | None = None
+    from_seq: int | None = wire(
+        "Where from_ts resolved to (only with from_ts).", schema="Seq", omitted=True, default=None
+    )
     #: With ``to_ts``/``to_seq``: whether the cursor reached the end; else None.
-    end_reached: bool | None = None
+    end_reached: bool | None = wire(
+        "Only with to_ts/to_seq: the cursor is at the end; read no further.",
+        omitted=True,
+        default=None,
+    )
     #: "records", or "cloudevents": ``records_json`` then holds CloudEvents (``events``).
-    format: str = "records"
+    format: str = off_wire("the read's own format option", default="records")
 
     @property
     def records(self) -> list[Record]:
@@ -198,18 +246,22 @@ class DiffResult:
 
 @dataclass(frozen=True, slots=True)
 class TopicState:
-    topic: str
-    type: str
-    head_seq: int
-    earliest_seq: int
-    next_seq: int
-    count: int
-    bytes: int
-    config: TopicConfig
-    effective_priority: int
-    last_write_ts: int | None
-    last_read_ts: int | None
-    queue: dict[str, int] | None = None
+    topic: str = wire("The topic.", schema="TopicName")
+    type: str = wire("log or queue.", schema=_TOPIC_TYPE)
+    head_seq: int = wire("The last seq assigned (0: none yet).", schema="Seq")
+    earliest_seq: int = wire("The earliest live seq.", schema="Seq")
+    next_seq: int = wire("The seq the next record gets.", schema="Seq")
+    count: int = wire("Retained records.", schema=_COUNT)
+    bytes: int = wire("Retained payload bytes.", schema=_COUNT)
+    config: TopicConfig = wire("The resolved config.", schema="TopicConfig")
+    effective_priority: int = wire("The priority in use right now.")
+    last_write_ts: int | None = wire(
+        "When it was last written (null: never).", schema="TimestampMs"
+    )
+    last_read_ts: int | None = wire("When it was last read (null: never).", schema="TimestampMs")
+    queue: dict[str, int] | None = wire(
+        "A queue topic's job counters.", schema="QueueCounters", omitted=True, default=None
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -234,15 +286,17 @@ class TopicState:
 
 @dataclass(frozen=True, slots=True)
 class TopicSummary:
-    topic: str
-    type: str
-    head_seq: int
-    earliest_seq: int
-    count: int
-    bytes: int
-    durable: bool
-    durability: str
-    effective_priority: int
+    topic: str = wire("The topic.", schema="TopicName")
+    type: str = wire("log or queue.", schema=_TOPIC_TYPE)
+    head_seq: int = wire("The last seq assigned (0: none yet).", schema="Seq")
+    earliest_seq: int = wire("The earliest live seq.", schema="Seq")
+    count: int = wire("Retained records.", schema=_COUNT)
+    bytes: int = wire("Retained payload bytes.", schema=_COUNT)
+    durable: bool = wire("durability is fsync.")
+    durability: str = wire(
+        "Commit class.", schema={"enum": ["ephemeral", "memory", "disk", "fsync"]}
+    )
+    effective_priority: int = wire("The priority in use right now.")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -260,8 +314,13 @@ class TopicSummary:
 
 @dataclass(frozen=True, slots=True)
 class TopicPage:
-    topics: list[TopicSummary]
-    next_cursor: str | None
+    topics: list[TopicSummary] = wire(
+        "This page's topics.",
+        schema={"type": "array", "items": {"$ref": "#/components/schemas/TopicSummary"}},
+    )
+    next_cursor: str | None = wire(
+        "Opaque; present only when more pages exist.", schema={"minLength": 1}, omitted=True
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"topics": [t.to_dict() for t in self.topics]}
@@ -272,9 +331,9 @@ class TopicPage:
 
 @dataclass(frozen=True, slots=True)
 class PutTopicResult:
-    topic: str
-    created: bool
-    config: TopicConfig
+    topic: str = wire("The topic.", schema="TopicName")
+    created: bool = wire("True only when this call created the topic.")
+    config: TopicConfig = wire("The resolved config.", schema="TopicConfig")
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "created": self.created, "config": self.config.to_dict()}
@@ -282,9 +341,12 @@ class PutTopicResult:
 
 @dataclass(frozen=True, slots=True)
 class DeleteTopicResult:
-    topic: str
-    deleted: bool
-    routers_removed: list[str]
+    topic: str = wire("The topic.", schema="TopicName")
+    deleted: bool = wire("False when the topic did not exist.")
+    routers_removed: list[str] = wire(
+        "The routers that read or wrote it, removed with it.",
+        schema={"items": {"$ref": "#/components/schemas/RouterName"}},
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -296,13 +358,13 @@ class DeleteTopicResult:
 
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsResult:
-    topic: str
-    deleted: int
-    earliest_seq: int
-    head_seq: int
-    count: int
-    bytes: int
-    fsync_ms: float = 0.0
+    topic: str = wire("The topic.", schema="TopicName")
+    deleted: int = wire("Records removed by this call.", schema=_COUNT)
+    earliest_seq: int = wire("The topic's earliest live seq after the delete.", schema="Seq")
+    head_seq: int = wire("The topic's head (a delete never moves it).", schema="Seq")
+    count: int = wire("Records left.", schema=_COUNT)
+    bytes: int = wire("Bytes left.", schema=_COUNT)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {

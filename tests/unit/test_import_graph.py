@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "topics/config.py",
             "topics/settings.py",
             "topics/record_fields.py",
+            "topics/result_fields.py",
             "topics/auth.py",
             "topics/query/",
         ),

@@ -62,6 +62,7 @@ from topics.watch_types import (
     TopicDeletedEvent,
 )
 from topics.wire import cursor as cursor_codec
+from topics.wire.options import WATCH_OPTIONS
 from topics.wire.sse import Event, Retry, SSEDecoder
 
 from . import _protocol as p
@@ -81,21 +82,9 @@ WatchTopics = str | Sequence[str] | Mapping[str, int | Mapping[str, Any]]
 WATCHDOG_SLACK_S = 5.0
 MAX_BACKOFF_S = 30.0
 DEFAULT_RETRY_MS = 2000
-_OPTIONS = frozenset(
-    {
-        "limit",
-        "max_batch_bytes",
-        "include_meta",
-        "include_tags",
-        "include_data",
-        "consistency",
-        "max_backlog",
-        "on_backlog",
-        "where",
-        "format",
-        "ce_type_field",
-    }
-)
+#: The watch options ``client.watch`` passes on in ``**options`` (topics/wire/options.py);
+#: ``node``, ``heartbeat_ms`` and ``topic_prefix`` are arguments of :meth:`WatchSpec.build`.
+_OPTIONS = WATCH_OPTIONS.client_names() - {"node", "heartbeat_ms", "topic_prefix"}
 #: A topic's own end (issue 18): kept when a re-created session restarts it from a cursor.
 _ENDS = ("to_ts", "to_seq")
 

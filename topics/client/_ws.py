@@ -49,6 +49,7 @@ from topics.watch_types import (
     TopicAddedEvent,
     TopicDeletedEvent,
 )
+from topics.wire.options import WRITE_OPTIONS
 
 from . import _protocol as p
 from ._options import write_options
@@ -62,22 +63,8 @@ PATH = "/v0/ws"
 # Where _frame keeps a record frame's data spans (no server member starts with "_").
 _SPANS = "_data_json"
 _ANSWERS = frozenset({"subscribed", "unsubscribed", "ack", "pong", "committed", "error"})
-_PUBLISH_OPTIONS = frozenset(
-    {
-        "node",
-        "idempotency_key",
-        "create",
-        "config",
-        "return_seqs",
-        "disable_backpressure",
-        "dedupe",
-        "dedupe_ms",
-        "replace",
-        "expected_head_seq",
-        "producer_id",
-        "epoch",
-    }
-)
+#: The ``write()`` options a publish takes (topics/wire/options.py).
+_PUBLISH_OPTIONS = WRITE_OPTIONS.client_names()
 
 
 class WsProtocol:

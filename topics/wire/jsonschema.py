@@ -1,13 +1,19 @@
 """JSON Schema fragments as plain dicts: the few constructors the request declarations
-(:mod:`topics.wire.requests`) and the OpenAPI document (frontends/http/openapi) share.
+(:mod:`topics.wire.requests`) and the OpenAPI document (frontends/http/openapi) share, and
+:func:`result_schema`, a result dataclass's schema from its fields (topics/result_fields.py).
 
 ``ref(name)`` points into the OpenAPI document's ``components.schemas``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+from topics.result_fields import OffWire, WireField
 
 __all__ = [
     "U64_MAX",
@@ -17,6 +23,7 @@ __all__ = [
     "nullable",
     "obj",
     "ref",
+    "result_schema",
     "string",
     "u64",
 ]
@@ -81,3 +88,59 @@ def nullable(schema: Schema) -> Schema:
     if "enum" in out:
         out["enum"] = [*out["enum"], None]
     return out
+
+
+_SCALARS: dict[object, Schema] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    bool: {"type": "boolean"},
+    float: {"type": "number"},
+}
+
+
+def _of_type(hint: object) -> tuple[Schema, bool]:
+    """The schema a field's type says, and whether the type allows None."""
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (_of_type(rest[0])[0] if len(rest) == 1 else {}), True
+    if origin is Literal:
+        return {"type": "string", "enum": list(args)}, False
+    if origin is list:
+        return {"type": "array", "items": _of_type(args[0])[0] if args else {}}, False
+    if origin is dict or hint is dict:
+        return {"type": "object"}, False
+    return dict(_SCALARS.get(hint, {})), False
+
+
+def result_schema(cls: type, description: str | None = None) -> Schema:
+    """The JSON object schema of result dataclass ``cls``, from its fields: each
+    :func:`~topics.result_fields.wire` field a member (its type, or the schema beside it,
+    and its description), in field order; ``X | None`` is nullable unless ``omitted``, and
+    a member is required unless ``omitted``.
+
+    Raises:
+        TypeError: a field says neither ``wire`` nor ``off_wire``.
+    """
+    hints = typing.get_type_hints(cls)
+    properties: dict[str, Schema] = {}
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get("wire")
+        if isinstance(meta, OffWire):
+            continue
+        if not isinstance(meta, WireField):
+            raise TypeError(f"{cls.__name__}.{f.name}: give it wire(...) or off_wire(...)")
+        derived, optional = _of_type(hints[f.name])
+        if isinstance(meta.schema, str):
+            derived = ref(meta.schema)
+        elif meta.schema is not None:
+            derived = derived | dict(meta.schema)
+        if optional and not meta.omitted:
+            derived = nullable(derived)
+        name = meta.name or f.name
+        properties[name] = derived | {"description": meta.description}
+        if not meta.omitted:
+            required.append(name)
+    return obj(properties, required, description=description)

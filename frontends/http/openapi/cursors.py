@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
+from topics.cursor_types import CursorInfo, DeleteCursorResult
+from topics.wire.jsonschema import result_schema
 from topics.wire.requests import CURSOR_COMMIT
 
 from .errors import BODY, GATE, NAMED, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response
-from .schema import Schema, boolean, obj, ref, u64, with_perf
+from .schema import Schema, obj, ref, with_perf
 
 
 def schemas() -> dict[str, Schema]:
     """This module's entries of ``components.schemas``, in document order."""
-    info = {
-        "topic": ref("TopicName"),
-        "cursor": ref("CursorName"),
-        "seq": ref("Seq") | {"description": "The committed seq: reads resume after it."},
-        "head_seq": ref("Seq"),
-        "earliest_seq": ref("Seq"),
-        "lag": u64("max(0, head_seq - seq): seqs after the cursor (deleted ones count too)."),
-        "updated_ts": u64("When it was last committed (epoch ms)."),
-    }
+    info = result_schema(CursorInfo)
     return {
         "CursorName": {
             "type": "string",
@@ -27,8 +21,8 @@ def schemas() -> dict[str, Schema]:
             "description": "A named cursor: 1-255 chars of A-Z a-z 0-9 . _ : -, starting "
             "alphanumeric.",
         },
-        "CursorInfo": with_perf(obj(info, list(info))),
-        "CursorItem": obj(info, list(info)),
+        "CursorInfo": with_perf(info),
+        "CursorItem": info,
         "CursorList": with_perf(
             obj(
                 {
@@ -39,16 +33,7 @@ def schemas() -> dict[str, Schema]:
             )
         ),
         CURSOR_COMMIT.name: CURSOR_COMMIT.json_schema(),
-        "CursorDeleteResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "cursor": ref("CursorName"),
-                    "deleted": boolean("False when the topic held no such cursor."),
-                },
-                ["topic", "cursor", "deleted"],
-            )
-        ),
+        "CursorDeleteResult": with_perf(result_schema(DeleteCursorResult)),
     }
 
 

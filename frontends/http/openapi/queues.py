@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from topics.queue_types import AckResult, ExtendResult, Job, NackResult
+from topics.wire.jsonschema import result_schema
 from topics.wire.requests import ACK, CLAIM, EXTEND, NACK, REDRIVE
 
 from .errors import BODY, GATE, STORE
@@ -14,25 +16,9 @@ def schemas() -> dict[str, Schema]:
 
     Kept whole: a declarative table, read top to bottom like the document it makes.
     """
-    skipped = {"type": "array", "items": ref("Seq"), "description": "Seqs not held by node."}
-    counters = {
-        "ready": integer("Claimable now.", minimum=0),
-        "in_flight": integer("Leased now.", minimum=0),
-    }
-    job_props = {
-        "$seq": ref("Seq"),
-        "$ts": ref("TimestampMs"),
-        "$node": ref("NodeId"),
-        "$tag": ref("Tag"),
-        "data": ref("AnyJson"),
-        "meta": ref("Meta"),
-        "lease_id": string("Opaque lease identity (lease_<hex>).", pattern=r"^lease_[0-9a-f]+$"),
-        "deadline": ref("TimestampMs"),
-        "deliveries": integer("Deliveries including this one.", minimum=1),
-    }
-    job_required = ["$seq", "$ts", "data", "lease_id", "deadline", "deliveries"]
+    job = result_schema(Job, "One leased job (§10.2).")
     return {
-        "Job": obj(job_props, job_required, description="One leased job (§10.2)."),
+        "Job": job,
         CLAIM.name: CLAIM.json_schema(),
         "ClaimResult": with_perf(
             obj(
@@ -48,46 +34,11 @@ def schemas() -> dict[str, Schema]:
             )
         ),
         ACK.name: ACK.json_schema(),
-        "AckResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "acked": integer("Jobs completed.", minimum=0),
-                    "skipped": skipped,
-                    **counters,
-                },
-                ["topic", "acked", "skipped", "ready", "in_flight"],
-            )
-        ),
+        "AckResult": with_perf(result_schema(AckResult)),
         NACK.name: NACK.json_schema(),
-        "NackResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "nacked": integer("Leases released.", minimum=0),
-                    "skipped": skipped,
-                    **counters,
-                },
-                ["topic", "nacked", "skipped", "ready", "in_flight"],
-            )
-        ),
+        "NackResult": with_perf(result_schema(NackResult)),
         EXTEND.name: EXTEND.json_schema(),
-        "ExtendResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "extended": integer("Leases pushed out.", minimum=0),
-                    "skipped": skipped,
-                    "deadlines": {
-                        "type": "object",
-                        "description": "seq (as a string key) -> new absolute deadline (ms).",
-                        "propertyNames": {"pattern": "^[0-9]+$"},
-                        "additionalProperties": ref("TimestampMs"),
-                    },
-                },
-                ["topic", "extended", "skipped", "deadlines"],
-            )
-        ),
+        "ExtendResult": with_perf(result_schema(ExtendResult)),
         "JobDedupe": obj(
             {
                 "index": integer("The record's index in the request.", minimum=0),
@@ -132,8 +83,8 @@ def schemas() -> dict[str, Schema]:
             )
         ),
         "SseJobEvent": obj(
-            {"topic": ref("TopicName"), **job_props},
-            ["topic", *job_required],
+            {"topic": ref("TopicName"), **job["properties"]},
+            ["topic", *job["required"]],
             description="event: job on /work; id: is the job's $seq.",
         ),
     }

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from topics.types import DeleteRecordsResult, DiffResult, Tombstone, WriteResult
+from topics.wire.jsonschema import result_schema
 from topics.wire.requests import DELETE_RECORDS, DIFF, WRITE
 
 from .errors import BODY, GATE, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response, with_arrow
 from .schema import (
-    TOMBSTONE_REASONS,
     Schema,
-    boolean,
-    integer,
     nullable,
     obj,
     ref,
@@ -61,39 +60,7 @@ def schemas() -> dict[str, Schema]:
             "topic (elsewhere they are 400 too).",
         ),
         WRITE.name: WRITE.json_schema(),
-        "WriteResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "first_seq": ref("Seq"),
-                    "last_seq": ref("Seq"),
-                    "seqs": {
-                        "type": "array",
-                        "items": ref("Seq"),
-                        "description": "Omitted with return_seqs=false.",
-                    },
-                    "head_seq": ref("Seq"),
-                    "count": integer(
-                        "Records appended by this write (0 when every job was a dedupe "
-                        "duplicate: first_seq is then head_seq + 1).",
-                        minimum=0,
-                    ),
-                    "created": boolean("This write created the topic (status 201)."),
-                    "deduped": boolean(
-                        "An in-window idempotency_key matched: nothing appended, "
-                        "the original seqs are returned."
-                    ),
-                    "dedupe": {
-                        "type": "array",
-                        "items": ref("JobDedupe"),
-                        "description": "Present when a queue write carried dedupe_keys: one "
-                        "entry per record whose key was held, by request index.",
-                    },
-                },
-                ["topic", "first_seq", "last_seq", "head_seq", "count", "created", "deduped"],
-            ),
-            "WritePerformance",
-        ),
+        "WriteResult": with_perf(result_schema(WriteResult), "WritePerformance"),
         "Record": obj(
             {
                 "$seq": ref("Seq"),
@@ -107,23 +74,12 @@ def schemas() -> dict[str, Schema]:
             description="A stored record (§0.4): $node/$tag/meta omitted when absent (or not "
             "asked for); data present (maybe null) unless include_data is false.",
         ),
-        "Tombstone": obj(
-            {
-                "gap_from": ref("Seq"),
-                "gap_to": ref("Seq"),
-                "reason": string(
-                    "Why the range was lost (informational; the range is authoritative).",
-                    enum=TOMBSTONE_REASONS,
-                ),
-                "missed_estimate": integer("Approximate records lost.", minimum=0),
-                "earliest_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["gap_from", "gap_to", "reason", "missed_estimate", "earliest_seq", "head_seq"],
-            description="An explicit gap [gap_from, gap_to] lost to cap/TTL (§3.3), or in a "
-            "crash (reason crash: the un-synced tail of a disk/memory topic, docs/SEMANTICS.md "
-            "rule 13a), or to a restart (reason restart: an ephemeral topic's records, which "
-            "live only in memory); a 200 in-band signal, never an error.",
+        "Tombstone": result_schema(
+            Tombstone,
+            "An explicit gap [gap_from, gap_to] lost to cap/TTL (§3.3), or in a crash (reason "
+            "crash: the un-synced tail of a disk/memory topic, docs/SEMANTICS.md rule 13a), or "
+            "to a restart (reason restart: an ephemeral topic's records, which live only in "
+            "memory); a 200 in-band signal, never an error.",
         ),
         DIFF.name: DIFF.json_schema(),
         "CloudEvent": obj(
@@ -143,58 +99,9 @@ def schemas() -> dict[str, Schema]:
             description="A record as a CloudEvents 1.0 structured event (format=cloudevents); "
             "data is the stored JSON, verbatim. Tombstones stay the answer's tombstone member.",
         ),
-        "DiffResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "records": {
-                        "type": "array",
-                        "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
-                        "description": "Records, or CloudEvents with format=cloudevents.",
-                    },
-                    "next_from_seq": ref("Seq"),
-                    "head_seq": ref("Seq"),
-                    "earliest_seq": ref("Seq"),
-                    "caught_up": boolean(
-                        "next_from_seq == head_seq (or the to_ts/to_seq end): the reliable "
-                        "'no more now'."
-                    ),
-                    "tombstone": nullable(ref("Tombstone")),
-                    "lag": integer("head_seq (or the end) - next_from_seq.", minimum=0),
-                    "from_seq": ref("Seq")
-                    | {"description": "Where from_ts resolved to (only with from_ts)."},
-                    "end_reached": boolean(
-                        "Only with to_ts/to_seq: the cursor is at the end; read no further."
-                    ),
-                },
-                [
-                    "topic",
-                    "records",
-                    "next_from_seq",
-                    "head_seq",
-                    "earliest_seq",
-                    "caught_up",
-                    "tombstone",
-                    "lag",
-                ],
-            ),
-            "DiffPerformance",
-        ),
+        "DiffResult": with_perf(result_schema(DiffResult), "DiffPerformance"),
         DELETE_RECORDS.name: DELETE_RECORDS.json_schema(),
-        "DeleteRecordsResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "deleted": integer("Records removed by this call.", minimum=0),
-                    "earliest_seq": ref("Seq"),
-                    "head_seq": ref("Seq"),
-                    "count": integer("Records left.", minimum=0),
-                    "bytes": integer("Bytes left.", minimum=0),
-                },
-                ["topic", "deleted", "earliest_seq", "head_seq", "count", "bytes"],
-            ),
-            "FsyncPerformance",
-        ),
+        "DeleteRecordsResult": with_perf(result_schema(DeleteRecordsResult), "FsyncPerformance"),
     }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from topics.router_types import DeleteRouterResult, RouterPage, RouterSummary
+from topics.wire.jsonschema import result_schema
+
 from .errors import BODY, GATE, NAMED, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response
 from .schema import Schema, boolean, integer, nullable, obj, ref, string, with_perf
@@ -83,33 +86,9 @@ def schemas() -> dict[str, Schema]:
                 [*echoed, "forwarded_total", "dropped_total", "cursor", "lag"],
             )
         ),
-        "RouterSummary": obj(
-            {
-                "router": ref("RouterName"),
-                "source": ref("TopicName"),
-                "dest": ref("TopicName"),
-                "guarantee": guarantee,
-                "forwarded_total": integer("Records forwarded.", minimum=0),
-            },
-            ["router", "source", "dest", "guarantee", "forwarded_total"],
-        ),
-        "RouterList": with_perf(
-            obj(
-                {
-                    "routers": {"type": "array", "items": ref("RouterSummary")},
-                    "next_cursor": string(
-                        "Opaque; present only when more pages exist.", minLength=1
-                    ),
-                },
-                ["routers"],
-            )
-        ),
-        "RouterDeleteResult": with_perf(
-            obj(
-                {"router": ref("RouterName"), "deleted": boolean("False when it did not exist.")},
-                ["router", "deleted"],
-            )
-        ),
+        "RouterSummary": result_schema(RouterSummary),
+        "RouterList": with_perf(result_schema(RouterPage)),
+        "RouterDeleteResult": with_perf(result_schema(DeleteRouterResult)),
     }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from topics.types import DeleteTopicResult, PutTopicResult, TopicPage, TopicState, TopicSummary
+from topics.wire.jsonschema import result_schema
+
 from .errors import BODY, GATE, NAMED, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response
 from .schema import Schema, boolean, integer, nullable, obj, ref, string, u64, with_perf
@@ -116,95 +119,13 @@ def schemas() -> dict[str, Schema]:
             },
             ["ready", "in_flight", "dead_lettered", "scheduled", "backoff"],
         ),
-        "TopicPutResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "created": boolean("True only when this call created the topic."),
-                    "config": ref("TopicConfig"),
-                },
-                ["topic", "created", "config"],
-            )
-        ),
+        "TopicPutResult": with_perf(result_schema(PutTopicResult)),
         "TopicState": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "type": string("log or queue.", enum=["log", "queue"]),
-                    "head_seq": ref("Seq"),
-                    "earliest_seq": ref("Seq"),
-                    "next_seq": ref("Seq"),
-                    "count": integer("Retained records.", minimum=0),
-                    "bytes": integer("Retained payload bytes.", minimum=0),
-                    "config": ref("TopicConfig"),
-                    "queue": ref("QueueCounters"),
-                    "effective_priority": integer("The priority in use right now."),
-                    "last_write_ts": nullable(ref("TimestampMs")),
-                    "last_read_ts": nullable(ref("TimestampMs")),
-                },
-                [
-                    "topic",
-                    "type",
-                    "head_seq",
-                    "earliest_seq",
-                    "next_seq",
-                    "count",
-                    "bytes",
-                    "config",
-                    "effective_priority",
-                    "last_write_ts",
-                    "last_read_ts",
-                ],
-                description="Topic state (§1.2); queue is present only on a queue topic.",
-            )
+            result_schema(TopicState, "Topic state (§1.2); queue is present only on a queue topic.")
         ),
-        "TopicSummary": obj(
-            {
-                "topic": ref("TopicName"),
-                "type": string("log or queue.", enum=["log", "queue"]),
-                "head_seq": ref("Seq"),
-                "earliest_seq": ref("Seq"),
-                "count": integer("Retained records.", minimum=0),
-                "bytes": integer("Retained payload bytes.", minimum=0),
-                "durable": {"type": "boolean"},
-                "durability": string(
-                    "Commit class.", enum=["ephemeral", "memory", "disk", "fsync"]
-                ),
-                "effective_priority": {"type": "integer"},
-            },
-            [
-                "topic",
-                "type",
-                "head_seq",
-                "earliest_seq",
-                "count",
-                "bytes",
-                "durable",
-                "durability",
-                "effective_priority",
-            ],
-        ),
-        "TopicList": with_perf(
-            obj(
-                {
-                    "topics": {"type": "array", "items": ref("TopicSummary")},
-                    "next_cursor": string(
-                        "Opaque; present only when more pages exist.", minLength=1
-                    ),
-                },
-                ["topics"],
-            )
-        ),
-        "TopicDeleteResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "deleted": boolean("False when the topic did not exist."),
-                    "routers_removed": {"type": "array", "items": ref("RouterName")},
-                },
-                ["topic", "deleted", "routers_removed"],
-            )
-        ),
+        "TopicSummary": result_schema(TopicSummary),
+        "TopicList": with_perf(result_schema(TopicPage)),
+        "TopicDeleteResult": with_perf(result_schema(DeleteTopicResult)),
     }
 
 

@@ -1,0 +1,173 @@
+"""The result schemas of the OpenAPI document are built from the result types' fields
+(topics/result_fields.py) and agree with the JSON the server really answers.
+
+A tour of requests over the in-process app collects each answer under its schema; every
+answer validates against the document, holds no member its schema does not declare and
+every member it requires, and across the tour every declared member shows up at least
+once (so neither the type nor the document can carry a member the other lacks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from topics.cursor_types import CursorInfo, DeleteCursorResult
+from topics.frontends.http import ROUTE_MODULES
+from topics.frontends.http.openapi import build_document
+from topics.queue_types import AckResult, ExtendResult, Job, NackResult
+from topics.result_fields import OffWire, WireField
+from topics.router_types import DeleteRouterResult, RouterPage, RouterSummary
+from topics.types import (
+    DeleteRecordsResult,
+    DeleteTopicResult,
+    DiffResult,
+    PutTopicResult,
+    Tombstone,
+    TopicPage,
+    TopicState,
+    TopicSummary,
+    WriteResult,
+)
+
+from .conftest import InProc
+
+#: The document's schema of each result type built from its fields.
+RESULTS: dict[str, type] = {
+    "WriteResult": WriteResult,
+    "DiffResult": DiffResult,
+    "Tombstone": Tombstone,
+    "DeleteRecordsResult": DeleteRecordsResult,
+    "TopicPutResult": PutTopicResult,
+    "TopicState": TopicState,
+    "TopicSummary": TopicSummary,
+    "TopicList": TopicPage,
+    "TopicDeleteResult": DeleteTopicResult,
+    "CursorInfo": CursorInfo,
+    "CursorItem": CursorInfo,
+    "CursorDeleteResult": DeleteCursorResult,
+    "AckResult": AckResult,
+    "NackResult": NackResult,
+    "ExtendResult": ExtendResult,
+    "Job": Job,
+    "RouterSummary": RouterSummary,
+    "RouterList": RouterPage,
+    "RouterDeleteResult": DeleteRouterResult,
+}
+URI = "urn:topics:openapi"
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    return build_document(route for module in ROUTE_MODULES for route in module.ROUTES)
+
+
+def _wire_names(cls: type) -> list[str]:
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata["wire"]
+        assert isinstance(meta, WireField | OffWire), f"{cls.__name__}.{f.name}"
+        if isinstance(meta, WireField):
+            out.append(meta.name or f.name)
+    return out
+
+
+@pytest.mark.parametrize("name", RESULTS)
+def test_each_result_schema_lists_its_types_wire_fields_with_descriptions(
+    document: dict[str, Any], name: str
+) -> None:
+    schema = document["components"]["schemas"][name]
+    members = [m for m in schema["properties"] if m != "performance"]
+    assert members == _wire_names(RESULTS[name])
+    for member in members:
+        assert schema["properties"][member]["description"].strip(), member
+
+
+async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
+    """Answers of every result shape, each variant of its optional members included."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+    async with inproc.client() as http:
+
+        async def call(schema: str, method: str, path: str, body: object = None) -> Any:
+            resp = await http.request(method, path, json=body)
+            assert resp.status_code < 300, resp.text
+            answer: dict[str, Any] = resp.json()
+            seen.append((schema, answer))
+            return answer
+
+        await call("TopicPutResult", "PUT", "/v0/topics/t", {"cap_records": 3})
+        await call(
+            "WriteResult", "POST", "/v0/topics/t", {"records": [{"data": i} for i in range(6)]}
+        )
+        await call(
+            "WriteResult", "POST", "/v0/topics/t", {"records": [{"data": 1}], "return_seqs": False}
+        )
+        diff = await call("DiffResult", "POST", "/v0/topics/t/diff", {})
+        seen.append(("Tombstone", diff["tombstone"]))
+        await call("DiffResult", "POST", "/v0/topics/t/diff", {"from_ts": 0, "to_seq": 5})
+        await call("TopicState", "GET", "/v0/topics/t")
+        await call("TopicPutResult", "PUT", "/v0/topics/q", {"type": "queue"})
+        job = {"data": 1, "dedupe_key": "k"}
+        await call("WriteResult", "POST", "/v0/topics/q", {"records": [job]})
+        await call("WriteResult", "POST", "/v0/topics/q", {"records": [job]})  # held: dedupe
+        await call("TopicState", "GET", "/v0/topics/q")
+        await call(
+            "WriteResult",
+            "POST",
+            "/v0/topics/q",
+            {"records": [{"data": 2, "tag": "a", "node": "n"}]},
+        )
+        claim = await call("ClaimResult", "POST", "/v0/topics/q/claim", {"node": "w", "max": 2})
+        seen.extend(("Job", job) for job in claim["claimed"])
+        seqs = [job["$seq"] for job in claim["claimed"]]
+        await call(
+            "ExtendResult",
+            "POST",
+            "/v0/topics/q/extend",
+            {"node": "w", "seqs": seqs, "lease_ms": 1000},
+        )
+        await call("NackResult", "POST", "/v0/topics/q/nack", {"node": "w", "seqs": seqs[:1]})
+        await call("AckResult", "POST", "/v0/topics/q/ack", {"node": "w", "seqs": [*seqs[1:], 99]})
+        page = await call("TopicList", "GET", "/v0/topics?page_size=1")
+        seen.extend(("TopicSummary", s) for s in page["topics"])
+        await call("CursorInfo", "PUT", "/v0/topics/t/cursors/g", {"seq": 5})
+        await call("CursorInfo", "GET", "/v0/topics/t/cursors/g")
+        listed = await call("CursorList", "GET", "/v0/topics/t/cursors")
+        seen.extend(("CursorItem", c) for c in listed["cursors"])
+        await call("CursorDeleteResult", "DELETE", "/v0/topics/t/cursors/g")
+        for dest in ("t2", "t3"):
+            await call(
+                "RouterPutResult", "PUT", f"/v0/routers/t-{dest}", {"source": "t", "dest": dest}
+            )
+        routers = await call("RouterList", "GET", "/v0/routers?page_size=1")
+        seen.extend(("RouterSummary", r) for r in routers["routers"])
+        await call("RouterDeleteResult", "DELETE", "/v0/routers/t-t2")
+        await call("DeleteRecordsResult", "POST", "/v0/topics/t/delete", {"before_seq": 6})
+        await call("TopicDeleteResult", "DELETE", "/v0/topics/t")
+    return seen
+
+
+async def test_the_server_answers_exactly_the_members_the_result_types_declare(
+    inproc: InProc, document: dict[str, Any]
+) -> None:
+    registry: Registry[Any] = Registry().with_resource(
+        URI, Resource.from_contents(document, default_specification=DRAFT202012)
+    )
+    schemas = document["components"]["schemas"]
+    shown: dict[str, set[str]] = {name: set() for name in RESULTS}
+    shown.update(CursorList=set(), ClaimResult=set(), RouterPutResult=set())
+    for name, answer in await _tour(inproc):
+        pointer = f"{URI}#/components/schemas/{name}"
+        Draft202012Validator({"$ref": pointer}, registry=registry).validate(answer)
+        declared = set(schemas[name]["properties"])
+        assert set(answer) <= declared, f"{name}: undeclared {set(answer) - declared}"
+        assert set(schemas[name].get("required", ())) <= set(answer)
+        shown[name] |= set(answer)
+    for name, members in shown.items():
+        missing = set(schemas[name]["properties"]) - members
+        assert not missing, f"{name}: no answer of the tour had {missing}"
