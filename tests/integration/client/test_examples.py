@@ -39,7 +39,10 @@ def test_http_client_example() -> None:
 def test_queue_worker_example() -> None:
     out = _run("queue_worker.py")
     assert "jobs done: [" + ", ".join(str(n) for n in range(20)) + "]" in out
-    assert "queue now: {'ready': 0, 'in_flight': 0, 'dead_lettered': 0, 'scheduled': 0, 'backoff': 0}" in out
+    assert (
+        "queue now: {'ready': 0, 'in_flight': 0, 'dead_lettered': 0, 'scheduled': 0, 'backoff': 0}"
+        in out
+    )
 
 
 @pytest.mark.slow
