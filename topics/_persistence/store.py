@@ -492,7 +492,7 @@ class Store:
             if log.restart_floor:  # absent, not 0: other topics' entries are unchanged
                 topics[-1]["restart_floor"] = log.restart_floor
             if log.producers:  # absent, not empty: a manifest without producers is unchanged
-                topics[-1]["producers"] = snapshot_producers(log)
+                topics[-1]["producers"] = snapshot_producers(log.producers)
         body = {
             "format": 1,
             "covered_lsn": covered,

@@ -11,13 +11,11 @@ themselves stay in ``ops/producers.py``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ujson
-
-if TYPE_CHECKING:
-    from .topic_log import TopicLog
 
 __all__ = [
     "ProducerClaim",
@@ -84,9 +82,13 @@ def decode_producer(payload: bytes) -> tuple[int, str, ProducerState]:
     return int(tid), str(pid), ProducerState(int(epoch), key, int(first), int(last))
 
 
-def snapshot_producers(log: TopicLog) -> dict[str, list[Any]]:
-    """The manifest form: ``{producer_id: [epoch, key, first_seq, last_seq]}``."""
-    return {pid: [s.epoch, s.key, s.first_seq, s.last_seq] for pid, s in log.producers.items()}
+def snapshot_producers(producers: Mapping[str, ProducerState]) -> dict[str, list[Any]]:
+    """The manifest form: ``{producer_id: [epoch, key, first_seq, last_seq]}``.
+
+    It takes a ``TopicLog``'s ``producers``, not the log, so this module stays below
+    ``topic_log.py``, which imports it.
+    """
+    return {pid: [s.epoch, s.key, s.first_seq, s.last_seq] for pid, s in producers.items()}
 
 
 def load_producers(section: object) -> dict[str, ProducerState]:
