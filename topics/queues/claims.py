@@ -1,18 +1,33 @@
 """The claim passes of the queue endpoints (``_queue_ops`` rule 2): who asked for what in
 one coalescing window, how the jobs taken for a window are dealt out, and which of the
 seqs an ack, nack or extend names its node really holds.
+
+It sits below ``state.py``: the projection hands out ``Taken`` jobs and keeps the open
+``Cohort``, so this module takes the projection's leases rather than the projection.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .._core import SegmentBuffer
+
 if TYPE_CHECKING:
     from .._storage.wal import WalTicket
-    from .state import QueueState, Taken
+    from .leases import Lease
 
-__all__ = ["Claim", "Cohort", "deal", "seq_of", "split_held"]
+__all__ = ["Claim", "Cohort", "Taken", "deal", "seq_of", "split_held"]
+
+
+@dataclass(slots=True)
+class Taken:
+    """One job handed out by a claim pass (before it is leased)."""
+
+    seq: int
+    seg: SegmentBuffer
+    idx: int
 
 
 @dataclass(slots=True, eq=False)
@@ -38,13 +53,13 @@ class Cohort:
 
 
 def split_held(
-    q: QueueState, node: str, refs: list[tuple[int, str | None]]
+    leases: Mapping[int, Lease], node: str, refs: list[tuple[int, str | None]]
 ) -> tuple[list[int], list[int]]:
-    """Split requested seqs into those ``node`` holds (each once) and the skipped rest."""
+    """Split requested seqs into those ``node`` holds (each once) and the skipped rest,
+    by a queue's ``QueueState.leases``."""
     held: list[int] = []
     skipped: list[int] = []
     seen: set[int] = set()
-    leases = q.leases
     for seq, lease_id in refs:
         # (q.held inlined: once per job of every ack, nack and extend.)
         lease = leases.get(seq)

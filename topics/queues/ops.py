@@ -289,7 +289,7 @@ class QueueOps:
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
         log = self.queue_log(name)
         q = self.queue_state(log)
-        acked, skipped = split_held(q, who, refs)
+        acked, skipped = split_held(q.leases, who, refs)
         ticket: WalTicket | None = None
         if acked:
             q.forget_leased(acked)
@@ -332,7 +332,7 @@ class QueueOps:
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
         log = self.queue_log(name)
         q = self.queue_state(log, keep_doomed=True)  # taken with the nack's own below
-        held, skipped = split_held(q, who, refs)
+        held, skipped = split_held(q.leases, who, refs)
         now = self.clock.now_ms()
         for seq in held:
             q.release(seq, now + delay, now)
@@ -381,7 +381,7 @@ class QueueOps:
         await trio.lowlevel.checkpoint()  # every engine call is a trio checkpoint
         log = self.queue_log(name)
         q = self.queue_state(log)
-        held, skipped = split_held(q, who, refs)
+        held, skipped = split_held(q.leases, who, refs)
         deadline = self.clock.now_ms() + lease
         deadlines: dict[int, int] = {}
         events = []

@@ -54,13 +54,12 @@ import heapq
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import trio
 
-from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS, SegmentBuffer
+from .._core import RENDER_DATA, RENDER_META, RENDER_TAGS
 from ..log.topic_log import TopicLog
+from .claims import Cohort, Taken
 from .jobs import DedupeKeys, Schedule, Stamps, scan_log
 from .leases import (
     ACKED,
@@ -75,9 +74,6 @@ from .leases import (
     new_lease_ids,
 )
 
-if TYPE_CHECKING:
-    from .claims import Cohort
-
 __all__ = [
     "ACKED",
     "CLAIMED",
@@ -87,7 +83,6 @@ __all__ = [
     "RELEASED",
     "Lease",
     "QueueState",
-    "Taken",
     "new_lease_ids",
 ]
 
@@ -96,15 +91,6 @@ log_ = logging.getLogger("topics.queue")
 
 _RENDER_ALL = RENDER_DATA | RENDER_META | RENDER_TAGS
 _NO_BUDGET = 1 << 62
-
-
-@dataclass(slots=True)
-class Taken:
-    """One job handed out by a claim pass (before it is leased)."""
-
-    seq: int
-    seg: SegmentBuffer
-    idx: int
 
 
 class QueueState(DurableLeases):
