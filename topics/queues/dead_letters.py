@@ -22,7 +22,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 import ujson
@@ -32,18 +32,40 @@ from ..ops.meta_keys import ServerMeta
 from .state import DEAD_LETTERED, QueueState
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._clock import Clock
+    from .._persistence.appender import Appender
+    from .._storage.wal import WalTicket
     from ..log.topic_log import TopicLog
-    from .ops import QueueOps
+    from ..types import WriteResult
+    from .store import Queues
 
 __all__ = ["DeadLetters", "stamp_dead_letter_meta"]
 
 log_ = logging.getLogger("topics.queue")
 
 
+class _QueueOps(Protocol):
+    """What the moves use of ``QueueOps`` (queues/ops.py), which owns them. A protocol, not
+    an import, keeps this module below ops.py, which builds a :class:`DeadLetters`."""
+
+    @property
+    def appender(self) -> Appender: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def queues(self) -> Queues: ...
+    @property
+    def engine_write(self) -> Callable[..., Awaitable[WriteResult]]: ...
+    def queue_state(self, log: TopicLog, keep_doomed: bool = False) -> QueueState: ...
+    def log_lease(self, log: TopicLog, kind: int, *body: object) -> WalTicket | None: ...
+
+
 class DeadLetters:
     """The dead-letter moves of one engine's queues (see the module docstring)."""
 
-    def __init__(self, ops: QueueOps) -> None:
+    def __init__(self, ops: _QueueOps) -> None:
         self._ops = ops
 
     def soon(self, log: TopicLog, q: QueueState, seqs: list[int]) -> None:

@@ -10,7 +10,8 @@ claim does, and releases what it still holds when it closes (``_queue_ops`` rule
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -19,12 +20,47 @@ from .claims import Claim
 from .store import leases_durable
 
 if TYPE_CHECKING:
+    from .._clock import Clock
+    from .._persistence.appender import Appender
     from ..listener_types import ChangeListener
     from ..log.topic_log import TopicLog
-    from .ops import QueueOps
+    from .dead_letters import DeadLetters
     from .state import QueueState
+    from .store import Queues
 
 __all__ = ["WorkSession", "relay_appends"]
+
+
+class _QueueOps(Protocol):
+    """What a session uses of ``QueueOps`` (queues/ops.py), which opens it. A protocol, not
+    an import, keeps this module below ops.py, which builds sessions and starts relays."""
+
+    @property
+    def appender(self) -> Appender: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def queues(self) -> Queues: ...
+    @property
+    def dead(self) -> DeadLetters: ...
+    def queue_log(self, name: str) -> TopicLog: ...
+    def queue_state(self, log: TopicLog, keep_doomed: bool = False) -> QueueState: ...
+    def serve(self, log: TopicLog, q: QueueState, claims: list[Claim]) -> list[int]: ...
+    async def claim_jobs(
+        self,
+        log: TopicLog,
+        q: QueueState,
+        node: str,
+        want: int,
+        lease_ms: int | None,
+        session: WorkSession | None = None,
+    ) -> ClaimResult: ...
+    async def park_queue(
+        self, log: TopicLog, q: QueueState, timeout_s: float, full_node: str | None = None
+    ) -> None: ...
+    def release_leases(
+        self, log: TopicLog, q: QueueState, node: str, seqs: Iterable[int], lease_ids: Iterable[str]
+    ) -> None: ...
 
 
 class WorkSession:
@@ -37,7 +73,7 @@ class WorkSession:
     """
 
     def __init__(
-        self, ops: QueueOps, log: TopicLog, node: str, max_in_flight: int, lease_ms: int | None
+        self, ops: _QueueOps, log: TopicLog, node: str, max_in_flight: int, lease_ms: int | None
     ) -> None:
         self._ops = ops
         self._log = log
