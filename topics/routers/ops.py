@@ -2,7 +2,7 @@
 
 Role: hold every router's definition and forwarding state, validate a PUT against the
 graph (fan-in, cycles, the router cap), start and stop one forwarding worker per router
-(``routers/worker.py`` holds the forwarding itself) and keep all of it through restarts as
+(``routers/worker.py`` holds the ``Router`` and the forwarding itself) and keep all of it through restarts as
 a store extension.
 
 Rules:
@@ -62,8 +62,8 @@ from ..router_types import (
     RouterPage,
     RouterSummary,
 )
-from .config import ROUTER_FIELDS, compile_filter, parse_router_config
-from .worker import BATCH_MAX, run_router
+from .config import ROUTER_FIELDS, parse_router_config
+from .worker import Router, run_router
 
 if TYPE_CHECKING:
     from .._persistence.appender import Appender
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ROUTER_DELETE",
     "ROUTER_PUT",
-    "Router",
     "Routers",
     "parse_router_config",
 ]
@@ -84,62 +83,6 @@ SECTION_KEY = "routers"
 MAX_PAGE_SIZE = 1000
 # The router body fields under their old name here (tests/unit/test_auth_names.py).
 _FIELDS = ROUTER_FIELDS
-
-
-class Router:
-    """One router: its definition and forwarding state (touched only on the trio thread).
-
-    ``inc`` (incarnation) changes whenever the cursor restarts (creation, source change):
-    exactly-once evidence in dest counts only when it carries this router's ``inc``.
-    """
-
-    __slots__ = (
-        "batch_limit",
-        "config",
-        "cursor",
-        "dest_id",
-        "dropped_total",
-        "forwarded_total",
-        "inc",
-        "match",
-        "name",
-        "on_cycle",
-        "removed",
-        "scope",
-        "source_id",
-    )
-
-    def __init__(self, name: str, config: RouterConfig, inc: int) -> None:
-        self.name = name
-        self.config = config
-        self.match = compile_filter(config.filter)
-        self.inc = inc
-        self.cursor = 0
-        self.forwarded_total = 0
-        self.dropped_total = 0
-        self.source_id = 0
-        self.dest_id = 0
-        self.on_cycle = False
-        self.removed = False
-        self.batch_limit = BATCH_MAX
-        self.scope: trio.CancelScope | None = None
-
-    @property
-    def stamps(self) -> bool:
-        """Whether copies carry ``meta._topics_router`` (exactly-once key, loop state)."""
-        return self.on_cycle or self.config.guarantee == "exactly_once"
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "config": self.config.to_dict(),
-            "inc": self.inc,
-            "source_id": self.source_id,
-            "dest_id": self.dest_id,
-            "cursor": self.cursor,
-            "forwarded_total": self.forwarded_total,
-            "dropped_total": self.dropped_total,
-        }
 
 
 class Routers:

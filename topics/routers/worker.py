@@ -1,4 +1,5 @@
-"""One router's forwarding worker and the meta stamp its copies carry (contract §6).
+"""One router (its definition and forwarding state), its forwarding worker and the meta
+stamp its copies carry (contract §6).
 
 Role: move records from a router's source to its dest, off every write path, in batches,
 from the router's cursor (docs/ROUTERS.md has the user-facing rules).
@@ -39,7 +40,7 @@ import bisect
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 import ujson
@@ -48,13 +49,14 @@ from .._core import FRAME_HEADER_SIZE, json_check
 from .._persistence.appender import WATERMARK_RESERVE
 from .._storage.wal import WalError, WalFullError
 from ..errors import RecordTooLargeError, ThrottledError, TopicFullError
+from .config import compile_filter
 
 if TYPE_CHECKING:
     from .._persistence.appender import Appender
     from ..log.topic_log import TopicLog
-    from .ops import Router, Routers
+    from ..router_types import RouterConfig
 
-__all__ = ["BATCH_MAX", "HOP_CAP", "join_stamp", "run_router", "split_stamp"]
+__all__ = ["BATCH_MAX", "HOP_CAP", "Router", "join_stamp", "run_router", "split_stamp"]
 
 #: Copies per forwarding pass at most (halved while dest refuses, doubled back on success).
 BATCH_MAX = 1000
@@ -88,7 +90,72 @@ class _Batch:
     dropped: int = 0  # records up to ``upto`` not forwarded (loop prevention)
 
 
-async def run_router(routers: Routers, router: Router) -> None:
+class Router:
+    """One router: its definition and forwarding state (touched only on the trio thread).
+
+    ``inc`` (incarnation) changes whenever the cursor restarts (creation, source change):
+    exactly-once evidence in dest counts only when it carries this router's ``inc``.
+    """
+
+    __slots__ = (
+        "batch_limit",
+        "config",
+        "cursor",
+        "dest_id",
+        "dropped_total",
+        "forwarded_total",
+        "inc",
+        "match",
+        "name",
+        "on_cycle",
+        "removed",
+        "scope",
+        "source_id",
+    )
+
+    def __init__(self, name: str, config: RouterConfig, inc: int) -> None:
+        self.name = name
+        self.config = config
+        self.match = compile_filter(config.filter)
+        self.inc = inc
+        self.cursor = 0
+        self.forwarded_total = 0
+        self.dropped_total = 0
+        self.source_id = 0
+        self.dest_id = 0
+        self.on_cycle = False
+        self.removed = False
+        self.batch_limit = BATCH_MAX
+        self.scope: trio.CancelScope | None = None
+
+    @property
+    def stamps(self) -> bool:
+        """Whether copies carry ``meta._topics_router`` (exactly-once key, loop state)."""
+        return self.on_cycle or self.config.guarantee == "exactly_once"
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "inc": self.inc,
+            "source_id": self.source_id,
+            "dest_id": self.dest_id,
+            "cursor": self.cursor,
+            "forwarded_total": self.forwarded_total,
+            "dropped_total": self.dropped_total,
+        }
+
+
+class _Routers(Protocol):
+    """What a worker uses of ``Routers`` (routers/ops.py), which starts it. A protocol, not
+    an import, keeps this module below ops.py, which builds routers and runs workers."""
+
+    @property
+    def appender(self) -> Appender: ...
+    def same_component(self, a: str, b: str) -> bool: ...
+
+
+async def run_router(routers: _Routers, router: Router) -> None:
     """Forward until the router is removed or the engine stops (rules 1-5)."""
     app = routers.appender
     _adopt_evidence(app, router)
@@ -142,7 +209,7 @@ async def _reserve(app: Appender, dest: TopicLog, n: int) -> None:
     app.raise_watermark(dest, target, ticket)
 
 
-def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: TopicLog) -> int:
+def _forward_pass(routers: _Routers, router: Router, source: TopicLog, dest: TopicLog) -> int:
     """One synchronous pass (rule 2). Returns _PROGRESS, _FULL, _STOP, or a positive number
     of dest seqs to reserve before the pass can run."""
     app = routers.appender
@@ -181,7 +248,7 @@ def _forward_pass(routers: Routers, router: Router, source: TopicLog, dest: Topi
     return _PROGRESS
 
 
-def _collect(routers: Routers, router: Router, source: TopicLog, limit: int) -> _Batch:
+def _collect(routers: _Routers, router: Router, source: TopicLog, limit: int) -> _Batch:
     """The copies of the live source records after the cursor (at most ``limit`` copies,
     SCAN_MAX frames examined, BATCH_MAX_BYTES copied); ``upto`` is where the cursor lands
     if all of them go in. This loop runs once per forwarded record: keep it lean."""
@@ -237,7 +304,7 @@ def _matches(tag: bytes | None, match: tuple[bool, bytes]) -> bool:
 
 
 def _stamped_meta(
-    routers: Routers, router: Router, src_seq: int, meta: bytes | None, data_len: int
+    routers: _Routers, router: Router, src_seq: int, meta: bytes | None, data_len: int
 ) -> tuple[bool, bytes | None]:
     """Rule 6: (forward the copy?, its meta: with this router's stamp when it fits)."""
     config = router.config
