@@ -22,84 +22,15 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterable
 
-from topics.auth import Scope, required_scopes
 from topics.errors import MethodNotAllowedError, NotFoundError
 
-from .state import Reply, RequestContext
+# Route lives beside the request context its handler takes (state.py imports nothing
+# from here: issue 29); it is re-exported here, where the route modules take it from.
+from .state import TAIL_KEY, Handler, Route
 
 __all__ = ["Handler", "Route", "RouteTable"]
-
-Handler = Callable[[RequestContext], Awaitable[Reply]]
-#: How a tail parameter segment is keyed in the table.
-_TAIL = "{}"
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One method + path pattern and how the dispatcher treats it.
-
-    Attributes:
-        method: "GET", "PUT", "POST", "DELETE".
-        pattern: e.g. "/v0/topics/{topic}/diff" (rule 1).
-        handler: ``async (ctx) -> Reply``.
-        fast: the fast lane may serve it (a hot POST, or a stream GET).
-        body: the dispatcher reads the (bounded, decoded) body into ``ctx.body`` first.
-        probe: liveness/readiness/metrics: no readiness or pressure check, and auth only
-            when ``TOPICS_PROBE_AUTH`` is set (metrics sets ``always_auth``).
-        always_auth: with ``probe``, still authenticate whenever keys are configured.
-        pressure: "gate" sheds in the dispatcher under CPU pressure; "handler" leaves it to
-            the handler (a write may opt out with ``disable_backpressure``); "never".
-        query_token: accept the dev-only ``?token=`` credential (SSE streams only).
-        scopes: the scopes needed (default: ``topics.auth.ROUTE_SCOPES``).
-        op: the operationId of the route's entry in the OpenAPI document: an
-            ``Operation`` of an area module of ``frontends/http/openapi`` (rule 4).
-        api: False for a route outside the /v0 API (the web console), which has no ``op``.
-    """
-
-    method: str
-    pattern: str
-    handler: Handler
-    fast: bool = False
-    body: bool = False
-    probe: bool = False
-    always_auth: bool = False
-    pressure: Literal["gate", "handler", "never"] = "gate"
-    query_token: bool = False
-    scopes: frozenset[Scope] | None = None
-    op: str = ""
-    api: bool = True
-    param: str = field(init=False, default="")
-    prefix: str = field(init=False, default="")
-    suffix: str = field(init=False, default="")
-
-    def __post_init__(self) -> None:
-        if self.scopes is None:
-            object.__setattr__(self, "scopes", required_scopes(self.method, self.pattern))
-        head, brace, rest = self.pattern.partition("{")
-        if brace:
-            param, close, suffix = rest.partition("}")
-            base, _, last = suffix.rpartition("/")
-            if base and last.startswith("{") and last.endswith("}"):
-                suffix = base + "/" + _TAIL  # a tail parameter (rule 1)
-            else:
-                base = suffix
-            if not close or not head.endswith("/") or "{" in base or "}" in base:
-                raise ValueError(f"route pattern {self.pattern!r}: one {{param}} segment at most")
-            if suffix and not suffix.startswith("/"):
-                raise ValueError(
-                    f"route pattern {self.pattern!r}: the parameter is a whole segment"
-                )
-            object.__setattr__(self, "param", param)
-            object.__setattr__(self, "prefix", head)
-            object.__setattr__(self, "suffix", suffix)
-
-    @property
-    def needed_scopes(self) -> frozenset[Scope]:
-        return self.scopes or frozenset()
 
 
 class RouteTable:
@@ -136,7 +67,7 @@ class RouteTable:
                     if methods is None and tail:
                         base, _, last = tail.rpartition("/")
                         if last and base:
-                            methods = by_suffix.get(f"/{base}/{_TAIL}")
+                            methods = by_suffix.get(f"/{base}/{TAIL_KEY}")
                     if methods is not None:
                         return methods, value
         return None, ""

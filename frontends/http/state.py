@@ -3,7 +3,11 @@
 ``HttpSettings`` is what ``create_app`` is configured with (the server builds it from the
 environment); ``HttpState`` is the one mutable object shared by all requests (per-key
 in-flight counts, the CPU-pressure monitor, the shutdown flag); ``RequestContext`` is
-built by the dispatcher for each request and handed to the route handler.
+built by the dispatcher for each request and handed to the route handler; a ``Route`` says
+which handler and how the dispatcher treats it. ``Route`` is declared here, not in
+``routing.py`` (the table that matches routes, which re-exports it), because the state keeps
+the app's routes and the context the matched one: both ends of that reference in one module,
+so there is no import circle between the two (issue 29).
 
 Rules:
 1. Everything here is touched only from the trio thread, in synchronous code: counters
@@ -23,11 +27,11 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import trio
 
-from topics.auth import DEV_PRINCIPAL, KeyStore, Principal
+from topics.auth import DEV_PRINCIPAL, KeyStore, Principal, Scope, required_scopes
 from topics.engine import Engine
 from topics.errors import InvalidRequestError, ShuttingDownError, ThrottledError
 from topics.settings import Limits
@@ -36,14 +40,13 @@ from topics.wire.envelope import json_bytes, performance
 from .accepting import AcceptWatch
 from .pressure import PressureMonitor
 
-if TYPE_CHECKING:
-    from .routing import Route
-
-__all__ = ["HttpSettings", "HttpState", "Reply", "RequestContext"]
+__all__ = ["TAIL_KEY", "Handler", "HttpSettings", "HttpState", "Reply", "RequestContext", "Route"]
 
 log = logging.getLogger("topics.http")
 
 JSON = b"application/json"
+#: How a tail parameter segment is keyed in the route table (routing.py rule 1).
+TAIL_KEY = "{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,3 +285,70 @@ class RequestContext:
 
     def query_str(self, name: str) -> str | None:
         return self.query.get(name) if self.query_string else None
+
+
+Handler = Callable[[RequestContext], Awaitable[Reply]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One method + path pattern and how the dispatcher treats it.
+
+    Attributes:
+        method: "GET", "PUT", "POST", "DELETE".
+        pattern: e.g. "/v0/topics/{topic}/diff" (routing.py rule 1).
+        handler: ``async (ctx) -> Reply``.
+        fast: the fast lane may serve it (a hot POST, or a stream GET).
+        body: the dispatcher reads the (bounded, decoded) body into ``ctx.body`` first.
+        probe: liveness/readiness/metrics: no readiness or pressure check, and auth only
+            when ``TOPICS_PROBE_AUTH`` is set (metrics sets ``always_auth``).
+        always_auth: with ``probe``, still authenticate whenever keys are configured.
+        pressure: "gate" sheds in the dispatcher under CPU pressure; "handler" leaves it to
+            the handler (a write may opt out with ``disable_backpressure``); "never".
+        query_token: accept the dev-only ``?token=`` credential (SSE streams only).
+        scopes: the scopes needed (default: ``topics.auth.ROUTE_SCOPES``).
+        op: the operationId of the route's entry in the OpenAPI document: an
+            ``Operation`` of an area module of ``frontends/http/openapi`` (routing.py rule 4).
+        api: False for a route outside the /v0 API (the web console), which has no ``op``.
+    """
+
+    method: str
+    pattern: str
+    handler: Handler
+    fast: bool = False
+    body: bool = False
+    probe: bool = False
+    always_auth: bool = False
+    pressure: Literal["gate", "handler", "never"] = "gate"
+    query_token: bool = False
+    scopes: frozenset[Scope] | None = None
+    op: str = ""
+    api: bool = True
+    param: str = field(init=False, default="")
+    prefix: str = field(init=False, default="")
+    suffix: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        if self.scopes is None:
+            object.__setattr__(self, "scopes", required_scopes(self.method, self.pattern))
+        head, brace, rest = self.pattern.partition("{")
+        if brace:
+            param, close, suffix = rest.partition("}")
+            base, _, last = suffix.rpartition("/")
+            if base and last.startswith("{") and last.endswith("}"):
+                suffix = base + "/" + TAIL_KEY  # a tail parameter (routing.py rule 1)
+            else:
+                base = suffix
+            if not close or not head.endswith("/") or "{" in base or "}" in base:
+                raise ValueError(f"route pattern {self.pattern!r}: one {{param}} segment at most")
+            if suffix and not suffix.startswith("/"):
+                raise ValueError(
+                    f"route pattern {self.pattern!r}: the parameter is a whole segment"
+                )
+            object.__setattr__(self, "param", param)
+            object.__setattr__(self, "prefix", head)
+            object.__setattr__(self, "suffix", suffix)
+
+    @property
+    def needed_scopes(self) -> frozenset[Scope]:
+        return self.scopes or frozenset()

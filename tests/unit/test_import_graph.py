@@ -8,6 +8,10 @@ Three rules, read from the source with ``ast`` (nothing is imported):
 2. No import cycles. Every import counts, deferred ones inside functions too (a cycle held
    together by a function-level import is still a cycle a reader has to untangle); only
    imports under ``if TYPE_CHECKING:`` are left out, since they never run.
+2b. No type-only import cycles either: counting the ``if TYPE_CHECKING:`` imports too, no
+   cycle beyond those of rule 2 (issue 29). Two modules that need each other's names even
+   only for annotations are one piece split in two: merge them, or give the lower one a
+   protocol of what it uses (``topics/client/_client_like.py``).
 3. Layers (docs/ARCHITECTURE.md opens with the list): the layers are an ordered list of
    folders (and the few top-level modules), :data:`LAYERS`; every module belongs to one and
    imports only from its own layer and those below it. A module in a new folder must be
@@ -104,6 +108,26 @@ KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset()
 #: component of the graph.
 KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
+#: Cycles that exist today only through ``if TYPE_CHECKING:`` imports (rule 2b), each as
+#: the sorted modules of one strongly connected component of the graph with those imports.
+KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset(
+    {
+        ("topics.log.producer_state", "topics.log.topic_log"),
+        ("topics.queues.claims", "topics.queues.state"),
+        ("topics.queues.dead_letters", "topics.queues.ops", "topics.queues.work"),
+        ("topics.routers.ops", "topics.routers.worker"),
+        (
+            "topics.watch.feed",
+            "topics.watch.guard",
+            "topics.watch.hub",
+            "topics.watch.joins",
+            "topics.watch.prefix",
+            "topics.watch.session",
+            "topics.watch.topic",
+        ),
+    }
+)
+
 
 @functools.cache
 def _modules() -> dict[str, Path]:
@@ -127,11 +151,12 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+def _imports(tree: ast.AST, type_only: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports that run; with ``type_only``, those under ``if TYPE_CHECKING:`` too."""
     todo: list[ast.AST] = [tree]
     while todo:  # depth first, in source order
         node = todo.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not type_only and isinstance(node, ast.If) and _is_type_checking(node):
             todo.extend(reversed(node.orelse))
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -155,8 +180,9 @@ def _canonical(name: str) -> str:
     return name.removeprefix("topics.") if name.startswith("topics.frontends") else name
 
 
-def graph() -> tuple[dict[str, set[str]], set[tuple[str, str, str]]]:
-    """The package's import edges, and its cross-module private-name imports."""
+def graph(type_only: bool = False) -> tuple[dict[str, set[str]], set[tuple[str, str, str]]]:
+    """The package's import edges, and its cross-module private-name imports; with
+    ``type_only``, the ``if TYPE_CHECKING:`` imports count too."""
     modules = _modules()
     edges: dict[str, set[str]] = {m: set() for m in modules}
     private: set[tuple[str, str, str]] = set()
@@ -169,7 +195,7 @@ def graph() -> tuple[dict[str, set[str]], set[tuple[str, str, str]]]:
 
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        for node in _imports(ast.parse(path.read_text(), str(path)), type_only):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     target = known(alias.name)
@@ -251,6 +277,15 @@ def test_no_new_import_cycles() -> None:
     gone = sorted(KNOWN_CYCLES - found)
     assert not new, f"new or grown import cycles: {new}"
     assert not gone, f"gone or shrunk, update KNOWN_CYCLES: {gone}"
+
+
+def test_no_new_type_only_import_cycles() -> None:
+    # The cycles the TYPE_CHECKING imports make or grow; rule 2's own are the test above's.
+    found = cycles(graph(type_only=True)[0]) - cycles(graph()[0])
+    new = sorted(found - KNOWN_TYPE_ONLY_CYCLES)
+    gone = sorted(KNOWN_TYPE_ONLY_CYCLES - found)
+    assert not new, f"new or grown type-only import cycles: {new}"
+    assert not gone, f"gone or shrunk, update KNOWN_TYPE_ONLY_CYCLES: {gone}"
 
 
 def layer_of(module: str) -> int | None:
@@ -353,13 +388,18 @@ def test_nothing_below_the_facade_imports_the_engine() -> None:
 
 
 def test_the_checks_see_what_they_look_for() -> None:
-    """The analysis itself: a private import and a two-module cycle are found."""
+    """The analysis itself: a private import, a two-module cycle and a type-only import
+    are found."""
     tree = ast.parse("from ..engine import _append_batch\nfrom . import hub\n")
     nodes = [n for n in _imports(tree) if isinstance(n, ast.ImportFrom)]
     assert _resolve("topics.routers.ops", False, nodes[0]) == "topics.engine"
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == {("a", "b")}
     guarded = ast.parse("if TYPE_CHECKING:\n    from .x import y\nimport z\n")
     assert [type(n).__name__ for n in _imports(guarded)] == ["Import"]
+    assert [type(n).__name__ for n in _imports(guarded, type_only=True)] == [
+        "ImportFrom",
+        "Import",
+    ]
     names = [name for name, _ in LAYERS]
     assert names[layer_of("topics._core._pure")] == "core"  # type: ignore[index]
     assert names[layer_of("topics._storage.wal")] == "storage"  # type: ignore[index]

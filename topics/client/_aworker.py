@@ -38,8 +38,7 @@ from ._worker import (
 )
 
 if TYPE_CHECKING:
-    from ._async import AsyncClient
-    from ._sync import Client
+    from ._client_like import AsyncClientLike, ClientLike
 
 __all__ = ["AsyncLeasedJob", "AsyncWorkIterator", "RunWorker", "WorkPlan"]
 
@@ -79,7 +78,7 @@ class AsyncLeasedJob(JobLease):
 class AsyncWorkIterator:
     """Async iterator over leased jobs; use it as ``async with client.work(...) as jobs``."""
 
-    def __init__(self, client: AsyncClient, spec: WorkSpec) -> None:
+    def __init__(self, client: AsyncClientLike, spec: WorkSpec) -> None:
         self.spec = spec
         self._client = client
         self._core = WorkCore(spec)
@@ -175,10 +174,10 @@ class WorkPlan:
 
     spec: WorkSpec
 
-    def sync(self, client: Client) -> WorkIterator:
+    def sync(self, client: ClientLike) -> WorkIterator:
         return WorkIterator(client, self.spec)
 
-    def aio(self, client: AsyncClient) -> AsyncWorkIterator:
+    def aio(self, client: AsyncClientLike) -> AsyncWorkIterator:
         return AsyncWorkIterator(client, self.spec)
 
 
@@ -190,7 +189,7 @@ class RunWorker:
     spec: WorkSpec
     handler: Callable[[Job], Any]
 
-    def sync(self, client: Client) -> WorkerStats:
+    def sync(self, client: ClientLike) -> WorkerStats:
         work = WorkIterator(client, self.spec)
         with work as jobs:
             for job in jobs:
@@ -198,7 +197,7 @@ class RunWorker:
                     self.handler(job.job)
         return work.stats
 
-    async def aio(self, client: AsyncClient) -> WorkerStats:
+    async def aio(self, client: AsyncClientLike) -> WorkerStats:
         work = AsyncWorkIterator(client, self.spec)
         async with work as jobs:
             async for job in jobs:

@@ -22,7 +22,7 @@ from topics.cursor_types import ConsumeStats
 from topics.errors import CursorNotFoundError, TopicNotFoundError
 
 if TYPE_CHECKING:
-    from ._sync import Client
+    from ._client_like import ClientLike
 
 __all__ = ["ConsumeStats", "ServerCursorStore"]
 
@@ -35,7 +35,7 @@ class ServerCursorStore:
     moved. It uses a synchronous client of its own (the async watch calls it in a thread).
     """
 
-    def __init__(self, client: Client, group: str, topics: Iterable[str]) -> None:
+    def __init__(self, client: ClientLike, group: str, topics: Iterable[str]) -> None:
         self.client = client
         self.group = group
         self.topics = list(topics)

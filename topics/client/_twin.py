@@ -41,8 +41,7 @@ from topics.consumer import Effect, Emit, adrive, aiterate, drive, iterate
 from ._protocol import Call
 
 if TYPE_CHECKING:
-    from ._async import AsyncClient
-    from ._sync import Client
+    from ._client_like import AsyncClientLike, ClientLike
 
 __all__ = ["Plan", "Steps", "Stream", "Twin", "plan", "request", "steps", "stream"]
 
@@ -53,6 +52,10 @@ S = TypeVar("S")
 A = TypeVar("A")
 S_co = TypeVar("S_co", covariant=True)
 A_co = TypeVar("A_co", covariant=True)
+# The client classes, by what this module needs of them: a method read off the class
+# (``Client.write``) still takes that class as its first argument.
+C = TypeVar("C", bound="ClientLike")
+AC = TypeVar("AC", bound="AsyncClientLike")
 
 Steps = Generator[Effect, Any, T]
 """What a multi-step method builds: steps that end with the method's result."""
@@ -65,9 +68,9 @@ class Plan(Protocol[S_co, A_co]):
     """What a method builds when each client makes something of its own of it (a watch,
     a work iterator)."""
 
-    def sync(self, client: Client) -> S_co: ...
+    def sync(self, client: ClientLike) -> S_co: ...
 
-    def aio(self, client: AsyncClient) -> A_co: ...
+    def aio(self, client: AsyncClientLike) -> A_co: ...
 
 
 class Twin(Generic[P, S, A]):
@@ -91,17 +94,15 @@ class Twin(Generic[P, S, A]):
         self.__doc__ = build.__doc__
 
     @overload
-    def __get__(self, obj: None, owner: type[Client]) -> Callable[Concatenate[Client, P], S]: ...
+    def __get__(self, obj: None, owner: type[C]) -> Callable[Concatenate[C, P], S]: ...
     @overload
-    def __get__(
-        self, obj: None, owner: type[AsyncClient]
-    ) -> Callable[Concatenate[AsyncClient, P], A]: ...
+    def __get__(self, obj: None, owner: type[AC]) -> Callable[Concatenate[AC, P], A]: ...
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
     @overload
-    def __get__(self, obj: Client, owner: type[Any]) -> Callable[P, S]: ...
+    def __get__(self, obj: ClientLike, owner: type[Any]) -> Callable[P, S]: ...
     @overload
-    def __get__(self, obj: AsyncClient, owner: type[Any]) -> Callable[P, A]: ...
+    def __get__(self, obj: AsyncClientLike, owner: type[Any]) -> Callable[P, A]: ...
     def __get__(self, obj: object, owner: type[Any]) -> Any:
         if obj is None:
             return self
@@ -190,11 +191,11 @@ def stream(
     return Twin(build, iterate, aiterate, awaited=False)
 
 
-def _plan_sync(client: Client, built: Plan[Any, Any]) -> Any:
+def _plan_sync(client: ClientLike, built: Plan[Any, Any]) -> Any:
     return built.sync(client)
 
 
-def _plan_aio(client: AsyncClient, built: Plan[Any, Any]) -> Any:
+def _plan_aio(client: AsyncClientLike, built: Plan[Any, Any]) -> Any:
     return built.aio(client)
 
 

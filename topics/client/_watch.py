@@ -42,8 +42,7 @@ from ._transport import error_from_response
 from ._watch_state import Commit, WatchEventValue, WatchSpec, WatchState, WatchTopics
 
 if TYPE_CHECKING:
-    from ._async import AsyncClient
-    from ._sync import Client
+    from ._client_like import AsyncClientLike, ClientLike
 
 __all__ = ["AsyncWatchIterator", "WatchIterator", "WatchPlan", "WatchSpec", "WatchTopics"]
 
@@ -93,7 +92,7 @@ class WatchIterator(_Base):
     :class:`~topics.watch_types.BacklogExceededEvent` values; close it (or use ``with``)
     to end the stream."""
 
-    def __init__(self, client: Client, spec: WatchSpec, store: CursorStore | None) -> None:
+    def __init__(self, client: ClientLike, spec: WatchSpec, store: CursorStore | None) -> None:
         super().__init__(spec, store)
         self._client = client
         self._gen = self._run()
@@ -174,7 +173,7 @@ class AsyncWatchIterator(_Base):
     """Async iterator over a watch (trio or asyncio); the same values as
     :class:`WatchIterator`. Use ``async with`` (or call :meth:`aclose`) to end it."""
 
-    def __init__(self, client: AsyncClient, spec: WatchSpec, store: CursorStore | None) -> None:
+    def __init__(self, client: AsyncClientLike, spec: WatchSpec, store: CursorStore | None) -> None:
         super().__init__(spec, store)
         self._client = client
         self._gen = self._run()
@@ -261,17 +260,17 @@ class WatchPlan:
     store: CursorStore | None
     group: str | None
 
-    def sync(self, client: Client) -> WatchIterator:
+    def sync(self, client: ClientLike) -> WatchIterator:
         return WatchIterator(client, self.spec, self._store(client))
 
-    def aio(self, client: AsyncClient) -> AsyncWatchIterator:
+    def aio(self, client: AsyncClientLike) -> AsyncWatchIterator:
         store = self.store
         if self.group is not None:
             # The async watch saves in a thread, through a synchronous twin of the client.
             store = self._store(client.sync_twin())
         return AsyncWatchIterator(client, self.spec, store)
 
-    def _store(self, client: Client) -> CursorStore | None:
+    def _store(self, client: ClientLike) -> CursorStore | None:
         if self.group is None:
             return self.store
         return ServerCursorStore(client, self.group, self.spec.starts)

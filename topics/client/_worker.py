@@ -62,8 +62,7 @@ from ._transport import error_from_response
 from ._twin import Steps, Stream
 
 if TYPE_CHECKING:
-    from ._async import AsyncClient
-    from ._sync import Client
+    from ._client_like import AsyncClientLike, ClientLike
 
 __all__ = [
     "Book",
@@ -163,7 +162,9 @@ def stream_missing(resp: httpx.Response, body: bytes, spec: WorkSpec) -> bool:
     raise err
 
 
-def stream_args(client: Client | AsyncClient, spec: WorkSpec, lease_ms: int) -> dict[str, Any]:
+def stream_args(
+    client: ClientLike | AsyncClientLike, spec: WorkSpec, lease_ms: int
+) -> dict[str, Any]:
     return {
         "params": spec.stream_params(lease_ms),
         "headers": {"Accept": "text/event-stream"},
@@ -369,7 +370,7 @@ class LeasedJob(JobLease):
 class WorkIterator:
     """Iterator over leased jobs (sync client); see the module docstring."""
 
-    def __init__(self, client: Client, spec: WorkSpec) -> None:
+    def __init__(self, client: ClientLike, spec: WorkSpec) -> None:
         self.spec = spec
         self._client = client
         self._core = WorkCore(spec)
