@@ -112,10 +112,6 @@ KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 #: the sorted modules of one strongly connected component of the graph with those imports.
 KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset(
     {
-        ("topics.log.producer_state", "topics.log.topic_log"),
-        ("topics.queues.claims", "topics.queues.state"),
-        ("topics.queues.dead_letters", "topics.queues.ops", "topics.queues.work"),
-        ("topics.routers.ops", "topics.routers.worker"),
         (
             "topics.watch.feed",
             "topics.watch.guard",
