@@ -120,10 +120,8 @@ KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset(
             "topics.watch.feed",
             "topics.watch.guard",
             "topics.watch.hub",
-            "topics.watch.joins",
             "topics.watch.prefix",
             "topics.watch.session",
-            "topics.watch.topic",
         ),
     }
 )

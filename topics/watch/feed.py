@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -37,7 +37,7 @@ from ..watch_types import (
     WatchEvent,
 )
 from .guard import FirstRead, first_read
-from .topic import Outcome
+from .topic import FeedOptions, Outcome
 
 if TYPE_CHECKING:
     from ..listener_types import ChangeListener, GroupSink
@@ -45,32 +45,12 @@ if TYPE_CHECKING:
     from .hub import WatchHub
     from .topic import TopicWatch
 
-__all__ = ["FeedOptions", "FeedTopic", "WatchFeed"]
+__all__ = ["FeedTopic", "WatchFeed"]
 
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
 _log = logging.getLogger(__name__)
 #: Rule 9: single-seq reads one failed read may take to find the record that fails.
 _PROBES = 256
-
-
-class FeedOptions(NamedTuple):
-    """How a feed topic reads: window, byte budget, projection, node filter, consistency.
-
-    A named tuple, not a dataclass: it is part of every read-cache key, looked up once per
-    watcher per change, and a tuple hashes and compares in C (equal options of different
-    sessions share cache entries)."""
-
-    limit: int
-    budget: int
-    flags: int
-    skip: frozenset[bytes] | None
-    strong: bool
-    #: Issue 18 (topics/watch/bounds.py): the ``where`` predicate, the CloudEvents type
-    #: field (None: records), and a topic's own inclusive end.
-    keep: Any = None
-    ce_type: str | None = None
-    to_seq: int | None = None
-    to_ts: int | None = None
 
 
 class FeedTopic:
@@ -103,7 +83,7 @@ class FeedTopic:
         self.live = False
         self.degraded = False
         self.removed = False
-        self.tw: TopicWatch | None = None
+        self.tw: TopicWatch[FeedTopic] | None = None
         #: The named cursor this topic's deliveries commit to (``commit: true``), or None.
         self.commit_to: str | None = None
         #: What its first read must do before reading (_watch_guard): a ``topic-added``

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import _args
 from ..errors import ForbiddenError, InvalidRequestError
 from ..watch_types import TopicWatermarks
-from .feed import FeedOptions, WatchFeed
+from .feed import WatchFeed
 from .guard import FirstRead, SessionGuard
 from .session import SessionTopic, WatchStream
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ..log.registry import TopicRegistry
     from ..log.topic_log import TopicLog
     from .joins import JoinTable
+    from .topic import FeedOptions
 
 __all__ = [
     "FeedJoiner",
@@ -177,7 +178,7 @@ def prefix_starts(
     return out
 
 
-def listen_for_topics(registry: TopicRegistry, joins: JoinTable) -> None:
+def listen_for_topics(registry: TopicRegistry, joins: JoinTable[WatchFeed]) -> None:
     """Have the registry offer every new topic to the prefix subscriptions (through the
     table's prefix index: only those whose prefix the name starts with, rule 6)."""
     if registry.on_add is None:
@@ -250,7 +251,9 @@ class StreamJoiner:
         join_stream_topic(stream, log, entry, self.cap)
 
 
-def join_existing(stream: WatchStream, registry: TopicRegistry, joins: JoinTable, cap: int) -> None:
+def join_existing(
+    stream: WatchStream, registry: TopicRegistry, joins: JoinTable[WatchFeed], cap: int
+) -> None:
     """At stream open: join what was created while no stream was open (rule 3), and
     keep joining while this stream is open."""
     entries = stream.session.prefixes

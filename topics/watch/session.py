@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from ..auth import Principal
     from ..listener_types import GroupSink, StreamListener
     from ..log.topic_log import TopicLog
-    from .feed import FeedOptions, WatchFeed
+    from .feed import WatchFeed
     from .guard import SessionGuard
     from .hub import WatchHub
     from .prefix import PrefixEntry
+    from .topic import FeedOptions
 
 __all__ = [
     "CHECKPOINT_RING",
