@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -42,15 +42,30 @@ from .topic import FeedOptions, Outcome
 if TYPE_CHECKING:
     from ..listener_types import ChangeListener, GroupSink
     from ..log.topic_log import TopicLog
-    from .hub import WatchHub
+    from .joins import JoinTable
     from .topic import TopicWatch
 
-__all__ = ["FeedTopic", "WatchFeed"]
+__all__ = ["FeedHub", "FeedTopic", "WatchFeed"]
 
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
 _log = logging.getLogger(__name__)
 #: Rule 9: single-seq reads one failed read may take to find the record that fails.
 _PROBES = 256
+
+
+class FeedHub(Protocol):
+    """What a feed uses of the hub (topics/watch/hub.py's ``WatchHub``), declared here so
+    this module stays below the hub: the calls are the same, only the type is narrower."""
+
+    @property
+    def retained(self) -> TopicLog | None: ...
+    @property
+    def joiners(self) -> JoinTable[WatchFeed]: ...
+    def retention(self, log: TopicLog) -> None: ...
+    def listen(self, ft: FeedTopic) -> None: ...
+    def unlisten(self, ft: FeedTopic) -> None: ...
+    def read(self, ft: FeedTopic, upto: int) -> Outcome: ...
+    def wait_committed(self, ft: FeedTopic) -> None: ...
 
 
 class FeedTopic:
@@ -108,7 +123,7 @@ class WatchFeed:
 
     __slots__ = ("_changed", "_event", "_hub", "closed", "ended", "marked", "sink", "topics")
 
-    def __init__(self, hub: WatchHub) -> None:
+    def __init__(self, hub: FeedHub) -> None:
         self._hub = hub
         self.topics: dict[str, FeedTopic] = {}
         #: Topics due for a read, in marking order (``poll`` reads them round robin). The
