@@ -117,8 +117,6 @@ KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset(
         ("topics.queues.dead_letters", "topics.queues.ops", "topics.queues.work"),
         ("topics.routers.ops", "topics.routers.worker"),
         (
-            "topics.watch.feed",
-            "topics.watch.guard",
             "topics.watch.hub",
             "topics.watch.prefix",
             "topics.watch.session",
