@@ -116,11 +116,6 @@ KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset(
         ("topics.queues.claims", "topics.queues.state"),
         ("topics.queues.dead_letters", "topics.queues.ops", "topics.queues.work"),
         ("topics.routers.ops", "topics.routers.worker"),
-        (
-            "topics.watch.hub",
-            "topics.watch.prefix",
-            "topics.watch.session",
-        ),
     }
 )
 

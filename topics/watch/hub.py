@@ -264,7 +264,8 @@ class WatchHub:
     def statistics(self) -> WatchStatistics:
         return WatchStatistics(len(self._sessions), self.slots.total)
 
-    def _stream_closed(self, stream: WatchStream) -> None:
+    def stream_closed(self, stream: WatchStream) -> None:
+        """A stream closed (``WatchStream.close``): its session starts its idle clock."""
         session = stream.session
         if session.stream is not stream:
             return  # superseded: the newer stream owns the session

@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .. import _args
 from ..errors import ForbiddenError, InvalidRequestError
 from ..watch_types import TopicWatermarks
 from .feed import WatchFeed
 from .guard import FirstRead, SessionGuard
-from .session import SessionTopic, WatchStream
+from .session import PrefixEntry, SessionTopic, WatchStream
 
 if TYPE_CHECKING:
     from ..auth import Principal
@@ -70,19 +70,6 @@ __all__ = [
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
 _OPTIONS = frozenset({"tail", "max_backlog"})
-
-
-class PrefixEntry(NamedTuple):
-    """One ``topic_prefix`` entry: as asked, the allowed prefixes it stands for (rule 2),
-    where existing topics start, and its ``max_backlog`` (0: none)."""
-
-    prefix: str
-    covers: tuple[str, ...]
-    tail: bool
-    max_backlog: int
-
-    def to_dict(self) -> dict[str, object]:
-        return {"covers": list(self.covers), "tail": self.tail, "max_backlog": self.max_backlog}
 
 
 def parse_prefixes(
