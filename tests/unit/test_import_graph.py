@@ -110,19 +110,7 @@ KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 #: Cycles that exist today only through ``if TYPE_CHECKING:`` imports (rule 2b), each as
 #: the sorted modules of one strongly connected component of the graph with those imports.
-KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset(
-    {
-        (
-            "topics.watch.feed",
-            "topics.watch.guard",
-            "topics.watch.hub",
-            "topics.watch.joins",
-            "topics.watch.prefix",
-            "topics.watch.session",
-            "topics.watch.topic",
-        ),
-    }
-)
+KNOWN_TYPE_ONLY_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 
 @functools.cache

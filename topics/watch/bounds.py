@@ -30,7 +30,7 @@ from ..watch_types import TopicWatermarks
 
 if TYPE_CHECKING:
     from ..log.topic_log import TopicLog
-    from .feed import FeedOptions
+    from .topic import FeedOptions
 
 __all__ = ["TopicBounds", "apply_from_ts", "split_topic_bounds", "stream_options", "topic_options"]
 

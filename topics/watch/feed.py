@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -37,15 +37,15 @@ from ..watch_types import (
     WatchEvent,
 )
 from .guard import FirstRead, first_read
-from .topic import Outcome
+from .topic import FeedOptions, Outcome
 
 if TYPE_CHECKING:
     from ..listener_types import ChangeListener, GroupSink
     from ..log.topic_log import TopicLog
-    from .hub import WatchHub
+    from .joins import JoinTable
     from .topic import TopicWatch
 
-__all__ = ["FeedOptions", "FeedTopic", "WatchFeed"]
+__all__ = ["FeedHub", "FeedTopic", "WatchFeed"]
 
 _LOSS: frozenset[TombstoneReason] = frozenset({"cap", "ttl", "mixed"})
 _log = logging.getLogger(__name__)
@@ -53,24 +53,19 @@ _log = logging.getLogger(__name__)
 _PROBES = 256
 
 
-class FeedOptions(NamedTuple):
-    """How a feed topic reads: window, byte budget, projection, node filter, consistency.
+class FeedHub(Protocol):
+    """What a feed uses of the hub (topics/watch/hub.py's ``WatchHub``), declared here so
+    this module stays below the hub: the calls are the same, only the type is narrower."""
 
-    A named tuple, not a dataclass: it is part of every read-cache key, looked up once per
-    watcher per change, and a tuple hashes and compares in C (equal options of different
-    sessions share cache entries)."""
-
-    limit: int
-    budget: int
-    flags: int
-    skip: frozenset[bytes] | None
-    strong: bool
-    #: Issue 18 (topics/watch/bounds.py): the ``where`` predicate, the CloudEvents type
-    #: field (None: records), and a topic's own inclusive end.
-    keep: Any = None
-    ce_type: str | None = None
-    to_seq: int | None = None
-    to_ts: int | None = None
+    @property
+    def retained(self) -> TopicLog | None: ...
+    @property
+    def joiners(self) -> JoinTable[WatchFeed]: ...
+    def retention(self, log: TopicLog) -> None: ...
+    def listen(self, ft: FeedTopic) -> None: ...
+    def unlisten(self, ft: FeedTopic) -> None: ...
+    def read(self, ft: FeedTopic, upto: int) -> Outcome: ...
+    def wait_committed(self, ft: FeedTopic) -> None: ...
 
 
 class FeedTopic:
@@ -103,7 +98,7 @@ class FeedTopic:
         self.live = False
         self.degraded = False
         self.removed = False
-        self.tw: TopicWatch | None = None
+        self.tw: TopicWatch[FeedTopic] | None = None
         #: The named cursor this topic's deliveries commit to (``commit: true``), or None.
         self.commit_to: str | None = None
         #: What its first read must do before reading (_watch_guard): a ``topic-added``
@@ -128,7 +123,7 @@ class WatchFeed:
 
     __slots__ = ("_changed", "_event", "_hub", "closed", "ended", "marked", "sink", "topics")
 
-    def __init__(self, hub: WatchHub) -> None:
+    def __init__(self, hub: FeedHub) -> None:
         self._hub = hub
         self.topics: dict[str, FeedTopic] = {}
         #: Topics due for a read, in marking order (``poll`` reads them round robin). The

@@ -35,7 +35,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import _args
 from ..errors import InvalidRequestError
@@ -49,12 +49,12 @@ from ..watch_types import (
 if TYPE_CHECKING:
     from ..log.topic_log import TopicLog
     from ..watch_types import WatchEvent
-    from .feed import FeedTopic
-    from .session import SessionTopic
 
 __all__ = [
     "ON_BACKLOG",
     "FirstRead",
+    "FirstReadTopic",
+    "JoinedTopic",
     "SessionGuard",
     "backlog_of",
     "check_backlogs",
@@ -88,6 +88,32 @@ class SessionGuard(NamedTuple):
     joined_at: int = 0
 
 
+class FirstReadTopic(Protocol):
+    """What ``first_read`` uses of a feed topic (feed.py's ``FeedTopic``): declared here,
+    not imported, so this module stays below feed.py and session.py."""
+
+    cursor: int
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def log(self) -> TopicLog: ...
+    @property
+    def guard(self) -> FirstRead | None: ...
+
+
+class JoinedTopic(Protocol):
+    """What ``rewind_joins`` uses of a session topic (session.py's ``SessionTopic``)."""
+
+    cursor: int
+    done: bool
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def guard(self) -> SessionGuard | None: ...
+
+
 def feed_guard(guard: SessionGuard, cursor: int) -> FirstRead | None:
     """What a stream opening at ``cursor`` does first for this session topic (rule 4)."""
     added = guard.prefix if guard.prefix is not None and cursor == guard.joined_at else None
@@ -101,7 +127,7 @@ def backlog_of(log: TopicLog, cursor: int, upto: int) -> int:
     return max(0, upto - max(cursor, log.earliest - 1))
 
 
-def first_read(ft: FeedTopic, upto: int, out: list[WatchEvent]) -> None:
+def first_read(ft: FirstReadTopic, upto: int, out: list[WatchEvent]) -> None:
     """Rules 2 and 4, on ``ft``'s first read, before the read itself."""
     guard = ft.guard
     assert guard is not None
@@ -118,7 +144,7 @@ def first_read(ft: FeedTopic, upto: int, out: list[WatchEvent]) -> None:
             ft.cursor = upto
 
 
-def rewind_joins(topics: Iterable[SessionTopic], target: Mapping[str, int]) -> None:
+def rewind_joins(topics: Iterable[JoinedTopic], target: Mapping[str, int]) -> None:
     """Rule 5: joined topics a Last-Event-ID map does not name go back to their join."""
     for st in topics:
         guard = st.guard

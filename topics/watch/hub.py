@@ -77,7 +77,7 @@ from ..errors import (
 )
 from ..log.reads import time_bound
 from ..watch_types import SessionGoneError, WatchSettings, WatchStatistics
-from .feed import FeedOptions, FeedTopic, WatchFeed
+from .feed import FeedTopic, WatchFeed
 from .guard import feed_guard
 from .joins import JoinTable
 from .session import (
@@ -89,7 +89,7 @@ from .session import (
     WatchStream,
     new_wid,
 )
-from .topic import Outcome, TopicWatch
+from .topic import FeedOptions, Outcome, TopicWatch
 
 if TYPE_CHECKING:
     from .._storage.wal import Wal
@@ -143,7 +143,7 @@ class WatchHub:
         self._sessions: dict[str, WatchSession] = {}
         # Sessions without a stream, oldest use first (rule 6).
         self._idle: OrderedDict[str, WatchSession] = OrderedDict()
-        self._topics: dict[TopicLog, TopicWatch] = {}
+        self._topics: dict[TopicLog, TopicWatch[FeedTopic]] = {}
         self._strong_waiting: dict[FeedTopic, None] = {}
         self._strong_listeners = 0
         self._wal_scope: trio.CancelScope | None = None
@@ -151,7 +151,7 @@ class WatchHub:
         self._publishing = False  # a synchronous fan-out is running (``_publish``)
         self.reads = 0  # reads that missed the cache (tests, bench)
         #: Feeds with ``topic_prefix`` entries, their joiners and prefix index (_watch_joins).
-        self.joiners = JoinTable()
+        self.joiners: JoinTable[WatchFeed] = JoinTable()
         #: Commits a named cursor after a delivery (the engine's; set by ``WatchOps``).
         self.on_delivered: Callable[[TopicLog, str, int, Principal | None], None] | None = None
 
@@ -264,7 +264,8 @@ class WatchHub:
     def statistics(self) -> WatchStatistics:
         return WatchStatistics(len(self._sessions), self.slots.total)
 
-    def _stream_closed(self, stream: WatchStream) -> None:
+    def stream_closed(self, stream: WatchStream) -> None:
+        """A stream closed (``WatchStream.close``): its session starts its idle clock."""
         session = stream.session
         if session.stream is not stream:
             return  # superseded: the newer stream owns the session
@@ -309,7 +310,7 @@ class WatchHub:
             if tw.hook is not None:
                 tw.log.unlisten(tw.hook)
 
-    def _publish(self, tw: TopicWatch) -> None:
+    def _publish(self, tw: TopicWatch[FeedTopic]) -> None:
         """Every publish of ``tw``'s topic calls this synchronously (``TopicLog.wake``).
 
         A quiet topic with few listeners is fanned out right here, inside the publishing
@@ -337,7 +338,7 @@ class WatchHub:
         finally:
             self._publishing = False
 
-    async def _relay(self, tw: TopicWatch) -> None:
+    async def _relay(self, tw: TopicWatch[FeedTopic]) -> None:
         with tw.scope:
             lot = tw.lot
             while True:
@@ -346,7 +347,7 @@ class WatchHub:
                 self._wake(tw)
                 await lot.park()
 
-    def _wake(self, tw: TopicWatch) -> None:
+    def _wake(self, tw: TopicWatch[FeedTopic]) -> None:
         tw.last_pass = trio.current_time()
         if tw.strong:
             tw.visible_head()  # note (lsn, head) as early as possible (rule 5)

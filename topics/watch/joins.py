@@ -19,18 +19,20 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .index import PrefixIndex
 
 if TYPE_CHECKING:
     from ..log.topic_log import TopicLog
-    from .feed import WatchFeed
 
 __all__ = ["JoinTable", "Joiner"]
 
 _log = logging.getLogger("topics.watch")
+#: A feed (the hub's are ``WatchFeed``s): a type parameter, not an import, so this module
+#: stays below topics/watch/feed.py, which drops itself from the table on close.
+F = TypeVar("F", bound=Hashable)
 
 
 class Joiner(Protocol):
@@ -40,14 +42,14 @@ class Joiner(Protocol):
     def join(self, log: TopicLog, candidates: list[Any]) -> None: ...
 
 
-class JoinTable:
+class JoinTable(Generic[F]):
     """Feed -> joiner, and the prefix index of their entries (see the module docstring)."""
 
     __slots__ = ("_index", "_joiners", "joins")
 
     def __init__(self) -> None:
-        self._joiners: dict[WatchFeed, Joiner] = {}
-        self._index: PrefixIndex[WatchFeed, Any] = PrefixIndex()
+        self._joiners: dict[F, Joiner] = {}
+        self._index: PrefixIndex[F, Any] = PrefixIndex()
         #: Joiners called by creations (tests, the bench: rule 1's bound is counted).
         self.joins = 0
 
@@ -62,10 +64,10 @@ class JoinTable:
         """Prefix index probes made by creations (rule 1)."""
         return self._index.probes
 
-    def get(self, feed: WatchFeed) -> Joiner | None:
+    def get(self, feed: F) -> Joiner | None:
         return self._joiners.get(feed)
 
-    def set(self, feed: WatchFeed, joiner: Joiner, entries: Iterable[tuple[str, Any]]) -> None:
+    def set(self, feed: F, joiner: Joiner, entries: Iterable[tuple[str, Any]]) -> None:
         """``feed`` joins through ``joiner`` under each ``(prefix, value)`` of ``entries``
         (the value is what ``joiner.join`` is handed when the prefix matches)."""
         self._index.remove(feed)
@@ -73,7 +75,7 @@ class JoinTable:
         for prefix, value in entries:
             self._index.add(prefix, feed, value)
 
-    def drop(self, feed: WatchFeed) -> None:
+    def drop(self, feed: F) -> None:
         self._joiners.pop(feed, None)
         self._index.remove(feed)
 

@@ -33,10 +33,11 @@ from .._names import check_topic_name
 from ..errors import InvalidRequestError, TopicNotFoundError
 from ..watch_types import TopicWatermarks, WatchCreated, WatchStatistics
 from .bounds import apply_from_ts, split_topic_bounds, stream_options, topic_options
-from .feed import FeedOptions, WatchFeed
+from .feed import WatchFeed
 from .hub import StreamSlot, WatchHub, WatchStream
 from .options import WatchGuardArgs as _WatchGuard
 from .prefix import FeedJoiner, join_existing
+from .topic import FeedOptions
 
 if TYPE_CHECKING:
     from .._persistence.appender import Appender

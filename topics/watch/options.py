@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from ..log.registry import TopicRegistry
     from ..log.topic_log import TopicLog
     from ..settings import Limits
-    from .feed import FeedOptions, WatchFeed
+    from .feed import WatchFeed
     from .hub import WatchHub, WatchSession
+    from .topic import FeedOptions
 
     class _Watches(Protocol):
         """What these options need of the engine's live delivery (``WatchOps``)."""

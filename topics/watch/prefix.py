@@ -40,20 +40,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .. import _args
 from ..errors import ForbiddenError, InvalidRequestError
 from ..watch_types import TopicWatermarks
-from .feed import FeedOptions, WatchFeed
+from .feed import WatchFeed
 from .guard import FirstRead, SessionGuard
-from .session import SessionTopic, WatchStream
+from .session import PrefixEntry, SessionTopic, WatchStream
 
 if TYPE_CHECKING:
     from ..auth import Principal
     from ..log.registry import TopicRegistry
     from ..log.topic_log import TopicLog
     from .joins import JoinTable
+    from .topic import FeedOptions
 
 __all__ = [
     "FeedJoiner",
@@ -69,19 +70,6 @@ __all__ = [
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
 _OPTIONS = frozenset({"tail", "max_backlog"})
-
-
-class PrefixEntry(NamedTuple):
-    """One ``topic_prefix`` entry: as asked, the allowed prefixes it stands for (rule 2),
-    where existing topics start, and its ``max_backlog`` (0: none)."""
-
-    prefix: str
-    covers: tuple[str, ...]
-    tail: bool
-    max_backlog: int
-
-    def to_dict(self) -> dict[str, object]:
-        return {"covers": list(self.covers), "tail": self.tail, "max_backlog": self.max_backlog}
 
 
 def parse_prefixes(
@@ -177,7 +165,7 @@ def prefix_starts(
     return out
 
 
-def listen_for_topics(registry: TopicRegistry, joins: JoinTable) -> None:
+def listen_for_topics(registry: TopicRegistry, joins: JoinTable[WatchFeed]) -> None:
     """Have the registry offer every new topic to the prefix subscriptions (through the
     table's prefix index: only those whose prefix the name starts with, rule 6)."""
     if registry.on_add is None:
@@ -250,7 +238,9 @@ class StreamJoiner:
         join_stream_topic(stream, log, entry, self.cap)
 
 
-def join_existing(stream: WatchStream, registry: TopicRegistry, joins: JoinTable, cap: int) -> None:
+def join_existing(
+    stream: WatchStream, registry: TopicRegistry, joins: JoinTable[WatchFeed], cap: int
+) -> None:
     """At stream open: join what was created while no stream was open (rule 3), and
     keep joining while this stream is open."""
     entries = stream.session.prefixes

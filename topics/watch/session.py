@@ -20,8 +20,8 @@ import base64
 import re
 import secrets
 from collections import deque
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ..errors import ThrottledError, TopicsError
 from ..watch_types import TopicWatermarks
@@ -31,17 +31,18 @@ if TYPE_CHECKING:
     from ..auth import Principal
     from ..listener_types import GroupSink, StreamListener
     from ..log.topic_log import TopicLog
-    from .feed import FeedOptions, WatchFeed
+    from .feed import WatchFeed
     from .guard import SessionGuard
-    from .hub import WatchHub
-    from .prefix import PrefixEntry
+    from .topic import FeedOptions
 
 __all__ = [
     "CHECKPOINT_RING",
+    "PrefixEntry",
     "WID_RE",
     "SessionTopic",
     "StreamSlot",
     "StreamSlots",
+    "StreamHub",
     "WatchSession",
     "WatchStream",
     "new_wid",
@@ -110,6 +111,29 @@ class StreamSlots:
 
 
 # -- sessions and streams --------------------------------------------------------------------
+
+
+class PrefixEntry(NamedTuple):
+    """One ``topic_prefix`` entry: as asked, the allowed prefixes it stands for
+    (topics/watch/prefix.py rule 2), where existing topics start, and its ``max_backlog``
+    (0: none). Declared here, below prefix.py, because a session holds its entries."""
+
+    prefix: str
+    covers: tuple[str, ...]
+    tail: bool
+    max_backlog: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"covers": list(self.covers), "tail": self.tail, "max_backlog": self.max_backlog}
+
+
+class StreamHub(Protocol):
+    """What a stream calls back on the hub (topics/watch/hub.py's ``WatchHub``), declared
+    here so this module stays below the hub."""
+
+    @property
+    def on_delivered(self) -> Callable[[TopicLog, str, int, Principal | None], None] | None: ...
+    def stream_closed(self, stream: WatchStream) -> None: ...
 
 
 class SessionTopic:
@@ -204,7 +228,7 @@ class WatchStream:
     __slots__ = ("_hub", "_listener", "active", "closed", "end", "feed", "session", "slot")
 
     def __init__(
-        self, hub: WatchHub, session: WatchSession, slot: StreamSlot, feed: WatchFeed
+        self, hub: StreamHub, session: WatchSession, slot: StreamSlot, feed: WatchFeed
     ) -> None:
         self._hub = hub
         self.session = session
@@ -281,4 +305,4 @@ class WatchStream:
         self.closed = True
         self.feed.close()
         self.slot.release()
-        self._hub._stream_closed(self)
+        self._hub.stream_closed(self)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import trio
 
@@ -37,15 +37,39 @@ from ..watch_types import RecordBatch
 if TYPE_CHECKING:
     from .._storage.wal import Wal
     from ..log.topic_log import TopicLog
-    from .feed import FeedOptions, FeedTopic
 
-__all__ = ["CACHE_ENTRIES", "MAX_PENDING_HEADS", "Outcome", "TopicWatch"]
+__all__ = ["CACHE_ENTRIES", "MAX_PENDING_HEADS", "FeedOptions", "Outcome", "TopicWatch"]
 
 #: Reads cached per watched topic before the cache starts over (rule 3).
 CACHE_ENTRIES = 64
 #: (lsn, head) pairs remembered per strong-watched topic (rule 5); dropping the oldest
 #: only delays visibility until a later pair is committed.
 MAX_PENDING_HEADS = 1024
+
+#: A listener (the hub's are ``FeedTopic``s): a type parameter, not an import, so this
+#: module stays below topics/watch/feed.py; it only keys ``listeners``.
+L = TypeVar("L", bound=Hashable)
+
+
+class FeedOptions(NamedTuple):
+    """How a feed topic reads: window, byte budget, projection, node filter, consistency.
+    Declared here, below topics/watch/feed.py, because the read cache keys on it (rule 3).
+
+    A named tuple, not a dataclass: it is part of every read-cache key, looked up once per
+    watcher per change, and a tuple hashes and compares in C (equal options of different
+    sessions share cache entries)."""
+
+    limit: int
+    budget: int
+    flags: int
+    skip: frozenset[bytes] | None
+    strong: bool
+    #: Issue 18 (topics/watch/bounds.py): the ``where`` predicate, the CloudEvents type
+    #: field (None: records), and a topic's own inclusive end.
+    keep: Any = None
+    ce_type: str | None = None
+    to_seq: int | None = None
+    to_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +84,7 @@ class Outcome:
     end_reached: bool = False  # a to_seq/to_ts end (issue 18)
 
 
-class TopicWatch:
+class TopicWatch(Generic[L]):
     """Everything the hub keeps per watched topic instance: listeners, relay, cache."""
 
     __slots__ = (
@@ -82,7 +106,7 @@ class TopicWatch:
     def __init__(self, log: TopicLog, wal: Callable[[], Wal | None]) -> None:
         self.log = log
         self.wal = wal
-        self.listeners: dict[FeedTopic, None] = {}
+        self.listeners: dict[L, None] = {}
         self.scope = trio.CancelScope()
         self.lot = trio.lowlevel.ParkingLot()  # the relay parks here (hub rule 1)
         #: The hub's listener on the topic (``TopicLog.listen``), set by ``WatchHub.listen``.
