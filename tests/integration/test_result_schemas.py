@@ -20,6 +20,7 @@ from referencing.jsonschema import DRAFT202012
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
+from topics.probe_types import HealthResult, ReadyResult
 from topics.queue_types import (
     AckResult,
     ClaimResult,
@@ -78,6 +79,8 @@ RESULTS: dict[str, type] = {
     "RouterDeleteResult": DeleteRouterResult,
     "TopicWatermarks": TopicWatermarks,
     "WatchSession": WatchCreated,
+    "Health": HealthResult,
+    "Ready": ReadyResult,
 }
 URI = "urn:topics:openapi"
 
@@ -116,6 +119,8 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
             seen.append((schema, answer))
             return answer
 
+        await call("Health", "GET", "/v0/health")
+        await call("Health", "GET", "/healthz")
         await call("TopicPutResult", "PUT", "/v0/topics/t", {"cap_records": 3})
         await call(
             "WriteResult", "POST", "/v0/topics/t", {"records": [{"data": i} for i in range(6)]}
@@ -183,6 +188,8 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
         seen.extend(("TopicWatermarks", w) for w in watch["topics"].values())
         await call("WatchSession", "POST", "/v0/watch", {"topic_prefix": {"t": {}}})
         await call("DeleteRecordsResult", "POST", "/v0/topics/t/delete", {"before_seq": 6})
+        await call("Ready", "GET", "/v0/ready")
+        await call("Ready", "GET", "/readyz")
         await call("TopicDeleteResult", "DELETE", "/v0/topics/t")
     return seen
 
