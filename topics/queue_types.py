@@ -10,12 +10,12 @@ contract object without the ``performance`` block, which frontends add.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import ujson
 
-from .result_fields import off_wire, wire
+from .result_fields import Computed, computed, off_wire, wire
 from .types import record_dict
 
 #: Schema fragments the results' fields share (topics/result_fields.py).
@@ -110,13 +110,27 @@ class ClaimResult:
             has ``leases_durable`` and the fsync class).
     """
 
-    topic: str
-    fragments: tuple[bytes, ...]
-    seqs: tuple[int, ...]
-    lease_ids: tuple[str, ...]
-    ready: int
-    fsync_ms: float = 0.0
-    _decoded: list[Job] = field(default_factory=list, repr=False, compare=False)
+    topic: str = wire("The queue.", schema="TopicName")
+    fragments: tuple[bytes, ...] = wire(
+        "The leased jobs, ascending by $seq.",
+        name="claimed",
+        schema={"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+    )
+    seqs: tuple[int, ...] = off_wire("the claimed jobs' $seq, for the caller")
+    lease_ids: tuple[str, ...] = off_wire("the claimed jobs' lease_id, for the caller")
+    ready: int = wire("Claimable jobs left.", schema=_COUNT)
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
+    _decoded: list[Job] = off_wire(
+        "a cache of the decoded claimed", default_factory=list, repr=False, compare=False
+    )
+
+    WIRE_COMPUTED: ClassVar[tuple[Computed, ...]] = (
+        computed(
+            "count",
+            "claimed.length; < max means the queue is (nearly) empty.",
+            schema={"type": "integer", "minimum": 0},
+        ),
+    )
 
     @property
     def count(self) -> int:
@@ -224,12 +238,34 @@ class RedriveResult:
     ``$dead_letter_from`` and no ``to``, or that topic is gone or not a queue);
     ``remaining`` is what the dead-letter topic still holds."""
 
-    topic: str
-    moved: int
-    skipped: int
-    remaining: int
-    batches: list[dict[str, Any]]
-    fsync_ms: float = 0.0
+    topic: str = wire("The dead-letter topic.", schema="TopicName")
+    moved: int = wire("Jobs moved back.", schema=_COUNT)
+    skipped: int = wire(
+        "Jobs that passed the filter but have no queue to go to (no $dead_letter_from and "
+        "no to, or it is gone or not a queue).",
+        schema=_COUNT,
+    )
+    remaining: int = wire("Records the dead-letter topic still holds.", schema=_COUNT)
+    batches: list[dict[str, Any]] = wire(
+        "One atomic move each: the copies' seqs in to.",
+        schema={
+            "items": {
+                "type": "object",
+                "properties": {
+                    "to": {"$ref": "#/components/schemas/TopicName"},
+                    "count": {
+                        "type": "integer",
+                        "description": "Jobs in the batch.",
+                        "minimum": 1,
+                    },
+                    "first_seq": {"$ref": "#/components/schemas/Seq"},
+                    "last_seq": {"$ref": "#/components/schemas/Seq"},
+                },
+                "required": ["to", "count", "first_seq", "last_seq"],
+            }
+        },
+    )
+    fsync_ms: float = off_wire("a timing: the answer's performance", default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {

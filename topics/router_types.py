@@ -29,14 +29,22 @@ Guarantee = Literal["at_least_once", "exactly_once"]
 class RouterConfig:
     """A router's definition: every field of the PUT body, defaults filled in."""
 
-    source: str
-    dest: str
-    preserve_node: bool = True
-    preserve_tag: bool = True
-    create_dest: bool = True
-    filter: tuple[str, str, str] | None = None
-    allow_cycle: bool = False
-    guarantee: Guarantee = "at_least_once"
+    source: str = wire("The topic it reads.", schema="TopicName")
+    dest: str = wire("The topic it writes.", schema="TopicName")
+    preserve_node: bool = wire("Keep $node on forwarded records.", default=True)
+    preserve_tag: bool = wire("Keep $tag on forwarded records.", default=True)
+    create_dest: bool = wire("Auto-create dest if absent (false: 404).", default=True)
+    filter: tuple[str, str, str] | None = wire(
+        "Forward-time tag filter (the §5 tuple language); null = all.",
+        schema="Match",
+        default=None,
+    )
+    allow_cycle: bool = wire("Permit a directed cycle (runtime hop cap instead).", default=False)
+    guarantee: Guarantee = wire(
+        "Delivery mode: at_least_once (default) or exactly_once (a stable idempotency key "
+        "in meta._topics_router suppresses duplicate dest appends).",
+        default="at_least_once",
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,9 +63,9 @@ class RouterConfig:
 class PutRouterResult:
     """What ``PUT /v0/routers/:router`` answers (201 when ``created``, else 200)."""
 
-    router: str
-    created: bool
-    config: RouterConfig
+    router: str = wire("The router.", schema="RouterName")
+    created: bool = wire("This call created the router.")
+    config: RouterConfig = wire("The router as configured.", flatten=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {"router": self.router, "created": self.created, **self.config.to_dict()}
@@ -78,12 +86,21 @@ class RouterInfo:
         lag: source records (seqs) still ahead of the cursor.
     """
 
-    router: str
-    config: RouterConfig
-    cursor: int
-    forwarded_total: int
-    dropped_total: int
-    lag: int
+    router: str = wire("The router.", schema="RouterName")
+    config: RouterConfig = wire("The router as configured.", flatten=True)
+    cursor: int = wire(
+        "The last source seq the router has dealt with (forwarded, filtered out, dropped, "
+        "or reported lost).",
+        schema="Seq",
+    )
+    forwarded_total: int = wire("Records forwarded.", schema={"minimum": 0})
+    dropped_total: int = wire(
+        "Source records deliberately not forwarded: loop prevention, a copy whose stamped "
+        "meta would exceed the record limits, or a record that can never fit a discard: "
+        "reject dest's caps (docs/ROUTERS.md).",
+        schema={"minimum": 0},
+    )
+    lag: int = wire("Source seqs still ahead of the cursor.", schema={"minimum": 0})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"router": self.router, **self.config.to_dict()}

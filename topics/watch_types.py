@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .errors import ConflictError, TopicsError
+from .result_fields import Computed, computed, wire
 from .types import Tombstone
 
 __all__ = [
@@ -91,9 +92,9 @@ class WatchSettings:
 class TopicWatermarks:
     """Where a watched topic starts and its current watermarks (lag, fall-off checks)."""
 
-    from_seq: int
-    head_seq: int
-    earliest_seq: int
+    from_seq: int = wire("Its cursor: records after this seq are delivered.", schema="Seq")
+    head_seq: int = wire("Its head when resolved.", schema="Seq")
+    earliest_seq: int = wire("Its earliest retained seq when resolved.", schema="Seq")
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -107,11 +108,31 @@ class TopicWatermarks:
 class WatchCreated:
     """The answer of ``Engine.create_watch`` (POST /v0/watch without ``stream_url``)."""
 
-    wid: str
-    session_ttl_ms: int
-    topics: dict[str, TopicWatermarks]
+    wid: str = wire(
+        "Unguessable session capability (>= 128 bits, base64url).",
+        schema={"pattern": r"^wid_[A-Za-z0-9_-]+$"},
+    )
+    session_ttl_ms: int = wire("Idle session lifetime.", schema={"minimum": 0})
+    topics: dict[str, TopicWatermarks] = wire(
+        "Resolved per-topic positions (unknown topics dropped with ?lenient=true are absent).",
+        schema={"additionalProperties": {"$ref": "#/components/schemas/TopicWatermarks"}},
+    )
     #: ``topic_prefix`` entries as narrowed to the key's allowlist (None: no prefixes).
-    prefixes: dict[str, Any] | None = None
+    prefixes: dict[str, Any] | None = wire(
+        "Each topic_prefix as it applies; absent without topic_prefix.",
+        name="topic_prefix",
+        schema="WatchPrefixesResolved",
+        omitted=True,
+        default=None,
+    )
+
+    WIRE_COMPUTED: ClassVar[tuple[Computed, ...]] = (
+        computed(
+            "stream_url",
+            "The SSE GET for this session (/v0/watch/{wid}); the HTTP frontend adds it.",
+            schema={"type": "string"},
+        ),
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from topics import __version__
 from topics.errors import NotReadyError
+from topics.probe_types import HealthResult, ReadyResult
 from topics.wire import metrics
 
 from .routing import Route
@@ -32,7 +33,7 @@ _PROMETHEUS = metrics.CONTENT_TYPE.encode()
 
 async def health(ctx: RequestContext) -> Reply:
     """GET /v0/health — liveness."""
-    return ctx.json({"status": "ok", "version": __version__, "uptime_ms": ctx.state.uptime_ms()})
+    return ctx.json(HealthResult(__version__, ctx.state.uptime_ms()).to_dict())
 
 
 async def ready(ctx: RequestContext) -> Reply:
@@ -67,8 +68,7 @@ async def ready(ctx: RequestContext) -> Reply:
             detail={"accepting": accepting.error},
             retry_after=1.0,
         )
-    topics = engine.topic_count
-    return ctx.json({"status": "ready", "wal_replay_complete": True, "topics": topics})
+    return ctx.json(ReadyResult(engine.topic_count).to_dict())
 
 
 async def metrics_route(ctx: RequestContext) -> Reply:

@@ -20,9 +20,23 @@ from referencing.jsonschema import DRAFT202012
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
-from topics.queue_types import AckResult, ExtendResult, Job, NackResult
-from topics.result_fields import OffWire, WireField
-from topics.router_types import DeleteRouterResult, RouterPage, RouterSummary
+from topics.probe_types import HealthResult, ReadyResult
+from topics.queue_types import (
+    AckResult,
+    ClaimResult,
+    ExtendResult,
+    Job,
+    NackResult,
+    RedriveResult,
+)
+from topics.result_fields import OffWire, WireField, wire_members
+from topics.router_types import (
+    DeleteRouterResult,
+    PutRouterResult,
+    RouterInfo,
+    RouterPage,
+    RouterSummary,
+)
 from topics.types import (
     DeleteRecordsResult,
     DeleteTopicResult,
@@ -34,6 +48,7 @@ from topics.types import (
     TopicSummary,
     WriteResult,
 )
+from topics.watch_types import TopicWatermarks, WatchCreated
 
 from .conftest import InProc
 
@@ -51,13 +66,21 @@ RESULTS: dict[str, type] = {
     "CursorInfo": CursorInfo,
     "CursorItem": CursorInfo,
     "CursorDeleteResult": DeleteCursorResult,
+    "ClaimResult": ClaimResult,
     "AckResult": AckResult,
     "NackResult": NackResult,
     "ExtendResult": ExtendResult,
     "Job": Job,
+    "RedriveResult": RedriveResult,
+    "RouterPutResult": PutRouterResult,
+    "RouterState": RouterInfo,
     "RouterSummary": RouterSummary,
     "RouterList": RouterPage,
     "RouterDeleteResult": DeleteRouterResult,
+    "TopicWatermarks": TopicWatermarks,
+    "WatchSession": WatchCreated,
+    "Health": HealthResult,
+    "Ready": ReadyResult,
 }
 URI = "urn:topics:openapi"
 
@@ -68,13 +91,9 @@ def document() -> dict[str, Any]:
 
 
 def _wire_names(cls: type) -> list[str]:
-    out = []
     for f in dataclasses.fields(cls):
-        meta = f.metadata["wire"]
-        assert isinstance(meta, WireField | OffWire), f"{cls.__name__}.{f.name}"
-        if isinstance(meta, WireField):
-            out.append(meta.name or f.name)
-    return out
+        assert isinstance(f.metadata["wire"], WireField | OffWire), f"{cls.__name__}.{f.name}"
+    return [name for name, _, _ in wire_members(cls)]
 
 
 @pytest.mark.parametrize("name", RESULTS)
@@ -100,6 +119,8 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
             seen.append((schema, answer))
             return answer
 
+        await call("Health", "GET", "/v0/health")
+        await call("Health", "GET", "/healthz")
         await call("TopicPutResult", "PUT", "/v0/topics/t", {"cap_records": 3})
         await call(
             "WriteResult", "POST", "/v0/topics/t", {"records": [{"data": i} for i in range(6)]}
@@ -123,6 +144,7 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
             {"records": [{"data": 2, "tag": "a", "node": "n"}]},
         )
         claim = await call("ClaimResult", "POST", "/v0/topics/q/claim", {"node": "w", "max": 2})
+        await call("ClaimResult", "POST", "/v0/topics/q/claim", {"node": "w"})  # none left
         seen.extend(("Job", job) for job in claim["claimed"])
         seqs = [job["$seq"] for job in claim["claimed"]]
         await call(
@@ -133,6 +155,16 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
         )
         await call("NackResult", "POST", "/v0/topics/q/nack", {"node": "w", "seqs": seqs[:1]})
         await call("AckResult", "POST", "/v0/topics/q/ack", {"node": "w", "seqs": [*seqs[1:], 99]})
+        dead = {"type": "queue", "max_deliveries": 1, "dead_letter": "dq.dlq"}
+        await call("TopicPutResult", "PUT", "/v0/topics/dq", dead)
+        await call("WriteResult", "POST", "/v0/topics/dq", {"records": [{"data": 3}]})
+        lost = await call("ClaimResult", "POST", "/v0/topics/dq/claim", {"node": "w"})
+        dq_seqs = [job["$seq"] for job in lost["claimed"]]
+        await call("NackResult", "POST", "/v0/topics/dq/nack", {"node": "w", "seqs": dq_seqs})
+        await call("ClaimResult", "POST", "/v0/topics/dq/claim", {"node": "w"})
+        redriven = await call("RedriveResult", "POST", "/v0/topics/dq.dlq/redrive", {})
+        assert redriven["moved"] == 1, redriven  # the nacked job: a batch
+        await call("RedriveResult", "POST", "/v0/topics/dq.dlq/redrive", {})  # nothing left
         page = await call("TopicList", "GET", "/v0/topics?page_size=1")
         seen.extend(("TopicSummary", s) for s in page["topics"])
         await call("CursorInfo", "PUT", "/v0/topics/t/cursors/g", {"seq": 5})
@@ -146,8 +178,18 @@ async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:
             )
         routers = await call("RouterList", "GET", "/v0/routers?page_size=1")
         seen.extend(("RouterSummary", r) for r in routers["routers"])
+        filtered = {"source": "t", "dest": "t4", "filter": "a", "guarantee": "exactly_once"}
+        await call("RouterPutResult", "PUT", "/v0/routers/t-t4", filtered)
+        await call("RouterPutResult", "PUT", "/v0/routers/t-t4", filtered)  # unchanged: 200
+        await call("RouterState", "GET", "/v0/routers/t-t4")
+        await call("RouterState", "GET", "/v0/routers/t-t3")
         await call("RouterDeleteResult", "DELETE", "/v0/routers/t-t2")
+        watch = await call("WatchSession", "POST", "/v0/watch", {"topics": {"t": {}}})
+        seen.extend(("TopicWatermarks", w) for w in watch["topics"].values())
+        await call("WatchSession", "POST", "/v0/watch", {"topic_prefix": {"t": {}}})
         await call("DeleteRecordsResult", "POST", "/v0/topics/t/delete", {"before_seq": 6})
+        await call("Ready", "GET", "/v0/ready")
+        await call("Ready", "GET", "/readyz")
         await call("TopicDeleteResult", "DELETE", "/v0/topics/t")
     return seen
 
@@ -160,7 +202,7 @@ async def test_the_server_answers_exactly_the_members_the_result_types_declare(
     )
     schemas = document["components"]["schemas"]
     shown: dict[str, set[str]] = {name: set() for name in RESULTS}
-    shown.update(CursorList=set(), ClaimResult=set(), RouterPutResult=set())
+    shown.update(CursorList=set())
     for name, answer in await _tour(inproc):
         pointer = f"{URI}#/components/schemas/{name}"
         Draft202012Validator({"$ref": pointer}, registry=registry).validate(answer)

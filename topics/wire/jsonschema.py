@@ -7,13 +7,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from topics.result_fields import OffWire, WireField
+from topics.result_fields import wire_members
 
 __all__ = [
     "U64_MAX",
@@ -117,29 +116,23 @@ def _of_type(hint: object) -> tuple[Schema, bool]:
 def result_schema(cls: type, description: str | None = None) -> Schema:
     """The JSON object schema of result dataclass ``cls``, from its fields: each
     :func:`~topics.result_fields.wire` field a member (its type, or the schema beside it,
-    and its description), in field order; ``X | None`` is nullable unless ``omitted``, and
-    a member is required unless ``omitted``.
+    and its description), in field order, a flattened field's members in its place, then
+    the type's computed members; ``X | None`` is nullable unless ``omitted``, and a member
+    is required unless ``omitted``.
 
     Raises:
         TypeError: a field says neither ``wire`` nor ``off_wire``.
     """
-    hints = typing.get_type_hints(cls)
     properties: dict[str, Schema] = {}
     required: list[str] = []
-    for f in dataclasses.fields(cls):
-        meta = f.metadata.get("wire")
-        if isinstance(meta, OffWire):
-            continue
-        if not isinstance(meta, WireField):
-            raise TypeError(f"{cls.__name__}.{f.name}: give it wire(...) or off_wire(...)")
-        derived, optional = _of_type(hints[f.name])
+    for name, meta, hint in wire_members(cls):
+        derived, optional = _of_type(hint) if hint is not None else ({}, False)
         if isinstance(meta.schema, str):
             derived = ref(meta.schema)
         elif meta.schema is not None:
             derived = derived | dict(meta.schema)
         if optional and not meta.omitted:
             derived = nullable(derived)
-        name = meta.name or f.name
         properties[name] = derived | {"description": meta.description}
         if not meta.omitted:
             required.append(name)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from topics.probe_types import HealthResult, ReadyResult
+from topics.wire.jsonschema import result_schema
+
 from .errors import AUTH, response_headers
 from .operation import Operation, ok_response
-from .schema import Schema, integer, obj, ref, string, with_perf
+from .schema import Schema, obj, ref, with_perf
 
 
 def schemas() -> dict[str, Schema]:
@@ -13,26 +16,8 @@ def schemas() -> dict[str, Schema]:
     Kept whole: a declarative table, read top to bottom like the document it makes.
     """
     return {
-        "Health": with_perf(
-            obj(
-                {
-                    "status": {"const": "ok"},
-                    "version": string("The server's version."),
-                    "uptime_ms": integer("Since the server started.", minimum=0),
-                },
-                ["status", "version", "uptime_ms"],
-            )
-        ),
-        "Ready": with_perf(
-            obj(
-                {
-                    "status": {"const": "ready"},
-                    "wal_replay_complete": {"const": True},
-                    "topics": integer("Live topics.", minimum=0),
-                },
-                ["status", "wal_replay_complete", "topics"],
-            )
-        ),
+        "Health": with_perf(result_schema(HealthResult)),
+        "Ready": with_perf(result_schema(ReadyResult)),
         "MetricsSnapshot": {
             "type": "object",
             "description": "The JSON snapshot (Accept: application/json): the Prometheus "

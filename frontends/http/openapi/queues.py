@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from topics.queue_types import AckResult, ExtendResult, Job, NackResult
+from topics.queue_types import (
+    AckResult,
+    ClaimResult,
+    ExtendResult,
+    Job,
+    NackResult,
+    RedriveResult,
+)
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import ACK, CLAIM, EXTEND, NACK, REDRIVE
 
@@ -20,19 +27,7 @@ def schemas() -> dict[str, Schema]:
     return {
         "Job": job,
         CLAIM.name: CLAIM.json_schema(),
-        "ClaimResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "claimed": {"type": "array", "items": ref("Job")},
-                    "count": integer(
-                        "claimed.length; < max means the queue is (nearly) empty.", minimum=0
-                    ),
-                    "ready": integer("Claimable jobs left.", minimum=0),
-                },
-                ["topic", "claimed", "count", "ready"],
-            )
-        ),
+        "ClaimResult": with_perf(result_schema(ClaimResult)),
         ACK.name: ACK.json_schema(),
         "AckResult": with_perf(result_schema(AckResult)),
         NACK.name: NACK.json_schema(),
@@ -54,34 +49,7 @@ def schemas() -> dict[str, Schema]:
             ["index", "dedupe_key", "seq", "outcome"],
         ),
         REDRIVE.name: REDRIVE.json_schema(),
-        "RedriveResult": with_perf(
-            obj(
-                {
-                    "topic": ref("TopicName"),
-                    "moved": integer("Jobs moved back.", minimum=0),
-                    "skipped": integer(
-                        "Jobs that passed the filter but have no queue to go to (no "
-                        "$dead_letter_from and no to, or it is gone or not a queue).",
-                        minimum=0,
-                    ),
-                    "remaining": integer("Records the dead-letter topic still holds.", minimum=0),
-                    "batches": {
-                        "type": "array",
-                        "description": "One atomic move each: the copies' seqs in to.",
-                        "items": obj(
-                            {
-                                "to": ref("TopicName"),
-                                "count": integer("Jobs in the batch.", minimum=1),
-                                "first_seq": ref("Seq"),
-                                "last_seq": ref("Seq"),
-                            },
-                            ["to", "count", "first_seq", "last_seq"],
-                        ),
-                    },
-                },
-                ["topic", "moved", "skipped", "remaining", "batches"],
-            )
-        ),
+        "RedriveResult": with_perf(result_schema(RedriveResult)),
         "SseJobEvent": obj(
             {"topic": ref("TopicName"), **job["properties"]},
             ["topic", *job["required"]],

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from topics.router_types import DeleteRouterResult, RouterPage, RouterSummary
+import dataclasses
+from dataclasses import MISSING
+
+from topics.router_types import (
+    DeleteRouterResult,
+    PutRouterResult,
+    RouterConfig,
+    RouterInfo,
+    RouterPage,
+    RouterSummary,
+)
 from topics.wire.jsonschema import result_schema
 
 from .errors import BODY, GATE, NAMED, STORE
 from .operation import BODY_NOTE, Operation, json_body, ok_response
-from .schema import Schema, boolean, integer, nullable, obj, ref, string, with_perf
+from .schema import Schema, obj, with_perf
 
 
 def schemas() -> dict[str, Schema]:
@@ -15,77 +25,21 @@ def schemas() -> dict[str, Schema]:
 
     Kept whole: a declarative table, read top to bottom like the document it makes.
     """
-    guarantee = string(
-        "Delivery mode: at_least_once (default) or exactly_once (a stable idempotency key in "
-        "meta._topics_router suppresses duplicate dest appends).",
-        enum=["at_least_once", "exactly_once"],
-    )
-    config = {
-        "source": ref("TopicName"),
-        "dest": ref("TopicName"),
-        "preserve_node": boolean("Keep $node on forwarded records.", default=True),
-        "preserve_tag": boolean("Keep $tag on forwarded records.", default=True),
-        "filter": nullable(ref("Match"))
-        | {"description": "Forward-time tag filter (the §5 tuple language); null = all."},
-        "allow_cycle": boolean("Permit a directed cycle (runtime hop cap instead).", default=False),
-        "guarantee": guarantee | {"default": "at_least_once"},
-    }
-    echoed = [
-        "router",
-        "source",
-        "dest",
-        "preserve_node",
-        "preserve_tag",
-        "filter",
-        "allow_cycle",
-        "guarantee",
-    ]
-    create_dest = boolean("Auto-create dest if absent (false: 404).", default=True)
-    state_props = {
-        "router": ref("RouterName"),
-        **config,
-        "guarantee": guarantee,
-        "create_dest": create_dest,
-    }
-    echoed.append("create_dest")
+    config = result_schema(RouterConfig)["properties"]
+    defaults = {f.name: f.default for f in dataclasses.fields(RouterConfig)}
     return {
         "RouterPutRequest": obj(
             {
-                **config,
-                "create_dest": create_dest,
+                name: member | ({} if defaults[name] is MISSING else {"default": defaults[name]})
+                for name, member in config.items()
             },
             ["source", "dest"],
             closed=True,
             description="Create or configure a router (§6.1); source != dest. The key's prefix "
             "allowlist applies to source and dest too.",
         ),
-        "RouterPutResult": with_perf(
-            obj(
-                {**state_props, "created": boolean("This call created the router.")},
-                [*echoed, "created"],
-            )
-        ),
-        "RouterState": with_perf(
-            obj(
-                {
-                    **state_props,
-                    "forwarded_total": integer("Records forwarded.", minimum=0),
-                    "dropped_total": integer(
-                        "Source records deliberately not forwarded: loop prevention, a copy "
-                        "whose stamped meta would exceed the record limits, or a record that "
-                        "can never fit a discard: reject dest's caps (docs/ROUTERS.md).",
-                        minimum=0,
-                    ),
-                    "cursor": ref("Seq")
-                    | {
-                        "description": "The last source seq the router has dealt with "
-                        "(forwarded, filtered out, dropped, or reported lost)."
-                    },
-                    "lag": integer("Source seqs still ahead of the cursor.", minimum=0),
-                },
-                [*echoed, "forwarded_total", "dropped_total", "cursor", "lag"],
-            )
-        ),
+        "RouterPutResult": with_perf(result_schema(PutRouterResult)),
+        "RouterState": with_perf(result_schema(RouterInfo)),
         "RouterSummary": result_schema(RouterSummary),
         "RouterList": with_perf(result_schema(RouterPage)),
         "RouterDeleteResult": with_perf(result_schema(DeleteRouterResult)),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from topics.watch_types import TopicWatermarks, WatchCreated
+from topics.wire.jsonschema import result_schema
 from topics.wire.requests import WATCH, WATCH_TOPIC
 
 from .errors import BODY, ERROR_CODES, GATE, STREAM_ERROR_CODES
@@ -24,15 +26,8 @@ def schemas() -> dict[str, Schema]:
 
     Kept whole: a declarative table, read top to bottom like the document it makes.
     """
-    position = obj(
-        {
-            "from_seq": ref("Seq"),
-            "head_seq": ref("Seq"),
-            "earliest_seq": ref("Seq"),
-        },
-        ["from_seq", "head_seq", "earliest_seq"],
-    )
     return {
+        "TopicWatermarks": result_schema(TopicWatermarks, "A watched topic's position."),
         WATCH_TOPIC.name: WATCH_TOPIC.json_schema(),
         "WatchPrefixOptions": obj(
             {
@@ -78,26 +73,7 @@ def schemas() -> dict[str, Schema]:
             ),
         },
         WATCH.name: WATCH.json_schema(),
-        "WatchSession": with_perf(
-            obj(
-                {
-                    "wid": string(
-                        "Unguessable session capability (>= 128 bits, base64url).",
-                        pattern=r"^wid_[A-Za-z0-9_-]+$",
-                    ),
-                    "stream_url": string("The SSE GET for this session (/v0/watch/{wid})."),
-                    "session_ttl_ms": integer("Idle session lifetime.", minimum=0),
-                    "topics": {
-                        "type": "object",
-                        "description": "Resolved per-topic positions (unknown topics dropped "
-                        "with ?lenient=true are absent).",
-                        "additionalProperties": position,
-                    },
-                    "topic_prefix": ref("WatchPrefixesResolved"),
-                },
-                ["wid", "stream_url", "session_ttl_ms", "topics"],
-            )
-        ),
+        "WatchSession": with_perf(result_schema(WatchCreated)),
         # SSE event payloads (the data: line of each event name).
         "SseRecordEvent": obj(
             {
@@ -211,7 +187,7 @@ def schemas() -> dict[str, Schema]:
                 "wid": {"type": "string"},
                 "topics": {
                     "type": "object",
-                    "additionalProperties": position,
+                    "additionalProperties": ref("TopicWatermarks"),
                     "description": "Where this stream resumes, per topic, and the watermarks.",
                 },
             },

@@ -20,6 +20,7 @@ import pytest
 
 import topics.config
 import topics.cursor_types
+import topics.probe_types
 import topics.queue_types
 import topics.router_types
 import topics.types
@@ -28,6 +29,7 @@ from topics.config import TopicConfig
 from topics.cursor_types import CursorInfo, DeleteCursorResult
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
+from topics.probe_types import HealthResult, ReadyResult
 from topics.queue_types import (
     AckResult,
     ClaimResult,
@@ -87,6 +89,9 @@ RESULTS: list[tuple[type, str, frozenset[str]]] = [
     (RedriveResult, "RedriveResult", frozenset()),
     # POST /v0/watch adds the stream's URL to the engine's answer.
     (WatchCreated, "WatchSession", frozenset({"stream_url"})),
+    (TopicWatermarks, "TopicWatermarks", frozenset()),
+    (HealthResult, "Health", frozenset()),
+    (ReadyResult, "Ready", frozenset()),
 ]
 
 #: Members ``to_dict`` always makes that the wire may still leave out, and why.
@@ -99,14 +104,13 @@ OPTIONAL_ON_THE_WIRE: dict[str, frozenset[str]] = {
 #: Result classes with a ``to_dict`` that is no API answer of its own, and why.
 NOT_ANSWERS: dict[type, str] = {
     RouterConfig: "its members are spread into RouterPutResult and RouterState",
-    # Inlined in WatchSession.topics (an object per topic, not a named schema).
-    TopicWatermarks: "a WatchSession.topics entry",
 }
 
 _MODULES = (
     topics.types,
     topics.config,
     topics.cursor_types,
+    topics.probe_types,
     topics.queue_types,
     topics.router_types,
     topics.watch_types,
