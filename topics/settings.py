@@ -34,6 +34,7 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_cursors_per_key",
         "max_producers_per_topic",
         "max_where_ms",
+        "where_cpu_share",
     }
 )
 # The frame stores tag/node lengths in 16 bits.
@@ -84,6 +85,9 @@ class Limits:
     # cursor (0 = no time bound; topics/log/reads.py rule 4).
     max_where_cost: int = DEFAULT_MAX_COST
     max_where_ms: int = 10
+    # The percent of the event loop one key's filtered diffs may take when it sends them
+    # back to back (0 = no pacing; topics/ops/where_pacing.py).
+    where_cpu_share: int = 5
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -95,6 +99,8 @@ class Limits:
                 raise ValueError(f"{field.name} must be >= {low}, got {value}")
             if field.name in _U16_FIELDS and value > 0xFFFF:
                 raise ValueError(f"{field.name} must be <= 65535, got {value}")
+        if self.where_cpu_share > 100:
+            raise ValueError(f"where_cpu_share is a percent, got {self.where_cpu_share}")
 
     @staticmethod
     def env_var(name: str) -> str:

@@ -120,7 +120,8 @@ async def diff_records(ctx: RequestContext) -> Reply:
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
         raise InvalidRequestError.for_field("max_batch_bytes", "must be a positive integer")
     max_bytes = min(max_bytes, DIFF_BYTE_CEILING)
-    args["owner"] = ctx.principal  # a commit to a new cursor counts against its key
+    # A commit to a new cursor counts against its key; a filtered read, against its share.
+    args["owner"] = ctx.principal
     if args.get("wait_ms"):
         result = await _long_poll(ctx, args, max_bytes)
     else:

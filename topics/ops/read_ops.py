@@ -31,6 +31,7 @@ from ..errors import InvalidRequestError, TopicNotFoundError
 from ..log.reads import ReadBounds, read_bounds, read_diff, time_bound
 from ..query.cloudevents import check_format, to_cloudevents
 from ..types import DiffResult
+from .where_pacing import WherePacer
 
 if TYPE_CHECKING:
     from .._persistence.appender import Appender
@@ -52,6 +53,7 @@ class ReadOps:
         self.clock = appender.clock
         self.limits = appender.limits
         self._cursor_ops = cursor_ops
+        self.where_pacer = WherePacer(appender.limits.where_cpu_share)
         # Bound once: every read calls these.
         self._check_ready = appender.check_ready
         self._check_serving = appender.check_serving
@@ -110,6 +112,10 @@ class ReadOps:
         its own already, and what is left shares its locals (the window, the flags, the
         bounds, the format) from the checks to the answer.
         """
+        # Issue 30: one key's filtered reads get their share of the loop; the time counted
+        # starts here, so the plan's lookup (a large where's hash) is paid for too.
+        paced = owner is not None and where is not None
+        started = self.where_pacer.timer() if paced else 0.0
         name = check_topic_name(topic)
         from_seq = _args.u64("from_seq", from_seq)
         limit = _args.u64("limit", limit) or DEFAULT_LIMIT
@@ -153,6 +159,11 @@ class ReadOps:
         result = read_diff(
             log, from_seq, limit, skip, flags, budget, None, bounds, now, self._time_bound(bounds)
         )
+        hold_s = 0.0
+        if paced:
+            assert owner is not None
+            ended = self.where_pacer.timer()
+            hold_s = self.where_pacer.charge(owner.owner_id, ended - started, ended)
         if (
             wait_ms
             and result.caught_up
@@ -163,6 +174,8 @@ class ReadOps:
             result = await self._wait_and_read(
                 log, result, wait_ms, from_seq, limit, skip, flags, budget, bounds
             )
+        elif hold_s:
+            await trio.sleep(hold_s)  # a checkpoint too, like the yield point
         else:
             await self._yield_point()
         if fmt == "cloudevents":
