@@ -95,10 +95,11 @@ class ReadOps:
 
         ``wait_ms`` long-polls: a caught-up read with nothing to return waits for the next
         write (at most 30 s). ``cursor`` starts after a named cursor's committed seq
-        instead of ``from_seq`` (_cursor_ops rule 1); ``commit`` then commits the answer's
-        ``next_from_seq`` to it before answering (at most once: an answer lost on the way
-        is not read again; ``owner``, the API key reading, counts a new cursor against its
-        bound: _cursor_ops rule 5). Raises: invalid_request, topic_not_found (never
+        instead of ``from_seq`` (topics/cursors/ops.py rule 1); ``commit`` then commits the
+        answer's ``next_from_seq`` to it before answering (at most once: an answer lost on
+        the way is not read again). ``owner``, the API key reading, counts a new cursor
+        against its bound (topics/cursors/ops.py rule 5), and its filtered reads against its
+        share of the event loop (topics/ops/where_pacing.py). Raises: invalid_request, topic_not_found (never
         creates), throttled (a new cursor past a bound).
 
         Example::
