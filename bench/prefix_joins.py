@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _hostile_queries import exchange
 from _machine import facts
 from _readers import process_cpu_s, raise_fd_limit
 
@@ -71,27 +72,13 @@ def rss_mib(pid: int) -> float:
 def call(sock: socket.socket, method: str, path: str, body: bytes) -> tuple[int, bytes, bool]:
     """One keep-alive request with a Content-Length answer: (status, body, whether the
     server closes the connection after it: it does every so many requests)."""
-    sock.sendall(
+    status, close, answer = exchange(
+        sock,
         f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n".encode()
-        + body
+        + body,
     )
-    buf = b""
-    while (end := buf.find(b"\r\n\r\n")) < 0:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    head = buf[:end].lower()
-    start = head.find(b"content-length:")
-    length = int(head[start + 15 :].split(b"\r\n", 1)[0]) if start >= 0 else 0
-    while len(buf) < end + 4 + length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    answer = buf[end + 4 : end + 4 + length]
-    return int(buf.split(b" ", 2)[1]), answer, b"\r\nconnection: close" in head
+    return status, answer, close
 
 
 class Drain:
