@@ -41,7 +41,7 @@ from .ops.writes import Writes
 from .queues.job_ops import JobOps
 from .queues.ops import QueueOps
 from .routers.ops import Routers
-from .settings import Limits
+from .settings import Limits, with_cache_bytes
 from .watch.ops import WatchOps
 
 if TYPE_CHECKING:
@@ -241,6 +241,7 @@ async def open_engine(
     limits: Limits | None = None,
     fs: Fs | None = None,
     wait_ready: bool = True,
+    cache_bytes: int | None = None,
 ) -> AsyncIterator[Engine]:
     """Open an engine for the duration of an ``async with`` block.
 
@@ -252,6 +253,9 @@ async def open_engine(
         fs: the file-system seam (tests pass a fake disk).
         wait_ready: finish recovery before returning (library use). A server passes False
             to listen at once and answer 503 not_ready while recovery runs.
+        cache_bytes: memory for sealed segments read back from their files (default
+            ``TOPICS_CACHE_BYTES``, else 256 MiB; ``Limits.cache_bytes``). ``disk`` and
+            ``fsync`` topics keep older history in their files, not in memory.
 
     Resource handling: the WAL writer, checkpointing and the retention sweep live in one
     nursery that closes with the block; closing flushes the WAL and writes a final
@@ -260,7 +264,7 @@ async def open_engine(
     Raises:
         DataDirLockedError: another process has the data directory open.
     """
-    engine = Engine(clock=clock, limits=limits)
+    engine = Engine(clock=clock, limits=with_cache_bytes(limits, cache_bytes))
     # Taken before the nursery opens, so a held lock is a plain DataDirLockedError.
     storage = open_data_dir(fs if fs is not None else RealFs(), data_dir) if data_dir else None
     try:

@@ -51,6 +51,7 @@ __all__ = [
     "mark_deleted",
     "open_for_append",
     "parse_segment_name",
+    "read_header",
     "read_segment",
     "remove_segment",
     "segment_path",
@@ -112,7 +113,7 @@ def _encode_header(topic_id: int, base_seq: int, salt: int) -> bytes:
     return head[:-4] + _U32.pack(crc32c(head[:-4]))
 
 
-def _read_header(handle: FileHandle, path: str) -> tuple[int, int, int]:
+def read_header(handle: FileHandle, path: str) -> tuple[int, int, int]:
     """(topic_id, base_seq, salt) of a checked header."""
     raw = handle.read_at(0, HEADER_SIZE)
     if len(raw) < HEADER_SIZE:
@@ -255,7 +256,7 @@ class SegmentWriter:
         handle = cache.acquire(path, write=True)
         ok = False
         try:
-            topic_id, base_seq, salt = _read_header(handle, path)
+            topic_id, base_seq, salt = read_header(handle, path)
             frames = _read_exact(handle, path, durable_length)
             try:
                 offsets = frame_offsets(frames, salt, verify)
@@ -485,7 +486,7 @@ def read_segment(
     """
     handle = fs.open(path)
     try:
-        topic_id, base_seq, salt = _read_header(handle, path)
+        topic_id, base_seq, salt = read_header(handle, path)
         available = handle.size() - HEADER_SIZE
         sealed = fs.exists(path + _INDEX_SUFFIX)
         if sealed:
@@ -566,7 +567,7 @@ def mark_deleted(fs: Fs, path: str, frame_end_offsets: list[int], *, sync: bool 
     """
     handle = fs.open(path, write=True)
     try:
-        _read_header(handle, path)  # never flip a byte in a file that is not a segment
+        read_header(handle, path)  # never flip a byte in a file that is not a segment
         frames_length = handle.size() - HEADER_SIZE
         for end in frame_end_offsets:
             if not 0 < end <= frames_length:

@@ -20,8 +20,9 @@ Rules (docs/SEMANTICS.md has the user-facing version):
    ``restart_floor`` to the same seq, so a reader below gets reason ``restart``, not
    ``cap``, until later cap/TTL loss passes it.
 4. ``count``/``bytes`` are the live records and the sum of their frame lengths. Every
-   live tagged record has exactly one entry in ``trie``; a record leaving the live set
-   leaves the trie in the same step.
+   live tagged record of an in-memory segment has exactly one entry in ``trie``; a record
+   leaving the live set leaves the trie in the same step. A sealed segment that lives in
+   its file (``cold_segment.py``) keeps its tags in its tag index file instead.
 5. ``$ts`` never decreases along seqs, so TTL expiry is always a prefix of the log.
 6. A gap marker (``add_gap``; routers' ``source_trim``, docs/ROUTERS.md) is a seq that holds
    no record: the tail segment is sealed first, so a marker always falls between two
@@ -52,6 +53,7 @@ import trio
 from .._core import SegmentBuffer, TagTrie
 from ..config import TopicConfig
 from ..types import TombstoneReason
+from .cold_segment import Segment
 from .gap_markers import GapMarker, first_gap_from, keep_new_gap, kept_gaps
 
 if TYPE_CHECKING:
@@ -92,7 +94,7 @@ class TopicLog:
         self.name = name
         self.topic_id = topic_id
         self.config = config
-        self.segments: list[SegmentBuffer] = []
+        self.segments: list[Segment] = []
         self.bases: list[int] = []
         self.head = 0
         self.earliest = 1
@@ -166,9 +168,9 @@ class TopicLog:
         The caller encodes the batch with this segment's salt, then calls ``append``.
         """
         seg = self.segments[-1] if self.segments else None
-        if seg is not None and not seg.sealed and seg.nbytes < SEGMENT_TARGET_BYTES:
-            return seg
-        if seg is not None and not seg.sealed:
+        if type(seg) is SegmentBuffer and not seg.sealed:
+            if seg.nbytes < SEGMENT_TARGET_BYTES:
+                return seg
             seg.seal()
         fresh = SegmentBuffer(self.head + 1, secrets.randbits(32))
         self.segments.append(fresh)
@@ -337,14 +339,14 @@ class TopicLog:
             n, size, last = seg.retire_to(end, self.trie)
             total_n += n
             total_b += size
+            self.count -= n  # per segment: a cold segment that cannot be read stops the loop
+            self.bytes -= size
             if last >= 0:
                 last_live = seg.base_seq + last
             if seg.retired >= seg.count and seg.sealed:
                 self._drop_front_segment()
             else:
                 break
-        self.count -= total_n
-        self.bytes -= total_b
         return total_n, total_b, last_live
 
     def _drop_front_segment(self) -> None:
@@ -462,7 +464,7 @@ class TopicLog:
         self.cap_floor = max(self.cap_floor, head + 1)
         self._settle_front()
 
-    def adopt_segment(self, seg: SegmentBuffer) -> None:
+    def adopt_segment(self, seg: Segment) -> None:
         """Attach a segment loaded from disk (recovery, in seq order)."""
         self.segments.append(seg)
         self.bases.append(seg.base_seq)
@@ -473,6 +475,8 @@ class TopicLog:
         self.count = sum(seg.live_count for seg in self.segments)
         self.bytes = sum(seg.live_bytes for seg in self.segments)
         for seg in self.segments:
+            if type(seg) is not SegmentBuffer:
+                continue  # a cold segment's tags are in its tag index file (cold_log.py)
             for i in range(seg.count):
                 if seg.is_live(i):
                     tag = seg.tag_at(i)
@@ -589,5 +593,5 @@ class TopicLog:
         return ReadWindow(b"[" + b",".join(parts) + b"]", emitted, examined, next_from)
 
 
-def _last_ts(seg: SegmentBuffer) -> int:
+def _last_ts(seg: Segment) -> int:
     return int(seg.last_ts)
