@@ -485,25 +485,7 @@ class Store:
         topics: list[dict[str, Any]] = []
         for name in registry.names:
             log = registry.topics[name]
-            segments: list[dict[str, Any]] = []
-            if log.config.durability != "ephemeral":
-                goes_cold = log.config.durability in COLD_CLASSES
-                for seg in log.segments:
-                    if seg.nbytes == 0 and (log.topic_id, seg.base_seq) not in self.files:
-                        continue  # rule 6
-                    if isinstance(seg, ColdSegment):
-                        tagged = seg.tagged
-                        flags = pending.get((log.topic_id, seg.base_seq))
-                        if flags:
-                            self._flushing.append((seg, set(flags)))
-                    elif seg.sealed:
-                        tagged = has_tag(seg)
-                        if goes_cold:
-                            self._sealed_hot.append((log, seg, tagged))
-                    else:
-                        tagged = None
-                    work.append(segment_work(self.files, self.paths.segments, log, seg, pending))
-                    segments.append(segment_entry(seg, tagged))
+            segments = self._segments_of(log, pending, work)
             topics.append(
                 {
                     "id": log.topic_id,
@@ -542,6 +524,30 @@ class Store:
             "extensions": {ext.key: ext.snapshot() for ext in self.extensions},
         }
         return work, body
+
+    def _segments_of(
+        self, log: TopicLog, pending: dict[tuple[int, int], set[int]], work: list[SegmentWork]
+    ) -> list[dict[str, Any]]:
+        """``log``'s manifest entries, adding its segments' work to ``work`` (rules 6, 11)."""
+        segments: list[dict[str, Any]] = []
+        if log.config.durability == "ephemeral":
+            return segments
+        goes_cold = log.config.durability in COLD_CLASSES
+        for seg in log.segments:
+            key = (log.topic_id, seg.base_seq)
+            if seg.nbytes == 0 and key not in self.files:
+                continue  # rule 6
+            tagged: bool | None = None
+            if isinstance(seg, ColdSegment):
+                tagged = seg.tagged
+                if pending.get(key):
+                    self._flushing.append((seg, set(pending[key])))
+            elif seg.sealed and goes_cold:
+                tagged = has_tag(seg)
+                self._sealed_hot.append((log, seg, tagged))
+            work.append(segment_work(self.files, self.paths.segments, log, seg, pending))
+            segments.append(segment_entry(seg, tagged))
+        return segments
 
     async def aclose(self, registry: TopicRegistry) -> None:
         """Final checkpoint (clean shutdown: exact heads, no watermark gaps), close the WAL."""

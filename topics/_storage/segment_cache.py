@@ -18,6 +18,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ __all__ = ["DEFAULT_CACHE_BYTES", "CacheStatistics", "SegmentCache"]
 #: 256 MiB: room for about 250 sealed segments of 1 MiB, what a small server reading
 #: recent history needs; docs/OPERATIONS.md says how to size it.
 DEFAULT_CACHE_BYTES = 256 << 20
+
+# The tiny cache pass of the test suites (scripts/test) caps every cache, in every
+# process it starts, so nearly every read of a cold segment evicts another.
+_TEST_CAP = int(os.environ.get("_TOPICS_TEST_CACHE_BYTES") or -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +55,7 @@ class SegmentCache:
     def __init__(self, capacity: int = DEFAULT_CACHE_BYTES) -> None:
         if capacity < 0:
             raise ValueError(f"cache capacity must be >= 0, got {capacity}")
-        self.capacity = capacity
+        self.capacity = capacity if _TEST_CAP < 0 else min(capacity, _TEST_CAP)
         self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
         self.bytes = 0
         self.hits = 0

@@ -374,11 +374,15 @@ class ColdSegment:
                         base_seq=self.base_seq,
                         salt=self.salt,
                     )
+                except FileNotFoundError:
+                    # The frames hold the same tags; only the shortcut is gone.
+                    log.warning("tag index %s.tags is missing; using the frames", self.path)
+                    self.tagged = None
                 except StorageCorruptionError:
                     raise
                 except OSError as exc:
                     raise StorageUnavailableError.for_read(self.path + ".tags", exc) from exc
-            else:
+            if index is None:
                 index = TagIndex.from_pairs(tagged_frames(self.loaded()))
             cache.put(key, index, index.nbytes)
         return index  # type: ignore[no-any-return]

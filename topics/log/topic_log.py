@@ -42,6 +42,7 @@ Rules (docs/SEMANTICS.md has the user-facing version):
 from __future__ import annotations
 
 import bisect
+import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
@@ -65,8 +66,10 @@ __all__ = ["DedupeEntry", "ReadWindow", "TopicLog"]
 
 #: A segment stops taking appends once it holds this many bytes (soft: a batch is never
 #: split, so one big batch may overshoot). Small enough that retention frees memory
-#: promptly, large enough that per-segment bookkeeping is noise.
-SEGMENT_TARGET_BYTES = 1 << 20
+#: promptly, large enough that per-segment bookkeeping is noise. The test suites' tiny
+#: cache pass (scripts/test) shrinks it through ``_TOPICS_TEST_SEGMENT_BYTES`` so that
+#: segments seal, go cold and are evicted within a few records, child processes included.
+SEGMENT_TARGET_BYTES = int(os.environ.get("_TOPICS_TEST_SEGMENT_BYTES") or 1 << 20)
 
 
 class DedupeEntry(NamedTuple):
@@ -295,8 +298,11 @@ class TopicLog:
                     break  # nothing live is left at all
                 self._drop_front_segment()
                 continue
-            n, size, _ = seg.retire_to(i + 1, self.trie)
-            last_live = seg.base_seq + i
+            # Every live record of a sealed segment goes when the caps would take them
+            # one by one anyway: at once, so a cold one is dropped without reading it.
+            whole = seg.sealed and (over_n >= seg.live_count or over_b >= seg.live_bytes)
+            n, size, last = seg.retire_to(seg.count if whole else i + 1, self.trie)
+            last_live = seg.base_seq + (last if whole else i)
             self.count -= n
             self.bytes -= size
             over_n -= n
@@ -425,31 +431,6 @@ class TopicLog:
                 if j < seg.count:
                     return seg.base_seq + j
         return self.head + 1
-
-    def frame_seq_by_ts(self, ts_ms: int) -> tuple[int | None, int | None]:
-        """``(last, first)``: the seqs of the last held frame with ``$ts < ts_ms`` and of
-        the first with ``$ts >= ts_ms`` (None when there is none), dead frames included.
-
-        A binary search over the segments, then over one segment's frames (rule 5: ``$ts``
-        never decreases along seqs); segments already dropped are unknown.
-        """
-        segs = self.segments
-        n = len(segs)
-        if n and segs[-1].count == 0:  # a fresh tail holds nothing yet (last_ts -1)
-            n -= 1
-        i = bisect.bisect_left(segs, ts_ms, 0, n, key=_last_ts)
-        if i == n:
-            last = segs[n - 1] if n else None
-            return (last.base_seq + last.count - 1 if last is not None else None), None
-        seg = segs[i]
-        idx = seg.first_ts_at_least(ts_ms)
-        first = seg.base_seq + idx
-        if idx:
-            return first - 1, first
-        if i == 0:
-            return None, first
-        prev = segs[i - 1]
-        return prev.base_seq + prev.count - 1, first
 
     def skip_to(self, head: int) -> None:
         """Advance the head past seqs that may have been handed out but were lost (a crash
@@ -591,7 +572,3 @@ class TopicLog:
         else:
             next_from = self.head if end is None else min(end, self.head)
         return ReadWindow(b"[" + b",".join(parts) + b"]", emitted, examined, next_from)
-
-
-def _last_ts(seg: Segment) -> int:
-    return int(seg.last_ts)
