@@ -13,11 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.fakedisk import FakeDisk, SimulatedCrash
+from topics import open_engine
+from topics._clock import ManualClock
 from topics._core import SegmentBuffer, TagTrie, crc32c, encode_batch
 from topics._storage.fs import Fs, RealFs
 from topics._storage.segment_files import (
     SegmentCorruptionError,
     SegmentWriter,
+    parse_segment_name,
     read_segment,
     segment_path,
 )
@@ -30,6 +33,8 @@ from topics._storage.tag_index import (
     tagged_frames,
     write_tag_index,
 )
+from topics.engine import Engine
+from topics.log import topic_log as _log
 
 D = "/data/segments"
 SALT = 0xC0FFEE
@@ -42,6 +47,15 @@ def _disk() -> FakeDisk:
     disk = FakeDisk()
     disk.makedirs(D)
     return disk
+
+
+def _plant(disk: FakeDisk, path: str) -> None:
+    """A durable file of junk at ``path``."""
+    handle = disk.open(path, create=True)
+    handle.write_at(0, b"junk")
+    handle.sync_all()
+    handle.close()
+    disk.sync_dir(path.rsplit("/", 1)[0])
 
 
 def _example() -> bytes:
@@ -289,3 +303,74 @@ def test_lookups_match_the_tag_trie(
             seqs = trie.pop_exact(query, below) if exact else trie.pop_prefix(query, below)
             got = list(index.exact(query)) if exact else index.prefix(query)
             assert got == [s - base for s in seqs], (query, exact)
+
+
+# -- the checkpoint ----------------------------------------------------------------------------
+
+
+async def _checkpoint(engine: Engine) -> None:
+    store = engine._store
+    assert store is not None
+    await store.checkpoint(engine._registry)
+
+
+def _sealed_on_disk(disk: FakeDisk) -> dict[str, SegmentBuffer]:
+    out = {}
+    for name in disk.listdir(D):
+        if parse_segment_name(name) is not None and disk.exists(f"{D}/{name}.idx"):
+            data = read_segment(disk, f"{D}/{name}")
+            out[f"{D}/{name}"] = SegmentBuffer.from_frames(data.frames, data.base_seq, data.salt)
+    return out
+
+
+async def test_a_checkpoint_writes_the_tags_file_when_it_seals_a_tagged_segment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_log, "SEGMENT_TARGET_BYTES", 300)
+    disk = FakeDisk()
+    async with open_engine("/data", clock=ManualClock(1_700_000_000_000), fs=disk) as engine:
+        for name in ("tagged", "plain", "mixed"):
+            await engine.put_topic(name, {"durability": "disk"})
+        for i in range(12):
+            await engine.write("tagged", [{"data": i, "tag": f"t{i % 4}"}, {"data": -i}])
+            await engine.write("plain", [{"data": i}])
+            await engine.write("mixed", [{"data": i, "tag": "m"} if i % 6 == 0 else {"data": i}])
+        await engine.delete_records("tagged", match="t1")  # deleted frames stay listed
+        # Leftovers of seals that never finished: replaced, or removed for untagged ones.
+        for name in ("tagged", "plain", "mixed"):
+            log = engine._registry.topics[name]
+            for seg in log.segments:
+                if seg.sealed:
+                    _plant(disk, segment_path(D, log.topic_id, seg.base_seq) + ".tags")
+        await _checkpoint(engine)
+        tagged_segments = 0
+        for path, seg in _sealed_on_disk(disk).items():
+            tagged = tagged_frames(seg)
+            if not tagged:
+                assert not disk.exists(path + ".tags"), path
+                continue
+            tagged_segments += 1
+            topic_id, base = parse_segment_name(path.rsplit("/", 1)[1]) or (0, 0)
+            index = read_tag_index(
+                disk, path, topic_id=topic_id, base_seq=base, salt=seg.salt, frame_count=seg.count
+            )
+            assert index.prefix(b"") == [i for i, _ in tagged]
+            for i, tag in tagged:
+                assert i in index.exact(tag)
+        assert tagged_segments >= 3
+        assert not [n for n in disk.listdir(D) if n.endswith(".tmp")]
+
+
+async def test_recovery_removes_tags_files_of_unlisted_segments() -> None:
+    disk = FakeDisk()
+    clock = ManualClock(1_700_000_000_000)
+    async with open_engine("/data", clock=clock, fs=disk) as engine:
+        await engine.write("t", [{"data": 1, "tag": "a"}])
+        await _checkpoint(engine)
+    listed = set(disk.listdir(D))
+    stray = segment_path(D, 0xFFFF, 1)
+    for suffix in (".tags", ".tags.tmp", ".idx.tmp"):
+        _plant(disk, stray + suffix)
+    async with open_engine("/data", clock=clock, fs=disk):
+        pass
+    assert set(disk.listdir(D)) == listed
