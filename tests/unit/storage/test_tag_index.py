@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import ujson
@@ -16,10 +17,12 @@ from tests.support.fakedisk import FakeDisk, SimulatedCrash
 from topics import open_engine
 from topics._clock import ManualClock
 from topics._core import SegmentBuffer, TagTrie, crc32c, encode_batch
+from topics._persistence.segment_work import segment_work
 from topics._storage.fs import Fs, RealFs
 from topics._storage.segment_files import (
     SegmentCorruptionError,
     SegmentWriter,
+    index_size,
     parse_segment_name,
     read_segment,
     segment_path,
@@ -374,3 +377,17 @@ async def test_recovery_removes_tags_files_of_unlisted_segments() -> None:
     async with open_engine("/data", clock=clock, fs=disk):
         pass
     assert set(disk.listdir(D)) == listed
+
+
+def test_the_space_check_counts_the_tags_file_of_a_seal() -> None:
+    """segment_work's ``grows`` covers a tags file of one 12-byte tag per frame."""
+    seg = SegmentBuffer(100, SALT)
+    seg.append(_frames(100, [f"order-{i:06d}" for i in range(50)]))
+    log = SimpleNamespace(topic_id=7)
+    open_work = segment_work({}, D, log, seg, {})  # type: ignore[arg-type]
+    assert (open_work.seal, open_work.tags_of) == (False, None)
+    seg.seal()
+    work = segment_work({}, D, log, seg, {})  # type: ignore[arg-type]
+    assert work.tags_of is seg
+    tags_file = encode_tag_index(7, 100, SALT, tagged_frames(seg))
+    assert work.grows >= len(work.data) + index_size(seg.count) + len(tags_file)
