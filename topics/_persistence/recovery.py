@@ -216,7 +216,7 @@ def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None
     removed = False
     for name in fs.listdir(paths.segments):
         stem = name
-        for suffix in (".tmp", ".idx"):
+        for suffix in (".tmp", ".idx", ".tags"):  # .seg.idx.tmp, .seg.tags.tmp too
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
         owner = parse_segment_name(stem)

@@ -16,7 +16,8 @@ Rule 2: a segment's frames are exactly the bytes after its header; ``length`` co
 Rule 3: sealed <=> ``<path>.idx`` exists. The index is written only after the frames are
   synced, under a temp name, fsynced, renamed and the directory synced, so an index never
   describes bytes that are not durable. A sealed segment never changes again except for
-  trailer bytes (deletion flags).
+  trailer bytes (deletion flags). A sealed segment with tagged frames also has a tag
+  index ``<path>.tags`` (``tag_index.py``), renamed into place before the index is.
 Rule 4: reading never returns bad bytes silently: a bad header, a sealed segment that
   disagrees with its index or fails a frame CRC, or a missing durable prefix raises
   :class:`SegmentCorruptionError`. Only an unsealed segment read without ``max_length``
@@ -55,6 +56,7 @@ __all__ = [
     "read_segment",
     "remove_segment",
     "segment_path",
+    "write_atomically",
 ]
 
 SEGMENT_MAGIC = b"TOPICSEG"
@@ -68,6 +70,7 @@ _INDEX_HEADER = struct.Struct("<8sHHIQQII")
 _U32 = struct.Struct("<I")
 _SUFFIX = ".seg"
 _INDEX_SUFFIX = ".idx"
+TAGS_SUFFIX = ".tags"  # the tag index (tag_index.py), which removal takes along
 _U32_MAX = 0xFFFFFFFF
 
 
@@ -396,7 +399,7 @@ class SegmentWriter:
             self._length,
         )
         body = head + offsets
-        _write_atomically(
+        write_atomically(
             self._fs, self.path + _INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
         )
         self._sealed = True
@@ -422,7 +425,14 @@ def open_for_append(
     )
 
 
-def _write_atomically(fs: Fs, path: str, data: bytes) -> None:
+def write_atomically(fs: Fs, path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` by ``data`` through ``<path>.tmp``: write, fsync, rename, and with
+    ``sync_dir`` a directory fsync (without it the new name is durable only after the
+    caller's next directory fsync of the same directory).
+
+    Raises:
+        OSError: a write, sync or rename failed (the final name is untouched then).
+    """
     tmp = path + ".tmp"
     if fs.exists(tmp):
         # A fresh inode, never one whose earlier write or fsync may have failed.
@@ -434,7 +444,8 @@ def _write_atomically(fs: Fs, path: str, data: bytes) -> None:
     finally:
         handle.close()
     fs.rename(tmp, path)
-    fs.sync_dir(posixpath.dirname(path))
+    if sync_dir:
+        fs.sync_dir(posixpath.dirname(path))
 
 
 def _read_exact(handle: FileHandle, path: str, length: int) -> bytes:
@@ -583,15 +594,18 @@ def mark_deleted(fs: Fs, path: str, frame_end_offsets: list[int], *, sync: bool 
 def remove_segment(
     fs: Fs, path: str, *, sync: bool = True, handles: HandleCache | None = None
 ) -> None:
-    """Remove a segment's data file, then its index (a missing file is fine).
+    """Remove a segment's data file, then its index, then its tag index (a missing file is
+    fine).
 
-    Data first: an index left alone by a crash describes nothing and is ignored, while a
-    data file left without its index would read as an active segment. A handle ``handles``
-    holds for it is closed first (a cached handle never outlives the file's name).
+    Data first: an index or tag index left alone by a crash describes nothing and is
+    ignored (recovery removes it, recovery.py rule 7), while a data file left without its
+    index would read as an active segment. A handle ``handles`` holds for it is closed
+    first (a cached handle never outlives the file's name).
     """
     if handles is not None:
         handles.discard(path)
-    for p in (path, path + _INDEX_SUFFIX, path + _INDEX_SUFFIX + ".tmp"):
+    index, tags = path + _INDEX_SUFFIX, path + TAGS_SUFFIX
+    for p in (path, index, index + ".tmp", tags, tags + ".tmp"):
         if fs.exists(p):
             fs.remove(p)
     if sync:

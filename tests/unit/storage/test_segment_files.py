@@ -313,9 +313,12 @@ def test_crash_during_seal_leaves_a_readable_unsealed_segment() -> None:
             assert data.frames == _write_sealed(_disk())[1]
 
 
-def test_remove_segment_removes_data_and_index() -> None:
+def test_remove_segment_removes_data_index_and_tags() -> None:
     disk = _disk()
     path, _ = _write_sealed(disk)
+    for leftover in (".tags", ".tags.tmp", ".idx.tmp"):  # the tag index (tag_index.py), temps
+        disk.open(path + leftover, create=True).close()
+    disk.sync_dir(D)
     remove_segment(disk, path)
     assert disk.listdir(D) == []
     remove_segment(disk, path)  # idempotent
