@@ -22,7 +22,8 @@ import ujson
 import topics.log.topic_log as topic_log
 from topics._clock import ManualClock
 from topics._storage.fs import RealFs
-from topics._storage.segment_files import mark_deleted, segment_path
+from topics._storage.segment_edits import mark_deleted
+from topics._storage.segment_files import segment_path
 from topics.engine import Engine, open_engine
 from topics.errors import StorageUnavailableError
 from topics.log.cold_segment import ColdSegment, is_cold

@@ -20,12 +20,11 @@ import ujson
 
 from .._storage.fs import Fs
 from .._storage.handles import HandleCache
+from .._storage.segment_edits import mark_deleted, remove_segment
 from .._storage.segment_files import (
     SegmentWriter,
     index_size,
-    mark_deleted,
     open_for_append,
-    remove_segment,
     segment_path,
 )
 from .._storage.tag_index import (

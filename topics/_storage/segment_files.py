@@ -49,12 +49,10 @@ __all__ = [
     "SegmentData",
     "SegmentWriter",
     "index_size",
-    "mark_deleted",
     "open_for_append",
     "parse_segment_name",
     "read_header",
     "read_segment",
-    "remove_segment",
     "segment_path",
     "write_atomically",
 ]
@@ -69,7 +67,7 @@ HEADER_SIZE = _HEADER.size  # 40
 _INDEX_HEADER = struct.Struct("<8sHHIQQII")
 _U32 = struct.Struct("<I")
 _SUFFIX = ".seg"
-_INDEX_SUFFIX = ".idx"
+INDEX_SUFFIX = ".idx"
 TAGS_SUFFIX = ".tags"  # the tag index (tag_index.py), which removal takes along
 _U32_MAX = 0xFFFFFFFF
 
@@ -252,7 +250,7 @@ class SegmentWriter:
             OSError: the open, truncate or sync failed.
         """
         cache = _cache_for(fs, handles)
-        if cache.fs.exists(path + _INDEX_SUFFIX):
+        if cache.fs.exists(path + INDEX_SUFFIX):
             raise ValueError(f"segment {path} is sealed; it cannot be appended to")
         # A fresh descriptor: whatever a cached one saw (a failed write) is not carried over.
         cache.discard(path)
@@ -400,7 +398,7 @@ class SegmentWriter:
         )
         body = head + offsets
         write_atomically(
-            self._fs, self.path + _INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
+            self._fs, self.path + INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
         )
         self._sealed = True
         self._handles.discard(self.path)  # only delete flags touch it again: one-shot opens
@@ -499,7 +497,7 @@ def read_segment(
     try:
         topic_id, base_seq, salt = read_header(handle, path)
         available = handle.size() - HEADER_SIZE
-        sealed = fs.exists(path + _INDEX_SUFFIX)
+        sealed = fs.exists(path + INDEX_SUFFIX)
         if sealed:
             frames = _read_exact(handle, path, available)
         elif max_length is not None:
@@ -530,7 +528,7 @@ def _check_index(
     frames: bytes,
     spans: list[tuple[int, int]],
 ) -> None:
-    idx_path = path + _INDEX_SUFFIX
+    idx_path = path + INDEX_SUFFIX
     handle = fs.open(idx_path)
     try:
         raw = handle.read_at(0, handle.size())
@@ -558,55 +556,3 @@ def _check_index(
             f"says {length} bytes in {count} frames",
             path=path,
         )
-
-
-def mark_deleted(fs: Fs, path: str, frame_end_offsets: list[int], *, sync: bool = True) -> None:
-    """Flip the trailer byte of each given frame to 1 (deleted), in place, then fdatasync.
-
-    The trailer is outside the frame CRC and the index, so the segment still verifies.
-
-    Args:
-        fs: the file system seam.
-        path: the segment's data file (sealed or active).
-        frame_end_offsets: for each frame, ``offset + frame_len`` within the frames.
-        sync: fdatasync before returning (the delete is durable when this returns).
-
-    Raises:
-        SegmentCorruptionError: bad header.
-        ValueError: an offset outside the segment's frames.
-        OSError: the write or fdatasync failed.
-    """
-    handle = fs.open(path, write=True)
-    try:
-        read_header(handle, path)  # never flip a byte in a file that is not a segment
-        frames_length = handle.size() - HEADER_SIZE
-        for end in frame_end_offsets:
-            if not 0 < end <= frames_length:
-                raise ValueError(f"frame end {end} is outside the segment's frames")
-        for end in frame_end_offsets:
-            handle.write_at(HEADER_SIZE + end - 1, b"\x01")
-        if sync:
-            handle.sync_data()
-    finally:
-        handle.close()
-
-
-def remove_segment(
-    fs: Fs, path: str, *, sync: bool = True, handles: HandleCache | None = None
-) -> None:
-    """Remove a segment's data file, then its index, then its tag index (a missing file is
-    fine).
-
-    Data first: an index or tag index left alone by a crash describes nothing and is
-    ignored (recovery removes it, recovery.py rule 7), while a data file left without its
-    index would read as an active segment. A handle ``handles`` holds for it is closed
-    first (a cached handle never outlives the file's name).
-    """
-    if handles is not None:
-        handles.discard(path)
-    index, tags = path + _INDEX_SUFFIX, path + TAGS_SUFFIX
-    for p in (path, index, index + ".tmp", tags, tags + ".tmp"):
-        if fs.exists(p):
-            fs.remove(p)
-    if sync:
-        fs.sync_dir(posixpath.dirname(path))

@@ -359,7 +359,12 @@ class ColdSegment:
         return [self.base_seq + i for i in idxs if self.retired <= i < end and self.is_live(i)]
 
     def _tag_index(self) -> TagIndex:
-        from .._storage.tag_index import TagIndex, read_tag_index, tagged_frames
+        from .._storage.tag_index import (
+            decode_tag_index,
+            encode_tag_index,
+            read_tag_index,
+            tagged_frames,
+        )
 
         key = (self.topic_id, self.base_seq, "tags")
         cache = self.source.cache
@@ -373,6 +378,7 @@ class ColdSegment:
                         topic_id=self.topic_id,
                         base_seq=self.base_seq,
                         salt=self.salt,
+                        frame_count=self.count,
                     )
                 except FileNotFoundError:
                     # The frames hold the same tags; only the shortcut is gone.
@@ -383,7 +389,11 @@ class ColdSegment:
                 except OSError as exc:
                     raise StorageUnavailableError.for_read(self.path + ".tags", exc) from exc
             if index is None:
-                index = TagIndex.from_pairs(tagged_frames(self.loaded()))
+                tid, base, salt = self.topic_id, self.base_seq, self.salt
+                raw = encode_tag_index(tid, base, salt, tagged_frames(self.loaded()))
+                index = decode_tag_index(
+                    raw, path=self.path, topic_id=tid, base_seq=base, salt=salt
+                )
             cache.put(key, index, index.nbytes)
         return index  # type: ignore[no-any-return]
 

@@ -13,15 +13,14 @@ import ujson
 from tests.support.fakedisk import FakeDisk, SimulatedCrash
 from topics._core import FrameError, SegmentBuffer, encode_batch, iter_frames
 from topics._storage.fs import Fs, RealFs
+from topics._storage.segment_edits import mark_deleted, remove_segment
 from topics._storage.segment_files import (
     HEADER_SIZE,
     SegmentCorruptionError,
     SegmentWriter,
-    mark_deleted,
     open_for_append,
     parse_segment_name,
     read_segment,
-    remove_segment,
     segment_path,
 )
 
