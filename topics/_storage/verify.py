@@ -220,7 +220,7 @@ def _check_segment(fs: Fs, root: str, name: str, view: ManifestView) -> Checked:
             at.finding(
                 "segment",
                 _FRAME_PROBLEMS.get(bad.problem, bad.problem),
-                f"frame {bad.frame} (seq {base + bad.frame}): {bad.detail}; the frames "
+                f"frame {bad.frame} (seq {base + bad.frame}) {bad.detail}; the frames "
                 "after it cannot be read back either",
                 offset=_HEADER_SIZE + bad.offset,
                 first=base + bad.frame,

@@ -55,6 +55,7 @@ _WAL_MAX_PAYLOAD = 64 << 20
 # How far above the expected LSN a frame found after a bad one may be and still count as
 # this file's: a 4 KiB page of damage destroys at most a few hundred frames.
 _RESUME_LSN_SPAN = 1 << 20
+_WHY = {"crc": "fails its CRC", "truncated": "is cut short", "kind": "is not a record frame"}
 
 
 class BadFrame(NamedTuple):
@@ -121,7 +122,7 @@ def walk_segment(
             if pos + size > length:
                 return SegmentWalk(
                     offsets,
-                    BadFrame(len(offsets), pos, "truncated", f"a {size}-byte frame does not fit"),
+                    BadFrame(len(offsets), pos, "truncated", f"of {size} bytes does not fit"),
                     read,
                 )
             buf = handle.read_at(start + pos, size)
@@ -134,26 +135,26 @@ def walk_segment(
             found = frame_offsets(chunk, salt, True, pos)
         except FrameError as exc:
             bad_off = pos + _frame_offset(chunk, exc.index)
+            why = _WHY.get(exc.reason, exc.reason)
             return SegmentWalk(
-                offsets, BadFrame(len(offsets) + exc.index, bad_off, exc.reason, str(exc)), read
+                offsets, BadFrame(len(offsets) + exc.index, bad_off, exc.reason, why), read
             )
         first = base_seq + len(offsets)
         if found and (
             _U64.unpack_from(chunk, _SEQ_AT)[0] != first
             or _U64.unpack_from(chunk, found[-1] - pos + _SEQ_AT)[0] != first + len(found) - 1
         ):
-            return SegmentWalk(
-                offsets,
-                BadFrame(len(offsets), pos, "seq", f"frames here do not carry seqs from {first}"),
-                read,
-            )
+            why = f"does not carry the seq its place says ({first} onwards)"
+            return SegmentWalk(offsets, BadFrame(len(offsets), pos, "seq", why), read)
         offsets.extend(found)
         pos += end
     return SegmentWalk(offsets, None, read)
 
 
 def _truncated(index: int, pos: int, got: int, want: int) -> BadFrame:
-    return BadFrame(index, pos + got, "truncated", f"file ends {want - got} bytes short")
+    return BadFrame(
+        index, pos + got, "truncated", f"is cut short: the file ends {want - got} bytes early"
+    )
 
 
 def decode_index(raw: bytes) -> IndexView | str:

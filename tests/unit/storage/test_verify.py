@@ -14,10 +14,7 @@ import pytest
 
 import topics
 import topics._persistence.store as store_module
-from topics._storage.fs import FileHandle, RealFs
-from topics._storage.verify import Finding, VerifyReport, check_file, load_view, verify_data_dir
-
-from .verify_support import (
+from tests.support.datadir_damage import (
     SEG_HEADER,
     Segment,
     build,
@@ -29,6 +26,8 @@ from .verify_support import (
     write_some,
     zero_page,
 )
+from topics._storage.fs import FileHandle, RealFs
+from topics._storage.verify import Finding, VerifyReport, check_file, load_view, verify_data_dir
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""A real data directory for the ``topics verify`` tests, and the damage they do to it.
+"""A real data directory for the ``topics verify`` tests (tests/unit/storage/test_verify.py,
+tests/integration/cli/test_cli_verify.py), and the damage they do to it.
 
 Built once per session with the engine itself (two sessions, so there are two manifest
 generations and several WAL files), then copied for each test that damages it.
