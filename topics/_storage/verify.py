@@ -26,9 +26,9 @@ Rules:
 
 from __future__ import annotations
 
+import array
 import importlib
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from topics._core import crc32c
@@ -301,16 +301,15 @@ def _read_index(fs: Fs, path: str) -> bytes | None:
 
 
 def _index_problem(
-    view: IndexView | str, entry: SegmentEntry, length: int, offsets: Iterable[int]
+    view: IndexView | str, entry: SegmentEntry, length: int, offsets: array.array[int]
 ) -> tuple[str, str] | None:
     if isinstance(view, str):
         return "crc" if "checksum" in view else "header", f"{view}; the frames check out"
     if not _index_names(view, entry):
         return "index mismatch", "the index names another salt, topic or base seq"
-    walked = list(offsets)
-    if view.frames_length != length or view.offsets.tolist() != walked:
+    if view.frames_length != length or view.offsets != offsets:
         return "index mismatch", (
-            f"the segment has {length} frame bytes in {len(walked)} frames; its index says "
+            f"the segment has {length} frame bytes in {len(offsets)} frames; its index says "
             f"{view.frames_length} bytes in {len(view.offsets)} frames"
         )
     return None

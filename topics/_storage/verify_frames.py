@@ -82,17 +82,20 @@ class IndexView(NamedTuple):
 
 
 def _whole_end(buf: bytes, at_end: bool) -> int:
-    """Where the last whole frame of ``buf`` ends (rule 3); the bad length's offset shows
-    up as a frame the core then rejects."""
-    off, n = 0, len(buf)
+    """Where the last whole frame of ``buf`` ends (rule 3). At the end of what is checked,
+    all of it: a frame cut short there is the core's to report."""
+    n = len(buf)
+    if at_end:
+        return n
+    off = 0
     while off + 4 <= n:
         size = _U32.unpack_from(buf, off)[0]
-        if size < _MIN_RECORD:  # garbage: let the core name it
-            return n if at_end else off + min(n - off, _MIN_RECORD)
+        if size < _MIN_RECORD:  # garbage: hand the core this frame to name
+            return off + min(n - off, _MIN_RECORD)
         if off + size > n:
             break
         off += size
-    return n if at_end else off
+    return off
 
 
 def _frame_offset(buf: bytes, index: int) -> int:
