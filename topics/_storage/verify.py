@@ -183,7 +183,7 @@ def _check_segment(fs: Fs, root: str, name: str, view: ManifestView) -> Checked:
         return Checked([finding], files=1)
     out = Checked(files=1)
     at = _SegFinding(rel, entry)
-    idx = _read_index(fs, path + ".idx")
+    idx = _read_whole(fs, path + ".idx")
     index: IndexView | str | None = None
     trusted_index: IndexView | None = None
     if idx is not None:
@@ -289,7 +289,7 @@ def _segment_header_problem(raw: bytes, entry: SegmentEntry) -> str | None:
     return None
 
 
-def _read_index(fs: Fs, path: str) -> bytes | None:
+def _read_whole(fs: Fs, path: str) -> bytes | None:
     try:
         handle = fs.open(path)
     except FileNotFoundError:
@@ -372,7 +372,7 @@ def _check_manifest(fs: Fs, root: str, rel: str, view: ManifestView) -> Checked:
 
 
 def _check_heads(fs: Fs, root: str) -> Checked:
-    raw = _read_index(fs, f"{root}/{HEADS_FILE}")  # a small whole-file read
+    raw = _read_whole(fs, f"{root}/{HEADS_FILE}")
     if raw is None:
         return Checked()
     out = Checked(files=1, bytes=len(raw))

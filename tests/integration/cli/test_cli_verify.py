@@ -50,7 +50,7 @@ def test_a_clean_directory_exits_0_with_a_summary(data: Path) -> None:
 
 def test_damage_exits_1_with_a_row_per_damaged_file(data: Path) -> None:
     seg = next(s for s in segments(data) if s.sealed and s.topic == "alpha")
-    flip_bit(data / seg.rel, 40 + seg.offsets[3] + 30)
+    flip_bit(data / seg.rel, 40 + seg.offsets[3] + 60)
     code, out, _ = verify(str(data))
     assert code == 1
     header, row, summary = out.splitlines()

@@ -14,6 +14,7 @@ import pytest
 
 import topics
 import topics._persistence.store as store_module
+import topics._storage.verify_frames as verify_frames
 from tests.support.datadir_damage import (
     SEG_HEADER,
     Segment,
@@ -96,7 +97,7 @@ def damage(how: str, path: Path, offset: int) -> None:
 def test_a_damaged_sealed_segment_names_its_topic_and_seqs(data: Path, how: str) -> None:
     seg = sealed_middle(data)
     k = len(seg.offsets) // 2
-    at = SEG_HEADER + seg.offsets[k] + 30  # inside frame k, before its trailer byte
+    at = SEG_HEADER + seg.offsets[k] + 60  # in frame k's data, before its trailer byte
     damage(how, data / seg.rel, at)
     found = only(damage_of(run(data)))
     assert (found.path, found.kind, found.topic, found.severity) == (
@@ -113,6 +114,33 @@ def test_a_damaged_sealed_segment_names_its_topic_and_seqs(data: Path, how: str)
     assert found.offset <= at
 
 
+@pytest.mark.parametrize("chunk", [100, 1000])
+@pytest.mark.parametrize("how", [None, "flip", "zero"])
+def test_files_larger_than_a_read_chunk(
+    data: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, how: str | None
+) -> None:
+    """Chunks smaller than a frame (100 bytes) and holding several (1000): the same answers
+    as whole-file reads, for segments and WAL files alike."""
+    monkeypatch.setattr(verify_frames, "CHUNK_BYTES", chunk)
+    seg = sealed_middle(data)
+    at = SEG_HEADER + seg.offsets[len(seg.offsets) // 2] + 60
+    if how is None:
+        assert run(data).findings == ()
+        return
+    damage(how, data / seg.rel, at)
+    newest = make_newest(data, 2)
+    damage(how, newest, 5000)
+    found = damage_of(run(data))
+    assert [f.path for f in found] == [seg.rel, f"wal/{newest.name}"]
+    assert covers(found[0], seg.seq_at(at))
+    assert "valid frames follow" in found[1].detail
+
+
+def test_a_fresh_directory_is_clean(tmp_path: Path) -> None:
+    topics.open(str(tmp_path / "fresh")).close()
+    assert run(tmp_path / "fresh").findings == ()
+
+
 def test_a_zeroed_segment_header_covers_the_whole_segment(data: Path) -> None:
     seg = sealed_middle(data)
     zero_page(data / seg.rel, 0)
@@ -126,7 +154,7 @@ def test_the_unsealed_segment_is_checked_up_to_its_recorded_length_only(data: Pa
     with open(data / seg.rel, "ab") as f:  # a live writer's bytes past the recorded length
         f.write(os.urandom(300))
     assert run(data).findings == ()
-    at = SEG_HEADER + seg.offsets[-1] + 30
+    at = SEG_HEADER + seg.offsets[-1] + 60
     flip_bit(data / seg.rel, at)
     found = only(damage_of(run(data)))
     assert (found.path, found.topic, found.problem) == (seg.rel, "alpha", "crc")
