@@ -355,6 +355,8 @@ def _check_manifest(fs: Fs, root: str, rel: str, view: ManifestView) -> Checked:
     finally:
         handle.close()
     body = read_manifest_body(fs, path, generation)
+    if not isinstance(body, str) and generation in view.problems:
+        body = view.problems[generation]  # checksums fine, but not a manifest load_view reads
     out = Checked(files=1, bytes=size)
     if isinstance(body, str):
         if view.cannot_start or view.newest_valid is None:
@@ -363,7 +365,7 @@ def _check_manifest(fs: Fs, root: str, rel: str, view: ManifestView) -> Checked:
             severity = "data"
             more = f"generation {view.newest_valid} is valid and is the one recovery loads"
         problem = "truncated" if "short" in body or "truncated" in body else "crc"
-        if "version" in body or "generation" in body or "JSON" in body:
+        if "version" in body or "generation" in body or "JSON" in body or "body" in body:
             problem = "header"
         out.findings.append(
             Finding(rel, "manifest", problem, severity, f"{body}; {more}", offset=0)

@@ -85,13 +85,23 @@ def load_view(fs: Fs, root: str) -> ManifestView:
             bodies.append((generation, body))
     topics: dict[int, str] = {}
     segments: dict[tuple[int, int], SegmentEntry] = {}
-    for i, (_, body) in enumerate(bodies):
-        _add_body(body, topics, segments, fallback=i > 0)
-    present = tuple(sorted([*problems, *(g for g, _ in bodies)]))
+    valid: list[tuple[int, int]] = []  # (generation, covered LSN), newest first
+    for generation, body in bodies:
+        try:  # parse into copies: a body that fails halfway adds nothing
+            more_topics, more_segments = dict(topics), dict(segments)
+            _add_body(body, more_topics, more_segments, fallback=bool(valid))
+            covered = int(body["covered_lsn"])
+        except (KeyError, TypeError, ValueError) as exc:
+            # CRC-valid but not the shape recovery reads (a bug, or another version).
+            problems[generation] = f"the body does not describe topics ({exc!r})"
+            continue
+        topics, segments = more_topics, more_segments
+        valid.append((generation, covered))
+    present = tuple(sorted([*problems, *(g for g, _ in valid)]))
     return ManifestView(
         generations=present,
-        newest_valid=bodies[0][0] if bodies else None,
-        covered_lsn=int(bodies[0][1].get("covered_lsn", 0)) if bodies else None,
+        newest_valid=valid[0][0] if valid else None,
+        covered_lsn=valid[0][1] if valid else None,
         problems=problems,
         topics=topics,
         segments=segments,

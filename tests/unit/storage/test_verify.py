@@ -28,6 +28,7 @@ from tests.support.datadir_damage import (
     zero_page,
 )
 from topics._storage.fs import FileHandle, RealFs
+from topics._storage.manifest import write_manifest
 from topics._storage.verify import Finding, VerifyReport, check_file, load_view, verify_data_dir
 
 
@@ -200,6 +201,14 @@ def test_one_damaged_manifest_is_data_damage_not_fatal(data: Path, how: str, whi
     assert (found.path, found.severity) == (MANIFESTS[which], "data")
     assert report.manifest_generation == 2 - which  # the other one is what recovery loads
     assert not [f for f in report.findings if f.severity == "fatal"]
+
+
+def test_a_manifest_with_valid_checksums_but_no_topics_shape_is_reported(data: Path) -> None:
+    write_manifest(RealFs(), str(data / "manifest"), 3, {"covered_lsn": 1, "topics": [{"x": 1}]})
+    report = run(data)
+    found = only(damage_of(report))
+    assert (found.path, found.problem) == ("manifest/MANIFEST-0000000000000003", "header")
+    assert report.manifest_generation == 2
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate", "zero"])
