@@ -27,7 +27,6 @@ Rules:
 from __future__ import annotations
 
 import array
-import importlib
 import struct
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ from .fs import Fs, RealFs, StorageCorruptionError
 from .heads import HEADS_FILE
 from .manifest import manifest_name, read_manifest_body
 from .segment_files import parse_segment_name
+from .tag_index import read_tag_index
 from .verify_findings import SEVERITIES, Checked, Finding
 from .verify_frames import IndexView, decode_index, walk_segment
 from .verify_view import (
@@ -233,7 +233,8 @@ def _check_segment(fs: Fs, root: str, name: str, view: ManifestView) -> Checked:
         mismatch = _index_problem(index, entry, size - _HEADER_SIZE, walk.offsets)
         if mismatch is not None:
             out.findings.append(at.finding("index", *mismatch))
-    out.findings.extend(_check_tags(fs, path + ".tags", at))
+    frames = len(walk.offsets) if walk.bad is None else None
+    out.findings.extend(_check_tags(fs, path, at, frames))
     return out
 
 
@@ -319,16 +320,19 @@ def _index_names(view: IndexView, entry: SegmentEntry) -> bool:
     return (view.salt, view.topic_id, view.base_seq) == (entry.salt, entry.topic_id, entry.base)
 
 
-def _check_tags(fs: Fs, path: str, at: _SegFinding) -> list[Finding]:
-    """A segment's tag index, when this build has the module that reads it
-    (``topics/_storage/tag_index.py``); without it ``.tags`` files are not checked."""
+def _check_tags(fs: Fs, seg_path: str, at: _SegFinding, frames: int | None) -> list[Finding]:
+    """A segment's tag index (``tag_index.py``): advice only, since the frames carry the
+    same tags and a tag delete falls back to them (``log/cold_segment.py``)."""
+    entry = at.entry
     try:
-        module = importlib.import_module("topics._storage.tag_index")
-    except ImportError:
-        return []
-    read_tag_index = module.read_tag_index
-    try:
-        read_tag_index(fs, path)
+        read_tag_index(
+            fs,
+            seg_path,
+            topic_id=entry.topic_id,
+            base_seq=entry.base,
+            salt=entry.salt,
+            frame_count=frames,
+        )
     except FileNotFoundError:
         return []
     except (StorageCorruptionError, ValueError) as exc:

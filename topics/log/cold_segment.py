@@ -380,12 +380,15 @@ class ColdSegment:
                         salt=self.salt,
                         frame_count=self.count,
                     )
-                except FileNotFoundError:
-                    # The frames hold the same tags; only the shortcut is gone.
-                    log.warning("tag index %s.tags is missing; using the frames", self.path)
+                except (FileNotFoundError, StorageCorruptionError) as exc:
+                    # The frames hold the same tags; only the shortcut is gone or damaged.
+                    log.warning(
+                        "tag index of %s unusable (%s); using the frames. `topics verify "
+                        "DATA_DIR` lists damaged files",
+                        self.path,
+                        exc,
+                    )
                     self.tagged = None
-                except StorageCorruptionError:
-                    raise
                 except OSError as exc:
                     raise StorageUnavailableError.for_read(self.path + ".tags", exc) from exc
             if index is None:
