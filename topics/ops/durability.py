@@ -104,12 +104,22 @@ class Durability:
         return await app.wait(ticket)
 
     def storage_gauges(self) -> dict[str, int]:
-        """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
+        """The ``topics_storage_*`` and ``topics_cache_*`` series of /v0/metrics (0s for a
+        memory-only engine)."""
         space = self._app.space
+        store = self._app.store
+        cache = store.cold.cache.statistics() if store is not None else None
         return {
             "topics_storage_degraded": int(self._app.storage_state() != "ok"),
             "topics_storage_free_bytes": (space.free_bytes or 0) if space is not None else 0,
             "topics_storage_min_free_bytes": space.min_free_bytes if space is not None else 0,
+            "topics_cache_bytes": cache.bytes if cache else 0,
+            "topics_cache_capacity_bytes": cache.capacity if cache else 0,
+            "topics_cache_segments": cache.entries if cache else 0,
+            "topics_cache_hits_total": cache.hits if cache else 0,
+            "topics_cache_misses_total": cache.misses if cache else 0,
+            "topics_cache_evictions_total": cache.evictions if cache else 0,
+            "topics_cache_load_errors_total": cache.load_errors if cache else 0,
         }
 
     def reserved(self, log: TopicLog, records: object) -> bool:
