@@ -377,6 +377,9 @@ def kill_restart(path: str, cache_bytes: int, heads: dict[str, int], tail: int) 
             res = client.post(f"/v0/topics/{name}", json={"records": [{"data": {"tail": 1}}] * n})
             res.raise_for_status()
         expected = client.get(f"/v0/topics/{name}").json()["head_seq"]
+        # `disk` acks once queued for the WAL; its last tick (~50 ms) may die with the
+        # process. Past it, the whole tail is in the WAL and nothing of it in a segment.
+        time.sleep(0.2)
     finally:
         client.close()
         server.stop(signal.SIGKILL)

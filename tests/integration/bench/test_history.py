@@ -57,10 +57,11 @@ def test_a_tiny_run_reports_every_figure(tmp_path: Path) -> None:
         assert c["restart"]["kill_ready_s"] > 0
         assert c["restart"]["tail_records"] == 300
         assert c["rest"]["bytes_per_record_beyond_cache"] is not None
-    # each cache size's SIGKILL round left its acknowledged tail in the first topic
+    # each cache size's SIGKILL round left its acknowledged tail in the first topic (a seq
+    # range reserved ahead and skipped by the crash may push the head further)
     first = next(iter(load["heads"]))
-    assert d["heads_after"][first] == load["heads"][first] + 2 * 300
-    assert d["offline"]["reader"]["records"] == sum(d["heads_after"].values())
+    assert d["heads_after"][first] >= load["heads"][first] + 2 * 300
+    assert d["offline"]["reader"]["records"] == 4000 + 2 * 300
     assert d["offline"]["spark"]["note"].startswith("skipped")
 
     assert len(d["targets"]) == 6 * 2 + 2
