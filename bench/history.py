@@ -2,7 +2,7 @@
 store, memory a bounded cache. Prints numbers and the targets' verdicts; never asserts.
 
     python bench/history.py [--records 2000000] [--record-bytes 64] [--topics 4]
-        [--cache-mb 32,1024] [--reads 200] [--tail 5000] [--dir DIR] [--keep]
+        [--cache-mb 32,1024] [--reads 200] [--rounds 3] [--tail 5000] [--dir DIR] [--keep]
         [--segment-bytes N] [--page-cache drop|keep] [--no-spark] [--baseline OLD.json]
         [--quick] [--json out.json]
 
@@ -16,7 +16,8 @@ Phases:
     start ("cold", with the segment files dropped from the page cache unless
     ``--page-cache keep``), then reads the cache holds ("hot": the same ones again, or the
     first of them that fit in the cache, repeated): records/s and cold p50/p99, over HTTP
-    and in-process; a full scan over HTTP (every topic from 0 to its head, limit 1000)
+    and in-process, each over ``--rounds`` fresh starts (medians; the ratio is the median
+    of each round's own); a full scan over HTTP (every topic from 0 to its head, limit 1000)
     with the server's VmRSS sampled every 20 ms; then ``--tail`` records written after the
     last checkpoint, SIGKILL, and the time to ready again.
 (c) offline: the whole directory read with ``topics.Reader`` (what Spark's path mode
@@ -37,6 +38,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -252,16 +254,29 @@ def cold_hot(diff: Callable[[str, int], int], spots: list[tuple[str, int]], hot:
     cold = timed_reads(diff, spots)
     timed_reads(diff, hot)  # warm what fits (already warm when hot is a prefix of spots)
     repeated = (hot * -(-len(spots) // len(hot)))[: len(spots)]
-    warm = timed_reads(diff, repeated)
+    return {"cold": cold, "hot": timed_reads(diff, repeated), "reads": len(spots),
+            "hot_distinct": len(hot)}  # fmt: skip
+
+
+def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over rounds (each a fresh start: its cold reads are cold again); the ratio
+    is the median of each round's own cold/hot, which shares that round's load."""
+    ratios = [
+        r["cold"]["records_s"] / r["hot"]["records_s"] for r in rounds if r["hot"]["records_s"]
+    ]
+    cold_lat = [x for r in rounds for x in r["cold"]["latencies"]]
+    hot_lat = [x for r in rounds for x in r["hot"]["latencies"]]
     return {
-        "reads": len(spots),
-        "hot_distinct": len(hot),
-        "cold_records_s": cold["records_s"],
-        "hot_records_s": warm["records_s"],
-        "cold_over_hot": cold["records_s"] / warm["records_s"] if warm["records_s"] else None,
-        "cold_p50_ms": pct(cold["latencies"], 0.50) * 1e3,
-        "cold_p99_ms": pct(cold["latencies"], 0.99) * 1e3,
-        "hot_p50_ms": pct(warm["latencies"], 0.50) * 1e3,
+        "rounds": len(rounds),
+        "reads": rounds[0]["reads"],
+        "hot_distinct": rounds[0]["hot_distinct"],
+        "cold_records_s": statistics.median(r["cold"]["records_s"] for r in rounds),
+        "hot_records_s": statistics.median(r["hot"]["records_s"] for r in rounds),
+        "cold_over_hot": statistics.median(ratios) if ratios else None,
+        "cold_over_hot_rounds": ratios,
+        "cold_p50_ms": pct(cold_lat, 0.50) * 1e3,
+        "cold_p99_ms": pct(cold_lat, 0.99) * 1e3,
+        "hot_p50_ms": pct(hot_lat, 0.50) * 1e3,
     }
 
 
@@ -349,8 +364,8 @@ def server_phase(path: str, cache_bytes: int, heads: dict[str, int], spots: list
         beyond = (rss - empty_rss) * MIB - rest_metrics.get("topics_cache_bytes", 0)
         out["rest"] = {"rss_mib": rss, "metrics": rest_metrics,
                        "bytes_per_record_beyond_cache": beyond / held if held else None}  # fmt: skip
-        out["http"] = cold_hot(http_diff(client), spots, hot, tail_spots(heads), path, drop)
-        out["http"]["metrics"] = cache_metrics(client)
+        rounds = [cold_hot(http_diff(client), spots, hot, tail_spots(heads), path, drop)]
+        http_metrics = cache_metrics(client)
         if drop:
             drop_page_cache(path)
         with RssSampler(server.proc.pid) as sampler:
@@ -362,6 +377,13 @@ def server_phase(path: str, cache_bytes: int, heads: dict[str, int], spots: list
                        "rss_after_mib": rss_mib(server.proc.pid), "metrics": cache_metrics(client)}  # fmt: skip
     finally:
         stop(server, client)
+    for _ in range(args.rounds - 1):
+        server, client, _ = start(path, cache_bytes)
+        try:
+            rounds.append(cold_hot(http_diff(client), spots, hot, tail_spots(heads), path, drop))
+        finally:
+            stop(server, client)
+    out["http"] = {**summarize(rounds), "metrics": http_metrics}
     out["restart"] = {"clean_ready_s": ready, **kill_restart(path, cache_bytes, heads, args.tail)}
     return out
 
@@ -398,20 +420,22 @@ def kill_restart(path: str, cache_bytes: int, heads: dict[str, int], tail: int) 
 
 
 def inproc_phase(path: str, cache_bytes: int, heads: dict[str, int], spots: list[tuple[str, int]],
-                 hot: list[tuple[str, int]], drop: bool) -> dict[str, Any]:  # fmt: skip
-    if drop:
-        drop_page_cache(path)
-    t0 = time.perf_counter()
-    with open_cached(path, cache_bytes) as db:
-        opened = time.perf_counter() - t0
+                 hot: list[tuple[str, int]], drop: bool, rounds: int) -> dict[str, Any]:  # fmt: skip
+    done, opens = [], []
+    metrics: dict[str, Any] = {}
+    for _ in range(rounds):
+        if drop:
+            drop_page_cache(path)
+        t0 = time.perf_counter()
+        with open_cached(path, cache_bytes) as db:
+            opens.append(time.perf_counter() - t0)
 
-        def diff(name: str, start: int) -> int:
-            return db.diff(name, from_seq=start, limit=LIMIT).record_count
+            def diff(name: str, start: int) -> int:
+                return db.diff(name, from_seq=start, limit=LIMIT).record_count
 
-        out = cold_hot(diff, spots, hot, tail_spots(heads), path, drop)
-        out["open_s"] = opened
-        out["metrics"] = inproc_metrics(db)
-    return out
+            done.append(cold_hot(diff, spots, hot, tail_spots(heads), path, drop))
+            metrics = inproc_metrics(db)
+    return {**summarize(done), "open_s": statistics.median(opens), "metrics": metrics}
 
 
 def inproc_metrics(db: topics.SyncEngine) -> dict[str, Any]:
@@ -436,6 +460,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--cache-mb", default="32,1024", help="comma-separated MiB (fractions ok)")
     ap.add_argument("--reads", type=int, default=200, help="cold diffs per cache size")
     ap.add_argument("--tail", type=int, default=5000, help="records written before SIGKILL")
+    ap.add_argument("--rounds", type=int, default=3, help="fresh starts per cold/hot measure")
     ap.add_argument("--dir", help="parent of the data directory (default: beside /work)")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     ap.add_argument("--segment-bytes", type=int, help="segment target size of the load")
@@ -448,12 +473,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.quick:
         args.records = min(args.records, 200_000)
         args.reads, args.tail, args.no_spark = min(args.reads, 40), min(args.tail, 2000), True
+        args.rounds = min(args.rounds, 2)
     try:
         args.caches = [int(float(x) * MIB) for x in args.cache_mb.split(",") if x.strip()]
     except ValueError:
         ap.error(f"--cache-mb takes comma-separated numbers, got {args.cache_mb!r}")
     if not args.caches or min(args.caches) <= 0 or args.records < args.topics or args.topics < 1:
         ap.error("need cache sizes > 0, at least one topic, and at least one record per topic")
+    if args.rounds < 1 or args.reads < 1:
+        ap.error("need --rounds >= 1 and --reads >= 1")
     return args
 
 
@@ -497,7 +525,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             print(f"cache {label(cache)}: in-process ...", flush=True)
             entry["inproc"] = inproc_phase(
-                path, cache, heads, spots, hot, args.page_cache == "drop"
+                path, cache, heads, spots, hot, args.page_cache == "drop", args.rounds
             )
             out["caches"].append(entry)
         out["heads_after"] = heads

@@ -20,7 +20,7 @@ from tests.support.bench import BENCH
 
 CACHE_FIELDS = {"cache_bytes", "cache_label", "rest", "http", "scan", "restart", "inproc"}
 READ_FIELDS = {"reads", "hot_distinct", "cold_records_s", "hot_records_s", "cold_over_hot",
-               "cold_p50_ms", "cold_p99_ms", "hot_p50_ms", "metrics"}  # fmt: skip
+               "cold_p50_ms", "cold_p99_ms", "hot_p50_ms", "metrics", "rounds", "cold_over_hot_rounds"}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -28,7 +28,7 @@ def test_a_tiny_run_reports_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "history.json"
     cmd = [sys.executable, str(BENCH / "history.py"), "--quick", "--records", "4000",
            "--cache-mb", "0.0625,1", "--segment-bytes", "16384", "--reads", "16",
-           "--tail", "300", "--dir", str(tmp_path), "--json", str(out)]  # fmt: skip
+           "--tail", "300", "--rounds", "2", "--dir", str(tmp_path), "--json", str(out)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     d: dict[str, Any] = json.loads(out.read_text())
@@ -48,6 +48,7 @@ def test_a_tiny_run_reports_every_figure(tmp_path: Path) -> None:
         for side in ("http", "inproc"):
             assert set(c[side]) >= READ_FIELDS, side
             assert c[side]["reads"] == 16
+            assert c[side]["rounds"] == len(c[side]["cold_over_hot_rounds"]) == 2
             assert c[side]["cold_records_s"] > 0
             assert c[side]["hot_records_s"] > 0
         assert c["inproc"]["hot_distinct"] <= c["inproc"]["reads"]
