@@ -113,6 +113,8 @@ def rows(d: dict[str, Any]) -> list[list[str]]:
         row("in-process cold diff p50 / p99, ms", lambda c: f"{c['inproc']['cold_p50_ms']:.2f} / {c['inproc']['cold_p99_ms']:.2f}"),
         row("full scan over HTTP, records/s", lambda c: c["scan"].get("records_s")),
         row("full scan peak RSS, MiB", lambda c: c["scan"].get("peak_rss_mib"), 1),
+        row("cache bytes at rest / after the scan", lambda c: " / ".join(
+            _n(c.get(k, {}).get("metrics", {}).get("topics_cache_bytes")) for k in ("rest", "scan"))),
         row("cache hits / misses / evictions", lambda c: _cache_counts(c.get("scan", {}).get("metrics", {}))),
     ]  # fmt: skip
 
