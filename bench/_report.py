@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import _history_targets
 import _numbers as nb
 from _numbers import Results
 from _targets import Verdict, all_targets
@@ -727,6 +728,12 @@ def crash_section(results: Results) -> list[str]:
     return lines
 
 
+def history_section(results: Results) -> list[str]:
+    lines = ["## History bigger than memory (bench/history.py)", "", *_status(results, "history")]
+    d = nb.data(results, "history")
+    return lines if d is None else lines + _history_targets.section(d)
+
+
 def render(results: Results, figures: dict[str, str]) -> str:
     """The whole page; ``figures`` maps figure names to paths relative to the page."""
     lines = header(results)
@@ -741,6 +748,7 @@ def render(results: Results, figures: dict[str, str]) -> str:
     lines += queues_section(results, figures)
     lines += routers_section(results)
     lines += spark_section(results)
+    lines += history_section(results)
     lines += micro_section(results)
     lines += failures_section(results)
     return "\n".join(lines).rstrip() + "\n"

@@ -30,6 +30,8 @@ class Bench:
     precheck: Callable[[], str | None] = field(default=lambda: None)
     # scripts that print a table but cannot (yet) write JSON: parse the table instead
     stdout_parser: Callable[[str], dict[str, Any] | None] | None = None
+    # seconds a full run of this one may take when run_all is given no --timeout
+    full_timeout_s: float | None = None
 
 
 def _needs(*tools: str, modules: tuple[str, ...] = ()) -> Callable[[], str | None]:
@@ -159,6 +161,14 @@ BENCHES: tuple[Bench, ...] = (
         "bench/hostile.py",
         "batched writes with 1,000 slowloris + 200 pre-auth body holders attached",
         full=("--rounds", "3", "--duration", "10"),
+    ),
+    Bench(
+        "history",
+        "bench/history.py",
+        "history bigger than memory: cold vs hot diffs, RSS under a full scan, restarts "
+        "(issue 31; the recorded run: 200 M records, ~20 GB of disk, about an hour)",
+        full=("--records", "200000000"),
+        full_timeout_s=4 * 3600.0,
     ),
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import _history_targets
 import _numbers as nb
 from _numbers import Results
 
@@ -294,6 +295,17 @@ def spark_targets(results: Results) -> list[Verdict]:
     ]  # fmt: skip
 
 
+def history_targets(results: Results) -> list[Verdict]:
+    """Issue 31's, judged by bench/_history_targets.py (which history.py prints too); with
+    no run, its targets at the bench's default cache sizes, not measured."""
+    d = nb.data(results, "history") or {
+        "caches": [{"cache_label": "32 MiB", "cache_bytes": 32 << 20},
+                   {"cache_label": "1 GiB", "cache_bytes": 1 << 30}]
+    }  # fmt: skip
+    return [Verdict("31 (history > memory)", v["target"], v["measured"], v["met"])
+            for v in _history_targets.judge(d)]  # fmt: skip
+
+
 def all_targets(results: Results) -> list[Verdict]:
     return (
         engine_targets(results)
@@ -303,4 +315,5 @@ def all_targets(results: Results) -> list[Verdict]:
         + queue_targets(results)
         + hostile_targets(results)
         + spark_targets(results)
+        + history_targets(results)
     )
