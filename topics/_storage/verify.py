@@ -164,6 +164,9 @@ def _check_segment_name(fs: Fs, root: str, name: str, view: ManifestView) -> Che
 
 
 def _check_segment(fs: Fs, root: str, name: str, view: ManifestView) -> Checked:
+    """One segment file with its index and tag index (rules 3-4). Kept whole: the
+    header, the frame walk and the index comparison share the file's handle and the
+    widened seq range each finding carries, and read as one check in this order."""
     owner = parse_segment_name(name)
     if owner is None:
         return Checked()
