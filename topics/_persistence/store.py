@@ -192,6 +192,10 @@ class Store:
         # The WAL was last trimmed below this LSN (rule 10 writes one more manifest while
         # the space is low and entries up to the newest manifest's covered LSN remain).
         self._trimmed_below = 0
+        # Online backups streaming this directory (backup.py): while any runs, checkpoints
+        # neither trim the WAL nor remove superseded segment files; the next checkpoint
+        # after it does both (what it skipped is still behind the older manifest).
+        self.pins = 0
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
         """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
@@ -405,9 +409,11 @@ class Store:
             self._written_body = body
             prev_covered, prev_keep = self._prev_covered, self._prev_keep
             self._prev_covered, self._prev_keep = covered, keep
+            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
+            if self.pins:
+                return  # a backup is reading these files (backup.py)
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
             self._trimmed_below = prev_covered + 1
-            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
             dropped = [
                 (key, self.files.pop(key))
                 for key in list(self.files)

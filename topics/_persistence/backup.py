@@ -1,0 +1,270 @@
+"""Online backup: a consistent snapshot of a live data directory, streamed as a tar.
+
+Role: :func:`take_plan` decides, on the trio thread, exactly which bytes of which files
+make up the snapshot; :meth:`BackupPlan.stream` hands them to a sink as a POSIX (ustar)
+tar, reading each file in chunks in worker threads, while the engine keeps serving reads
+and writes. The engine's ``open_backup``/``backup`` (``topics/ops/backups.py``) and
+``GET /v0/backup`` are built on it; ``restore.py`` is the way back.
+
+Rules:
+1. The barrier is a checkpoint: it flushes the WAL first, so every write acknowledged
+   before the backup began is in the new manifest or in the WAL after its covered LSN.
+2. The plan is taken under the store's checkpoint lock (no checkpoint writes, seals,
+   removes or trims meanwhile): the newest manifest's bytes (read into memory: manifests
+   hold metadata only, and the store removes old generations without asking), every
+   segment file it lists up to the length it recorded, each segment's companion files
+   (``<seg>.idx``, ``<seg>.tags``, any ``<seg>.*`` but a temp file) whole, and the WAL
+   files that may hold entries after the covered LSN, the current one up to the end of
+   its last applied batch (whole frames). The lock is not held while streaming.
+3. From the plan until the stream ends ``store.pins`` is raised: checkpoints neither
+   remove a superseded segment file nor trim the WAL, so every listed file stays.
+4. What may still change inside the copied bytes: a delete flag that a later checkpoint
+   flips in place (a record deleted during the backup may read as deleted after a
+   restore; docs/GUARANTEES.md). Segments and the WAL only grow past the copied lengths;
+   a sealed segment's index never changes.
+5. Not copied: the lock file and the heads table (advice bound to this boot). A restored
+   directory recovers like one after a power loss at the plan's LSN: from the durable
+   watermark, a ``disk`` topic may get a ``crash`` gap marker over seqs reserved but
+   never written, an ``fsync`` topic skips them silently.
+6. The first member is ``BACKUP``, JSON: the format, the server version, the manifest
+   generation, its covered LSN, the last LSN copied, the creation time and every other
+   member's name and size, so a restore can refuse a foreign or truncated archive.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+import ujson
+
+from .._storage.fs import Fs
+from .._storage.manifest import manifest_name, read_manifest_body
+from .._storage.segment_files import HEADER_SIZE as SEGMENT_HEADER_SIZE
+from .._storage.segment_files import segment_path
+from .._storage.wal_reader import wal_file_name, wal_path
+from .._version import __version__
+
+if TYPE_CHECKING:
+    from ..log.registry import TopicRegistry
+    from .store import Store
+
+__all__ = [
+    "BACKUP_FORMAT",
+    "BACKUP_MEMBER",
+    "DIRECTORIES",
+    "BackupPlan",
+    "Sink",
+    "take_plan",
+]
+
+BACKUP_FORMAT = 1
+BACKUP_MEMBER = "BACKUP"
+#: The data directory's subdirectories a backup holds (every member lives in one).
+DIRECTORIES = ("manifest", "segments", "wal")
+#: Bytes read per worker-thread call: large enough that the thread hand-off is noise,
+#: small enough that a backup holds a bounded buffer.
+CHUNK_BYTES = 1 << 20
+_BLOCK = 512
+_RECORD = 20 * _BLOCK  # tar's record: an archive's length is a multiple of it
+
+#: Where the tar bytes go (an HTTP body, a file); awaited once per chunk.
+Sink = Callable[[bytes], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    name: str  # path inside the archive, relative to the data directory
+    size: int
+    path: str = ""  # the file to copy ``size`` bytes from
+    data: bytes = b""  # or the bytes themselves (BACKUP, the manifest)
+
+
+def _pad(size: int) -> int:
+    return -size % _BLOCK
+
+
+def _header(name: str, size: int, mtime: int, *, directory: bool = False) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = mtime
+    info.mode = 0o755 if directory else 0o644
+    info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    return info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
+
+
+class BackupPlan:
+    """The files and lengths of one snapshot (rule 2), pinned until :meth:`release`."""
+
+    def __init__(self, store: Store, members: list[_Member], info: dict[str, Any]) -> None:
+        self._store = store
+        self._fs: Fs = store.fs
+        self._released = False
+        self.info = info
+        self.created_s = int(info["created_ms"]) // 1000
+        files = {m.name: m.size for m in members}
+        info["files"] = files
+        backup = ujson.dumps(info, ensure_ascii=False, escape_forward_slashes=False).encode()
+        self.members = [_Member(BACKUP_MEMBER, len(backup), data=backup), *members]
+        body = sum(_BLOCK + m.size + _pad(m.size) for m in self.members)
+        body += _BLOCK * len(DIRECTORIES) + 2 * _BLOCK
+        #: The archive's exact length (an HTTP Content-Length: a cut stream shows).
+        self.size = body + (-body % _RECORD)
+
+    def release(self) -> None:
+        """Let checkpoints remove and trim again (idempotent)."""
+        if not self._released:
+            self._released = True
+            self._store.pins -= 1
+
+    async def stream(self, sink: Sink) -> int:
+        """Send the whole archive to ``sink``; returns its length in bytes.
+
+        Raises:
+            OSError: a listed file could not be read, or was shorter than planned.
+        """
+        if self._released:
+            raise RuntimeError("this backup plan was released; take a new one")
+        sent = 0
+        first, *files = self.members
+        sent += await self._send_bytes(sink, first)
+        for directory in DIRECTORIES:
+            await sink(_header(directory + "/", 0, self.created_s, directory=True))
+            sent += _BLOCK
+        for member in files:
+            if member.path:
+                sent += await self._send_file(sink, member)
+            else:
+                sent += await self._send_bytes(sink, member)
+        trailer = 2 * _BLOCK + (-(sent + 2 * _BLOCK) % _RECORD)
+        await sink(bytes(trailer))
+        sent += trailer
+        assert sent == self.size, (sent, self.size)
+        return sent
+
+    async def _send_bytes(self, sink: Sink, member: _Member) -> int:
+        await sink(
+            _header(member.name, member.size, self.created_s)
+            + member.data
+            + bytes(_pad(member.size))
+        )
+        return _BLOCK + member.size + _pad(member.size)
+
+    async def _send_file(self, sink: Sink, member: _Member) -> int:
+        await sink(_header(member.name, member.size, self.created_s))
+        handle = await trio.to_thread.run_sync(self._fs.open, member.path)
+        try:
+            offset = 0
+            while offset < member.size:
+                want = min(CHUNK_BYTES, member.size - offset)
+                chunk = await trio.to_thread.run_sync(handle.read_at, offset, want)
+                if len(chunk) != want:
+                    raise OSError(
+                        f"backup: {member.path} ends at {offset + len(chunk)} bytes, "
+                        f"but the snapshot holds {member.size}"
+                    )
+                await sink(chunk)
+                offset += want
+        finally:
+            handle.close()
+        if _pad(member.size):
+            await sink(bytes(_pad(member.size)))
+        return _BLOCK + member.size + _pad(member.size)
+
+
+async def take_plan(store: Store, registry: TopicRegistry, now_ms: int) -> BackupPlan:
+    """Checkpoint, then list the snapshot's files and pin them (rules 1-3).
+
+    Raises:
+        WalError, OSError: the barrier checkpoint failed (nothing is pinned).
+    """
+    await store.checkpoint(registry)
+    # The checkpoint lock is the store's; the plan needs the same quiet moment a
+    # checkpoint does (no segment written, sealed or removed, no trim under way).
+    async with store._checkpoint_lock:
+        generation = store.generation
+        wal_files, last_lsn = store.wal.backup_files()
+        store.pins += 1
+        try:
+            members, covered = await trio.to_thread.run_sync(
+                _list_files, store, generation, wal_files, abandon_on_cancel=False
+            )
+        except BaseException:
+            store.pins -= 1
+            raise
+    info: dict[str, Any] = {
+        "format": BACKUP_FORMAT,
+        "server_version": __version__,
+        "manifest_generation": generation,
+        "covered_lsn": covered,
+        "last_lsn": last_lsn,
+        "created_ms": now_ms,
+    }
+    return BackupPlan(store, members, info)
+
+
+def _list_files(
+    store: Store, generation: int, wal_files: list[tuple[int, int | None, int | None]]
+) -> tuple[list[_Member], int]:
+    """The members after BACKUP, and the manifest's covered LSN (worker thread, lock held)."""
+    fs, paths = store.fs, store.paths
+    members: list[_Member] = []
+    covered = 0
+    if generation:
+        name = manifest_name(generation)
+        path = f"{paths.manifest}/{name}"
+        body = read_manifest_body(fs, path, generation)
+        if isinstance(body, str):
+            raise OSError(f"backup: the newest manifest {path} does not validate: {body}")
+        raw = _read_whole(fs, path)
+        members.append(_Member(f"manifest/{name}", len(raw), data=raw))
+        covered = int(body["covered_lsn"])
+        members += _segment_members(fs, paths.segments, body)
+    for i, (file_no, _, length) in enumerate(wal_files):
+        if i + 1 < len(wal_files):
+            next_first = wal_files[i + 1][1]
+            if next_first is not None and next_first <= covered + 1:
+                continue  # every entry in it is covered by the manifest
+        path = wal_path(paths.wal, file_no)
+        size = length if length is not None else _size(fs, path)
+        members.append(_Member(f"wal/{wal_file_name(file_no)}", size, path=path))
+    return members, covered
+
+
+def _segment_members(fs: Fs, directory: str, body: dict[str, Any]) -> list[_Member]:
+    names = fs.listdir(directory) if fs.exists(directory) else []
+    companions: dict[str, list[str]] = {}
+    for name in names:
+        stem, dot, _ = name.partition(".seg.")
+        if dot and not name.endswith(".tmp"):
+            companions.setdefault(stem + ".seg", []).append(name)
+    members = []
+    for topic in body.get("topics", ()):
+        for seg in topic.get("segments", ()):
+            path = segment_path(directory, int(topic["id"]), int(seg["base"]))
+            name = path.rsplit("/", 1)[1]
+            size = SEGMENT_HEADER_SIZE + int(seg["length"])
+            members.append(_Member(f"segments/{name}", size, path=path))
+            for extra in sorted(companions.get(name, ())):
+                extra_path = f"{directory}/{extra}"
+                members.append(_Member(f"segments/{extra}", _size(fs, extra_path), path=extra_path))
+    return members
+
+
+def _size(fs: Fs, path: str) -> int:
+    handle = fs.open(path)
+    try:
+        return handle.size()
+    finally:
+        handle.close()
+
+
+def _read_whole(fs: Fs, path: str) -> bytes:
+    handle = fs.open(path)
+    try:
+        return handle.read_at(0, handle.size())
+    finally:
+        handle.close()
