@@ -10,6 +10,7 @@
     topics router put|get|ls|rm ...    topics queue claim|ack|nack|extend ...
     topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
     topics dlq ls jobs.dlq             topics dlq redrive jobs.dlq [--to jobs] [--origin jobs]
+    topics backup nightly.tar          topics restore nightly.tar ./data   (offline)
 
 Global options, before or after the subcommand (topics/cli/args.py): ``--url`` (default
 ``$TOPICS_URL``, else ``http://127.0.0.1:4000``; ``host:port`` and ``:port`` too),
