@@ -67,7 +67,8 @@ async def test_a_backup_round_trips_through_restore(tmp_path: Path) -> None:
     assert len(archive) % 10240 == 0
     assert not any(n in ("LOCK", "heads") for n in names)
     assert set(info["files"]) == {n for n in names if "/" in n}
-    assert info["format"] == 1 and info["last_lsn"] >= info["covered_lsn"] >= 1
+    assert info["format"] == 1
+    assert info["last_lsn"] >= info["covered_lsn"] >= 1
     result = restore(_save(tmp_path, archive), str(tmp_path / "restored"))
     assert result.topics == 2
     async with open_engine(str(tmp_path / "restored")) as engine:
@@ -127,7 +128,8 @@ async def test_one_backup_at_a_time(tmp_path: Path) -> None:
                 await engine.open_backup()
             assert caught.value.detail == {"limit": "concurrent_backups", "max": 1}
         store = engine._store
-        assert store is not None and store.pins == 0
+        assert store is not None
+        assert store.pins == 0
         async with await engine.open_backup() as again:  # released: a new one may start
             assert again.size > 0
 
@@ -142,5 +144,6 @@ async def test_a_sink_that_fails_releases_the_backup(tmp_path: Path) -> None:
         with pytest.raises(ConnectionResetError):
             await engine.backup(broken)
         store = engine._store
-        assert store is not None and store.pins == 0
+        assert store is not None
+        assert store.pins == 0
         assert len(await _tar(engine)) > 0

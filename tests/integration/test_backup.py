@@ -1,0 +1,207 @@
+"""``GET /v0/backup`` on the real server, ``topics backup`` and ``topics restore``: who may
+take one (refused before any work), what the archive holds under a write load (every
+acknowledged write before the request, and per topic a prefix of the acknowledged
+writes), and that the restored directory opens."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+import ujson
+
+from topics.cli import main as cli_main
+from topics.client import Client
+from topics.engine import open_engine
+
+from .conftest import InProc, ServerProcess
+
+KEYS = "admin-key,reader:read,writer:w,tenant-admin:a:tenant.,all-scopes:r+w+d"
+TOPICS = {"f1": "fsync", "f2": "fsync", "d1": "disk"}
+BATCH = 20
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("backup-live")
+
+
+@pytest.fixture(scope="module")
+def live(start_server: Callable[..., ServerProcess], data_dir: Path) -> ServerProcess:
+    server = start_server({"TOPICS_API_KEYS": KEYS}, "--data-dir", str(data_dir))
+    with server.client("admin-key") as admin:
+        for name, durability in TOPICS.items():
+            r = admin.put(f"/v0/topics/{name}", json={"durability": durability})
+            assert r.status_code in (200, 201), r.text
+    return server
+
+
+@pytest.mark.parametrize(
+    ("key", "status", "code"),
+    [
+        (None, 401, "unauthorized"),
+        ("reader", 403, "forbidden"),
+        ("writer", 403, "forbidden"),
+        ("all-scopes", 403, "forbidden"),
+        ("tenant-admin", 403, "forbidden"),  # admin, but limited to a prefix
+    ],
+)
+def test_only_an_unlimited_admin_key_gets_a_backup_and_a_refusal_costs_nothing(
+    live: ServerProcess, data_dir: Path, key: str | None, status: int, code: str
+) -> None:
+    before = sorted(os.listdir(data_dir / "manifest"))
+    with live.client(key) as http:
+        r = http.get("/v0/backup")
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code
+    # No barrier checkpoint ran: the manifest generation did not move.
+    assert sorted(os.listdir(data_dir / "manifest")) == before
+
+
+async def test_a_memory_only_server_answers_a_clear_error(inproc: InProc) -> None:
+    async with inproc.client() as http:
+        r = await http.get("/v0/backup")
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["detail"] == {"reason": "memory_only"}
+
+
+class _Writer:
+    """One thread per topic, each appending batches back to back and keeping what was
+    acknowledged: ``acked[topic][seq - 1]`` is the value written at that seq."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.acked: dict[str, list[int]] = {name: [] for name in TOPICS}
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._run, args=(t,)) for t in TOPICS]
+
+    def _run(self, topic: str) -> None:
+        acked = self.acked[topic]
+        try:
+            with self.server.client("admin-key") as http:
+                while not self.stop.is_set():
+                    values = list(range(len(acked), len(acked) + BATCH))
+                    r = http.post(
+                        f"/v0/topics/{topic}", json={"records": [{"data": v} for v in values]}
+                    )
+                    assert r.status_code == 200, r.text
+                    assert r.json()["first_seq"] == len(acked) + 1, r.text
+                    acked.extend(values)  # one writer per topic: seqs follow on
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def snapshot(self) -> dict[str, int]:
+        return {topic: len(values) for topic, values in self.acked.items()}
+
+
+async def _restored_records(data_dir: str) -> dict[str, list[tuple[int, object]]]:
+    out: dict[str, list[tuple[int, object]]] = {}
+    async with open_engine(data_dir) as engine:
+        for topic in TOPICS:
+            records: list[tuple[int, object]] = []
+            from_seq = 0
+            while True:
+                page = await engine.diff(topic, from_seq=from_seq, limit=1000)
+                records += [(r["$seq"], r["data"]) for r in ujson.loads(page.records_json)]
+                if page.caught_up:
+                    break
+                from_seq = page.next_from_seq
+            out[topic] = records
+    return out
+
+
+def test_a_backup_under_write_load_restores_every_acknowledged_prefix(
+    live: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer = _Writer(live)
+    for thread in writer.threads:
+        thread.start()
+    try:
+        time.sleep(0.7)
+        before = writer.snapshot()  # acknowledged before the request is sent
+        archive = str(tmp_path / "backup.tar")
+        with Client(live.base_url, "admin-key") as client:
+            size = client.backup(archive)
+        time.sleep(0.3)  # the load goes on after the backup, too
+    finally:
+        writer.stop.set()
+        for thread in writer.threads:
+            thread.join()
+    assert not writer.errors, writer.errors
+    assert size == os.path.getsize(archive)
+    assert not os.path.exists(archive + ".tmp")
+    assert all(n >= BATCH for n in before.values()), before
+
+    restored = str(tmp_path / "restored")
+    assert cli_main(["restore", archive, restored]) == 0
+    assert "restored" in capsys.readouterr().out
+    records = trio.run(_restored_records, restored)
+    for topic, durability in TOPICS.items():
+        got = records[topic]
+        k = len(got)
+        # A prefix of the acknowledged writes: seqs 1..k, each with its acknowledged value.
+        assert [seq for seq, _ in got] == list(range(1, k + 1)), (topic, durability)
+        assert [v for _, v in got] == writer.acked[topic][:k], (topic, durability)
+        # Everything acknowledged before the backup was asked for is in it.
+        assert k >= before[topic], (topic, durability, k, before[topic])
+        # ... and the snapshot was taken while the load went on, not after it.
+        assert k < len(writer.acked[topic]), (topic, k, len(writer.acked[topic]))
+
+
+def test_the_backup_answer_says_what_it_is(live: ServerProcess) -> None:
+    with (
+        live.client("admin-key") as http,
+        http.stream("GET", "/v0/backup") as r,
+    ):
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "application/x-tar"
+        assert r.headers["content-disposition"].startswith('attachment; filename="topics-backup-')
+        body = r.read()
+    assert len(body) == int(r.headers["content-length"])
+    assert body[:7] == b"BACKUP\0"
+
+
+def test_the_cli_saves_a_backup_and_refuses_to_restore_over_data(
+    live: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = str(tmp_path / "cli.tar")
+    url = live.base_url
+    assert cli_main(["backup", archive, "--url", url, "--api-key", "admin-key"]) == 0
+    assert "saved a backup" in capsys.readouterr().out
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    assert cli_main(["restore", archive, str(target)]) == 1
+    assert "not empty" in capsys.readouterr().err
+    assert os.listdir(target) == ["keep.txt"]
+    assert cli_main(["restore", archive, str(target), "--force", "--json"]) == 0
+    out = ujson.loads(capsys.readouterr().out)
+    assert out["topics"] >= len(TOPICS)
+    # A reader key gets the server's refusal, and no file is left behind.
+    denied = str(tmp_path / "denied.tar")
+    assert cli_main(["backup", denied, "--url", url, "--api-key", "reader"]) != 0
+    assert "forbidden" in capsys.readouterr().err
+    assert not os.path.exists(denied)
+    assert not os.path.exists(denied + ".tmp")
+
+
+def test_a_server_s_own_directory_is_refused(
+    live: ServerProcess, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = str(tmp_path / "b.tar")
+    with Client(live.base_url, "admin-key") as client:
+        client.backup(archive)
+    assert cli_main(["restore", archive, str(data_dir), "--force"]) != 0
+    assert "is held by another" in capsys.readouterr().err
+    assert os.listdir(data_dir / "manifest")  # --force removed nothing: the lock came first
+    with httpx.Client(base_url=live.base_url) as http:
+        assert http.get("/v0/health").status_code == 200
