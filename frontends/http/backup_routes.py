@@ -2,10 +2,10 @@
 
 Rules:
 1. Admin scope only (``topics.auth.ROUTE_SCOPES``): the dispatcher refuses any other key
-   (401/403) before the handler runs, so a refused request costs no checkpoint. An admin
+   (401/403) before the handler runs, so a refused request costs no flush nor any read. An admin
    key limited to name prefixes is refused too (403): the archive holds every tenant.
 2. Everything that can fail is done before the status line (the engine's
-   ``open_backup``: 400 memory-only, 429 another backup running, a failed checkpoint), so
+   ``open_backup``: 400 memory-only, 429 another backup running, a failed WAL), so
    errors keep the contract's envelope; after it only the body is sent.
 3. The answer has an exact ``Content-Length`` (the archive's size is known from the
    plan), so a cut transfer is visible to any client, and a ``Content-Disposition`` that

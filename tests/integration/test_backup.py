@@ -19,8 +19,9 @@ import ujson
 from topics.cli import main as cli_main
 from topics.client import Client
 from topics.engine import open_engine
+from topics.ops.backups import Backup
 
-from .conftest import InProc, ServerProcess
+from .conftest import InProc, ServerProcess, settings_with
 
 KEYS = "admin-key,reader:read,writer:w,tenant-admin:a:tenant.,all-scopes:r+w+d"
 TOPICS = {"f1": "fsync", "f2": "fsync", "d1": "disk"}
@@ -44,26 +45,44 @@ def live(start_server: Callable[..., ServerProcess], data_dir: Path) -> ServerPr
     return server
 
 
-@pytest.mark.parametrize(
-    ("key", "status", "code"),
-    [
-        (None, 401, "unauthorized"),
-        ("reader", 403, "forbidden"),
-        ("writer", 403, "forbidden"),
-        ("all-scopes", 403, "forbidden"),
-        ("tenant-admin", 403, "forbidden"),  # admin, but limited to a prefix
-    ],
-)
-def test_only_an_unlimited_admin_key_gets_a_backup_and_a_refusal_costs_nothing(
-    live: ServerProcess, data_dir: Path, key: str | None, status: int, code: str
+REFUSED = [
+    (None, 401, "unauthorized"),
+    ("reader", 403, "forbidden"),
+    ("writer", 403, "forbidden"),
+    ("all-scopes", 403, "forbidden"),
+    ("tenant-admin", 403, "forbidden"),  # admin, but limited to a name prefix
+]
+
+
+@pytest.mark.parametrize(("key", "status", "code"), REFUSED)
+def test_only_an_unlimited_admin_key_gets_a_backup(
+    live: ServerProcess, key: str | None, status: int, code: str
 ) -> None:
-    before = sorted(os.listdir(data_dir / "manifest"))
     with live.client(key) as http:
         r = http.get("/v0/backup")
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code
-    # No barrier checkpoint ran: the manifest generation did not move.
-    assert sorted(os.listdir(data_dir / "manifest")) == before
+
+
+@pytest.mark.parametrize("http_settings", [settings_with(KEYS)])
+async def test_a_refused_key_never_reaches_the_engine(inproc: InProc) -> None:
+    """Auth comes before any work: the engine's backup call is never made for a key the
+    gate refuses (and is, for the admin key)."""
+    calls: list[str] = []
+    real = inproc.engine.open_backup
+
+    async def spy() -> Backup:
+        calls.append("open_backup")
+        return await real()
+
+    inproc.engine.open_backup = spy  # type: ignore[method-assign]
+    for key, status, _ in REFUSED:
+        async with inproc.client(key) as http:
+            assert (await http.get("/v0/backup")).status_code == status
+    assert calls == []
+    async with inproc.client("admin-key") as http:
+        assert (await http.get("/v0/backup")).status_code == 400  # memory-only
+    assert calls == ["open_backup"]
 
 
 async def test_a_memory_only_server_answers_a_clear_error(inproc: InProc) -> None:
@@ -202,6 +221,6 @@ def test_a_server_s_own_directory_is_refused(
         client.backup(archive)
     assert cli_main(["restore", archive, str(data_dir), "--force"]) != 0
     assert "is held by another" in capsys.readouterr().err
-    assert os.listdir(data_dir / "manifest")  # --force removed nothing: the lock came first
+    assert os.listdir(data_dir / "wal")  # --force removed nothing: the lock came first
     with httpx.Client(base_url=live.base_url) as http:
         assert http.get("/v0/health").status_code == 200

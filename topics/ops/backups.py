@@ -6,7 +6,7 @@ Rules:
 2. A memory-only engine has nothing to back up: 400 ``invalid_request`` with
    ``detail.reason = "memory_only"``; an engine still recovering answers 503 ``not_ready``.
 3. :meth:`BackupOps.open_backup` does all the work that can fail before a byte is sent
-   (the barrier checkpoint and the plan, ``_persistence/backup.py``), so a frontend can
+   (the WAL flush and the plan, ``_persistence/backup.py``), so a frontend can
    still answer an error status; streaming and releasing the pins are the returned
    :class:`Backup`'s, which is an async context manager (the pins are released however the
    stream ends).
@@ -94,7 +94,7 @@ class BackupOps:
             raise ThrottledError.for_limit("concurrent_backups", 1, retry_after=5.0)
         self.running = True
         try:
-            plan = await take_plan(app.store, app.registry, app.clock.now_ms())
+            plan = await take_plan(app.store, app.clock.now_ms())
         except BaseException:
             self.running = False
             raise

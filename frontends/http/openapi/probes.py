@@ -152,7 +152,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description="Admin, with no name prefix allowlist (a backup holds every tenant's "
         "topics). The server keeps serving reads and writes meanwhile. The snapshot holds "
         "every write acknowledged before the request and, for every topic, a prefix of its "
-        "writes; a checkpoint is its barrier. The body is a POSIX tar whose first member "
+        "writes; a WAL flush is its barrier. The body is a POSIX tar whose first member "
         "BACKUP (JSON) lists the rest; Content-Length is exact. Restore it offline with "
         "`topics restore FILE DATA_DIR` (docs/OPERATIONS.md). One backup at a time: "
         "another answers 429 throttled (detail.limit = concurrent_backups); a memory-only "
