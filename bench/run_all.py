@@ -15,7 +15,7 @@ The full run takes about 20-35 minutes on a 2-core machine; ``--quick`` (smoke s
 checking the tooling, not for conclusions) about 2-3 minutes. ``--only`` re-runs some
 benchmarks and keeps the others' previous results from the same results file.
 Benchmarks: engine, persistence, routers, http_load, watch, queues, nats, spark_read,
-encode_dict, scan_body, delete_flag.
+encode_dict, scan_body, delete_flag, backup.
 """
 
 from __future__ import annotations

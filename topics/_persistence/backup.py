@@ -15,13 +15,20 @@ Rules:
    snapshots on the trio thread; the WAL already makes the snapshot consistent. The cost
    moves to the restore, which replays at most what a crash would (the store checkpoints
    every 30 s or 256 MiB of WAL).
-2. The plan is taken under the store's checkpoint lock (no checkpoint writes, seals,
-   removes or trims meanwhile): the newest manifest's bytes (read into memory: manifests
-   hold metadata only, and the store removes old generations without asking), every
-   segment file it lists up to the length it recorded, each segment's companion files
-   (``<seg>.idx``, ``<seg>.tags``, any ``<seg>.*`` but a temp file) whole, and the WAL
-   files that may hold entries after the covered LSN, the current one up to the end of
-   its last applied batch (whole frames). The lock is not held while streaming.
+2. The plan takes no lock: in one synchronous step it notes the newest manifest's
+   generation G and the WAL's end, and raises ``store.pins`` (rule 3). A checkpoint
+   already under way cannot take what G needs: it removes only segment files neither G
+   nor its own manifest lists, trims only WAL files wholly covered by G, and anything it
+   has left to do after that step sees the pin. (Waiting for the checkpoint lock instead
+   made a backup under a heavy ``disk``-class load wait for checkpoints that take seconds,
+   back to back.) Then, in a worker thread: G's bytes (read first and kept in memory:
+   manifests hold metadata only, and G is the one file the pins do not keep; if two
+   newer checkpoints replaced it meanwhile the plan is taken again), every segment file
+   G lists up to the length G recorded, the companion files (``<seg>.idx``,
+   ``<seg>.tags``, any ``<seg>.*`` but a temp file) of the segments G lists as sealed
+   (of an unsealed one, an index a checkpoint is writing would describe more than the
+   copied length), and the WAL files that may hold entries after G's covered LSN, the
+   current one up to the end of its last applied batch (whole frames).
 3. From the plan until the stream ends ``store.pins`` is raised: checkpoints neither
    remove a superseded segment file nor trim the WAL, so every listed file stays.
 4. What may still change inside the copied bytes: a delete flag that a later checkpoint
@@ -75,6 +82,8 @@ DIRECTORIES = ("manifest", "segments", "wal")
 CHUNK_BYTES = 1 << 20
 _BLOCK = 512
 _RECORD = 20 * _BLOCK  # tar's record: an archive's length is a multiple of it
+# Rule 2's retry: a plan whose manifest two newer checkpoints replaced while it was read.
+_PLAN_ATTEMPTS = 3
 
 #: Where the tar bytes go (an HTTP body, a file); awaited once per chunk.
 Sink = Callable[[bytes], Awaitable[None]]
@@ -187,9 +196,8 @@ async def take_plan(store: Store, now_ms: int) -> BackupPlan:
         WalError, OSError: the WAL failed or a file could not be read (nothing is pinned).
     """
     await store.wal.flush()  # rule 1
-    # The checkpoint lock is the store's; the plan needs the same quiet moment a
-    # checkpoint does (no segment written, sealed or removed, no trim under way).
-    async with store._checkpoint_lock:
+    for attempt in range(_PLAN_ATTEMPTS):
+        # Rule 2: the generation, the WAL's end and the pin in one synchronous step.
         generation = store.generation
         wal_files, last_lsn = store.wal.backup_files()
         store.pins += 1
@@ -197,6 +205,11 @@ async def take_plan(store: Store, now_ms: int) -> BackupPlan:
             members, covered = await trio.to_thread.run_sync(
                 _list_files, store, generation, wal_files, abandon_on_cancel=False
             )
+            break
+        except FileNotFoundError:
+            store.pins -= 1
+            if attempt + 1 == _PLAN_ATTEMPTS:
+                raise
         except BaseException:
             store.pins -= 1
             raise
@@ -214,17 +227,17 @@ async def take_plan(store: Store, now_ms: int) -> BackupPlan:
 def _list_files(
     store: Store, generation: int, wal_files: list[tuple[int, int | None, int | None]]
 ) -> tuple[list[_Member], int]:
-    """The members after BACKUP, and the manifest's covered LSN (worker thread, lock held)."""
+    """The members after BACKUP, and the manifest's covered LSN (a worker thread)."""
     fs, paths = store.fs, store.paths
     members: list[_Member] = []
     covered = 0
     if generation:
         name = manifest_name(generation)
         path = f"{paths.manifest}/{name}"
+        raw = _read_whole(fs, path)  # first: the only file the pins do not keep
         body = read_manifest_body(fs, path, generation)
         if isinstance(body, str):
             raise OSError(f"backup: the newest manifest {path} does not validate: {body}")
-        raw = _read_whole(fs, path)
         members.append(_Member(f"manifest/{name}", len(raw), data=raw))
         covered = int(body["covered_lsn"])
         members += _segment_members(fs, paths.segments, body)
@@ -253,6 +266,10 @@ def _segment_members(fs: Fs, directory: str, body: dict[str, Any]) -> list[_Memb
             name = path.rsplit("/", 1)[1]
             size = SEGMENT_HEADER_SIZE + int(seg["length"])
             members.append(_Member(f"segments/{name}", size, path=path))
+            if not seg.get("sealed"):
+                # An index (or tag file) a checkpoint is writing now describes more than
+                # the recorded length: recovery would refuse the copy (rule 2).
+                continue
             for extra in sorted(companions.get(name, ())):
                 extra_path = f"{directory}/{extra}"
                 members.append(_Member(f"segments/{extra}", _size(fs, extra_path), path=extra_path))

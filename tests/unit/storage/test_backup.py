@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
+import trio
 import ujson
 
+from topics._persistence import store as store_module
 from topics._persistence.restore import restore
 from topics.engine import Engine, open_engine
 from topics.errors import InvalidRequestError, ThrottledError
@@ -189,6 +192,52 @@ async def test_the_wal_files_of_the_snapshot_are_not_trimmed_while_it_streams(
         for _ in range(2):
             await store.checkpoint(engine._registry)
         assert not set(wal_files) & set(os.listdir(live / "wal"))  # released: trimmed now
+    restore(_save(tmp_path, bytes(out)), str(tmp_path / "restored"))
+    async with open_engine(str(tmp_path / "restored")) as engine:
+        assert [v for _, v in await _records(engine, "f")] == list(range(20))
+
+
+async def test_a_backup_taken_while_a_checkpoint_writes_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan takes no lock: taken while a checkpoint is inside its segment writes, it
+    is built on the manifest before that one, and neither that checkpoint nor the next
+    takes a file it needs."""
+    live = tmp_path / "live"
+    async with open_engine(str(live)) as engine:
+        store = engine._store
+        assert store is not None
+        await engine.put_topic("f", {"durability": "fsync"})
+        await _write(engine, "f", range(10))
+        await store.checkpoint(engine._registry)
+        await _write(engine, "f", range(10, 20))
+        entered, release = trio.Event(), threading.Event()
+        real = store_module.write_segments
+
+        def held(*args: object, **kwargs: object) -> object:
+            trio.from_thread.run_sync(entered.set)
+            release.wait(10)
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store_module, "write_segments", held)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.checkpoint, engine._registry)
+            await entered.wait()
+            backup = await engine.open_backup()  # the checkpoint is mid-way
+            assert backup.info["manifest_generation"] == store.generation
+            release.set()
+        monkeypatch.setattr(store_module, "write_segments", real)
+        await engine.delete_topic("f")
+        await _write(engine, "g", range(1))
+        for _ in range(2):
+            await store.checkpoint(engine._registry)
+            await _write(engine, "g", range(1))
+        out = bytearray()
+
+        async def sink(chunk: bytes) -> None:
+            out.extend(chunk)
+
+        await backup.stream(sink)
     restore(_save(tmp_path, bytes(out)), str(tmp_path / "restored"))
     async with open_engine(str(tmp_path / "restored")) as engine:
         assert [v for _, v in await _records(engine, "f")] == list(range(20))
