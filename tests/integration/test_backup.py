@@ -224,3 +224,24 @@ def test_a_server_s_own_directory_is_refused(
     assert os.listdir(data_dir / "wal")  # --force removed nothing: the lock came first
     with httpx.Client(base_url=live.base_url) as http:
         assert http.get("/v0/health").status_code == 200
+
+
+def test_a_client_that_goes_away_mid_stream_frees_the_backup_slot(live: ServerProcess) -> None:
+    with live.client("admin-key") as http:
+        body = [{"data": "x" * 1000} for _ in range(500)]
+        for _ in range(60):  # ~30 MB: more than the socket buffers hold
+            assert http.post("/v0/topics/bulk", json={"records": body}).status_code in (200, 201)
+        with http.stream("GET", "/v0/backup") as r:
+            assert r.status_code == 200
+            assert int(r.headers["content-length"]) > 30_000_000
+            next(r.iter_raw(65536))
+        # Closed after one chunk: the server ends the stream and releases the pins, so
+        # the next backup is not refused as a second one running.
+        deadline = time.monotonic() + 10
+        while True:
+            with http.stream("GET", "/v0/backup") as again:
+                if again.status_code == 200 or time.monotonic() > deadline:
+                    break
+                assert again.status_code == 429
+            time.sleep(0.1)
+        assert again.status_code == 200
