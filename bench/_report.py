@@ -736,11 +736,12 @@ def backup_section(results: Results) -> list[str]:
     lines += [f"An embedded engine with {_n(d.get('preload_mb'))} MB preloaded; "
               f"{_n(d.get('writers'))} writers per class append batches of {_n(d.get('batch'))}; "
               f"{_n(d.get('rounds'))} pairs of {_n(d.get('duration_s'))} s rounds, alternating "
-              "quiet and with backups streaming the whole directory to /dev/null back to back. "
+              "quiet and with backups streaming the whole directory to /dev/null back to back, "
+              f"reads paced to {_n(d.get('max_mb_s'))} MiB/s (0: unpaced). "
               "Ratio: the median of per-pair ratios. Target (issue 32): >= 80 %.", ""]  # fmt: skip
     classes = d.get("classes") or {}
     lines += table(
-        ["class", "records/s quiet", "during a backup", "ratio", "backups", "MB/s copied"],
+        ["class", "records/s quiet", "during a backup", "ratio", "backups finished", "MB/s streamed"],
         [[k, _n(v.get("quiet_records_s")), _n(v.get("backup_records_s")),
           f"{nb.num(v.get('ratio')) or 0:.0%}", _n(v.get("backups")), _n(v.get("backup_mb_s"))]
          for k, v in classes.items() if isinstance(v, dict)],

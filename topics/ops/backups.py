@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from .._persistence.appender import Appender
-from .._persistence.backup import BackupPlan, Sink, take_plan
+from .._persistence.backup import MAX_BYTES_PER_S, BackupPlan, Sink, take_plan
 from ..errors import InvalidRequestError, NotReadyError, ThrottledError
 
 __all__ = ["Backup", "BackupOps"]
@@ -35,10 +35,12 @@ class Backup:
         #: The archive's exact length in bytes.
         self.size = plan.size
 
-    async def stream(self, sink: Sink) -> int:
-        """Send the archive to ``sink`` (``async (bytes) -> None``); returns its length."""
+    async def stream(self, sink: Sink, *, max_bytes_per_s: float | None = MAX_BYTES_PER_S) -> int:
+        """Send the archive to ``sink`` (``async (bytes) -> None``); returns its length.
+        The file reads are paced to ``max_bytes_per_s`` (default 256 MiB/s, so the writes
+        keep their rate; None: as fast as the sink takes them)."""
         try:
-            return await self._plan.stream(sink)
+            return await self._plan.stream(sink, max_bytes_per_s=max_bytes_per_s)
         finally:
             self.close()
 
@@ -100,9 +102,12 @@ class BackupOps:
             raise
         return Backup(plan, self)
 
-    async def backup(self, sink: Sink) -> dict[str, Any]:
+    async def backup(
+        self, sink: Sink, *, max_bytes_per_s: float | None = MAX_BYTES_PER_S
+    ) -> dict[str, Any]:
         """Stream a snapshot of the data directory to ``sink`` as a tar (see
-        :meth:`open_backup`); returns the BACKUP member's fields."""
+        :meth:`open_backup`; ``max_bytes_per_s``: :meth:`Backup.stream`); returns the
+        BACKUP member's fields."""
         async with await self.open_backup() as backup:
-            await backup.stream(sink)
+            await backup.stream(sink, max_bytes_per_s=max_bytes_per_s)
             return backup.info
