@@ -20,10 +20,17 @@ Rules:
 4. Files are written through the Fs seam and fsynced, then every directory; last, the
    result is read back by recovery (read-only), which checks every manifest, segment
    and WAL frame checksum.
+5. A restore that fails while writing removes what it wrote (as ``force`` would). The
+   manifest goes in last, so a directory left by a restore killed midway has none:
+   recovery refuses it when the backup's WAL starts after LSN 1 (``StaleManifestError``)
+   and may otherwise open a prefix of the backup. Either way the restore did not say it
+   was done; run it again with ``--force``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import tarfile
 from dataclasses import dataclass
@@ -166,9 +173,14 @@ def restore(
             _clear(fs, paths)
         for sub in (paths.manifest, paths.segments, paths.wal):
             fs.makedirs(sub)
-        files, nbytes = _extract(fs, archive, paths.root)
-        for sub in (paths.manifest, paths.segments, paths.wal, paths.root):
-            fs.sync_dir(sub)
+        try:
+            files, nbytes = _extract(fs, archive, paths.root, info["files"])
+            for sub in (paths.manifest, paths.segments, paths.wal, paths.root):
+                fs.sync_dir(sub)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                _clear(fs, paths)  # rule 5: never leave half a backup behind
+            raise
         recovered = recover(fs, paths, repair=False)
     finally:
         lock.release()
@@ -188,21 +200,30 @@ def _clear(fs: Fs, paths: StorePaths) -> None:
     fs.sync_dir(paths.root)
 
 
-def _extract(fs: Fs, archive: str, root: str) -> tuple[int, int]:
+def _extract(fs: Fs, archive: str, root: str, listed: dict[str, int]) -> tuple[int, int]:
     files = nbytes = 0
+    manifests: list[tuple[str, bytes]] = []
     with _open(archive) as tar:
         for member in tar:
-            # check_archive vetted every name and type; checked again here, so a file
-            # changed between the passes cannot slip one through.
             if member.name == BACKUP_MEMBER or member.isdir():
                 continue
-            if not member.isreg() or not _FILE_NAME.fullmatch(member.name):
+            # check_archive vetted every name, type and size; checked again here, so an
+            # archive changed between the passes cannot slip a member through.
+            name = member.name
+            if not member.isreg() or listed.get(name) != member.size:
                 raise RestoreError(f"{archive} changed while it was restored")
+            if not _FILE_NAME.fullmatch(name):
+                raise RestoreError(f"{archive}: member {name!r} is not part of a topics backup")
             src = tar.extractfile(member)
             assert src is not None
-            _copy(fs, src, f"{root}/{member.name}", member.size)
+            if name.startswith("manifest/"):
+                manifests.append((name, src.read()))  # rule 5: written last
+            else:
+                _copy(fs, src, f"{root}/{name}", member.size)
             files += 1
             nbytes += member.size
+    for name, data in manifests:
+        _copy(fs, io.BytesIO(data), f"{root}/{name}", len(data))
     return files, nbytes
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from topics._persistence import restore as restore_module
 from topics._persistence.restore import RestoreError, check_archive, restore
 from topics._storage.fs import DataDirLockedError, RealFs
 
@@ -165,3 +166,27 @@ def test_a_locked_directory_is_refused(tmp_path: Path) -> None:
     finally:
         lock.release()
     assert _listing(data) == ["LOCK"]
+
+
+def test_a_restore_that_fails_midway_leaves_no_half_backup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {WAL_NAME: 5, "wal/0000000000000001.wal": 5, "manifest/MANIFEST-0000000000000001": 3}
+    archive = _write_tar(
+        tmp_path / "b.tar",
+        [_backup_member(files), *(_file(name, b"x" * size) for name, size in files.items())],
+    )
+    real, written = restore_module._copy, []
+
+    def failing(fs: object, src: object, dest: str, size: int) -> None:
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(dest)
+        real(fs, src, dest, size)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(restore_module, "_copy", failing)
+    with pytest.raises(OSError, match="No space"):
+        restore(archive, str(tmp_path / "data"))
+    assert written == [str(tmp_path / "data" / WAL_NAME)]  # the manifest was not first
+    data = tmp_path / "data"
+    assert [p for p in _listing(data) if (data / p).is_file()] == ["LOCK"]
