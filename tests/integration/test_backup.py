@@ -16,9 +16,11 @@ import pytest
 import trio
 import ujson
 
+from topics._persistence.restore import check_archive
 from topics.cli import main as cli_main
-from topics.client import Client
+from topics.client import AsyncClient, Client
 from topics.engine import open_engine
+from topics.errors import ForbiddenError
 from topics.ops.backups import Backup
 
 from .conftest import InProc, ServerProcess, settings_with
@@ -245,3 +247,20 @@ def test_a_client_that_goes_away_mid_stream_frees_the_backup_slot(live: ServerPr
                 assert again.status_code == 429
             time.sleep(0.1)
         assert again.status_code == 200
+
+
+async def test_the_async_client_saves_the_same_archive(live: ServerProcess, tmp_path: Path) -> None:
+    path = str(tmp_path / "async.tar")
+    async with AsyncClient(live.base_url, "admin-key") as client:
+        size = await client.backup(path)
+        with pytest.raises(ForbiddenError):
+            async with AsyncClient(live.base_url, "reader") as reader:
+                await reader.backup(str(tmp_path / "denied.tar"))
+    _check_saved(path, size, str(tmp_path / "denied.tar"))
+
+
+def _check_saved(path: str, size: int, denied: str) -> None:
+    assert size == os.path.getsize(path)
+    assert check_archive(path)["format"] == 1
+    assert not os.path.exists(denied)
+    assert not os.path.exists(denied + ".tmp")

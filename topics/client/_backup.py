@@ -1,4 +1,4 @@
-"""``Client.backup``: download ``GET /v0/backup`` (an admin call) into a file.
+"""``Client.backup`` and ``AsyncClient.backup``: download ``GET /v0/backup`` (an admin call) into a file.
 
 Rules:
 1. The body is streamed to the file in chunks: a backup the size of the data directory
@@ -17,11 +17,12 @@ import contextlib
 import os
 from typing import BinaryIO
 
+import anyio
 import httpx
 
 from ._transport import Settings, connection_error, error_from_response, new_request_id
 
-__all__ = ["download_backup"]
+__all__ = ["download_backup", "download_backup_async"]
 
 _CHUNK = 1 << 20
 
@@ -34,8 +35,7 @@ def download_backup(http: httpx.Client, settings: Settings, dest: str | BinaryIO
         try:
             with open(tmp, "wb") as out:
                 size = download_backup(http, settings, out)
-                out.flush()
-                os.fsync(out.fileno())
+                _flush_and_sync(out)
             os.replace(tmp, dest)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -55,3 +55,43 @@ def download_backup(http: httpx.Client, settings: Settings, dest: str | BinaryIO
     except httpx.TransportError as exc:
         raise connection_error(exc, request_id, settings.base_url()) from exc
     return size
+
+
+async def download_backup_async(
+    http: httpx.AsyncClient, settings: Settings, dest: str | BinaryIO
+) -> int:
+    """:func:`download_backup` for the async client: the file is written in worker
+    threads, so the event loop never waits on the disk."""
+    if isinstance(dest, str):
+        tmp = dest + ".tmp"
+        try:
+            out = await anyio.to_thread.run_sync(open, tmp, "wb")
+            try:
+                size = await download_backup_async(http, settings, out)
+                await anyio.to_thread.run_sync(_flush_and_sync, out)
+            finally:
+                out.close()
+            await anyio.to_thread.run_sync(os.replace, tmp, dest)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+            raise
+        return size
+    request_id = new_request_id()
+    headers = {"X-Request-ID": request_id, "Accept": "application/x-tar"}
+    size = 0
+    try:
+        async with http.stream("GET", "/v0/backup", headers=headers) as resp:
+            if not resp.is_success:
+                raise error_from_response(resp.status_code, resp.headers, await resp.aread())
+            async for chunk in resp.aiter_bytes(_CHUNK):
+                await anyio.to_thread.run_sync(dest.write, chunk)
+                size += len(chunk)
+    except httpx.TransportError as exc:
+        raise connection_error(exc, request_id, settings.base_url()) from exc
+    return size
+
+
+def _flush_and_sync(out: BinaryIO) -> None:
+    out.flush()
+    os.fsync(out.fileno())
