@@ -30,6 +30,7 @@ class Backup:
     def __init__(self, plan: BackupPlan, done: BackupOps) -> None:
         self._plan = plan
         self._ops = done
+        self._closed = False
         #: The BACKUP member's fields (format, generation, LSNs, created_ms, files).
         self.info: dict[str, Any] = plan.info
         #: The archive's exact length in bytes.
@@ -46,6 +47,9 @@ class Backup:
 
     def close(self) -> None:
         """Release the pinned files (idempotent; :meth:`stream` does it when it ends)."""
+        if self._closed:
+            return  # a later backup may be running by now: its slot is not ours
+        self._closed = True
         self._plan.release()
         self._ops.running = False
 

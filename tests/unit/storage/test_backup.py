@@ -139,8 +139,13 @@ async def test_one_backup_at_a_time(tmp_path: Path) -> None:
         store = engine._store
         assert store is not None
         assert store.pins == 0
-        async with await engine.open_backup() as again:  # released: a new one may start
-            assert again.size > 0
+        first = await engine.open_backup()  # released: a new one may start
+        first.close()
+        second = await engine.open_backup()
+        first.close()  # again: must not free the slot the second one holds
+        with pytest.raises(ThrottledError):
+            await engine.open_backup()
+        second.close()
 
 
 async def test_a_sink_that_fails_releases_the_backup(tmp_path: Path) -> None:
