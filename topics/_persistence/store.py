@@ -194,7 +194,8 @@ class Store:
         self._trimmed_below = 0
         # Online backups streaming this directory (backup.py): while any runs, checkpoints
         # neither trim the WAL nor remove superseded segment files; the next checkpoint
-        # after it does both (what it skipped is still behind the older manifest).
+        # with something to write does both (what was skipped is still behind the older
+        # manifest).
         self.pins = 0
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
