@@ -734,6 +734,28 @@ def history_section(results: Results) -> list[str]:
     return lines if d is None else lines + _history_targets.section(d)
 
 
+def backup_section(results: Results) -> list[str]:
+    """bench/backup.py (issue 32): the write rate while a backup streams."""
+    lines = ["## Writes during an online backup", "", *_status(results, "backup")]
+    d = nb.data(results, "backup")
+    if d is None:
+        return lines
+    lines += [f"An embedded engine with {_n(d.get('preload_mb'))} MB preloaded; "
+              f"{_n(d.get('writers'))} writers per class append batches of {_n(d.get('batch'))}; "
+              f"{_n(d.get('rounds'))} pairs of {_n(d.get('duration_s'))} s rounds, alternating "
+              "quiet and with backups streaming the whole directory to /dev/null back to back, "
+              f"reads paced to {_n(d.get('max_mb_s'))} MiB/s (0: unpaced). "
+              "Ratio: the median of per-pair ratios. Target (issue 32): >= 80 %.", ""]  # fmt: skip
+    classes = d.get("classes") or {}
+    lines += table(
+        ["class", "records/s quiet", "during a backup", "ratio", "backups finished", "MB/s streamed"],
+        [[k, _n(v.get("quiet_records_s")), _n(v.get("backup_records_s")),
+          f"{nb.num(v.get('ratio')) or 0:.0%}", _n(v.get("backups")), _n(v.get("backup_mb_s"))]
+         for k, v in classes.items() if isinstance(v, dict)],
+    )  # fmt: skip
+    return lines
+
+
 def render(results: Results, figures: dict[str, str]) -> str:
     """The whole page; ``figures`` maps figure names to paths relative to the page."""
     lines = header(results)
@@ -742,6 +764,7 @@ def render(results: Results, figures: dict[str, str]) -> str:
     lines += engine_section(results)
     lines += persistence_section(results, figures)
     lines += crash_section(results)
+    lines += backup_section(results)
     lines += http_section(results)
     lines += hostile_section(results)
     lines += watch_section(results, figures)

@@ -157,6 +157,12 @@ BENCHES: tuple[Bench, ...] = (
         quick=("--rounds", "2"),
     ),
     Bench(
+        "backup",
+        "bench/backup.py",
+        "write rate (batch 100, fsync and disk) during an online backup vs without (issue 32)",
+        full=("--rounds", "5", "--duration", "3"),
+    ),
+    Bench(
         "hostile",
         "bench/hostile.py",
         "batched writes with 1,000 slowloris + 200 pre-auth body holders attached",

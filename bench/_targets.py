@@ -264,6 +264,20 @@ def hostile_targets(results: Results) -> list[Verdict]:
     ]  # fmt: skip
 
 
+def backup_targets(results: Results) -> list[Verdict]:
+    issue = "32 (backup)"
+    classes = nb.dig(nb.data(results, "backup"), "classes") or {}
+    out = []
+    for durability in ("fsync", "disk"):
+        row = classes.get(durability) if isinstance(classes, dict) else None
+        ratios = [float(x) for x in (row or {}).get("ratios") or []]
+        out.append(
+            _at_least(issue, f"{durability} writes (batch 100) during a backup >= 80 % of the rate without",
+                      nb.num((row or {}).get("ratio")), 0.80, _pct, _spread(ratios, _pct))
+        )  # fmt: skip
+    return out
+
+
 def spark_targets(results: Results) -> list[Verdict]:
     issue = "17 (Spark)"
     rows = nb.dig(nb.data(results, "spark_read"), "rows") or []
@@ -314,6 +328,7 @@ def all_targets(results: Results) -> list[Verdict]:
         + watch_targets(results)
         + queue_targets(results)
         + hostile_targets(results)
+        + backup_targets(results)
         + spark_targets(results)
         + history_targets(results)
     )

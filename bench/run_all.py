@@ -15,8 +15,8 @@ The full run takes about 20-35 minutes on a 2-core machine; ``--quick`` (smoke s
 checking the tooling, not for conclusions) about 2-3 minutes. ``--only`` re-runs some
 benchmarks and keeps the others' previous results from the same results file.
 Benchmarks: engine, persistence, routers, http_load, watch, queues, nats, spark_read,
-crash_heads, encode_dict, scan_body, delete_flag, diff_where, hostile, history (the last
-writes 200 M records, ~20 GB, and may take hours: ``--skip history`` leaves it out).
+crash_heads, encode_dict, scan_body, delete_flag, diff_where, hostile, backup, history (the
+last writes 200 M records, ~20 GB, and may take hours: ``--skip history`` leaves it out).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The class is a table: each public method is the method of the same concern's pla
 its signature and docstring (the API reference) are written once beside the code that
 does the work: ``_topic_ops`` (the topic set, record deletes, gauges), ``_writes``,
 ``_read_ops`` (the diff), ``_router_set``, ``_queue_ops``, ``_job_ops``, ``_cursor_ops``,
-``_watch_ops`` and ``_durability``, all over one ``_appender``. Results are
+``_watch_ops``, ``_durability`` and ``_backup_ops``, all over one ``_appender``. Results are
 ``topics.types`` classes; errors are ``topics.errors`` classes carrying the wire code.
 
 Rules:
@@ -31,6 +31,7 @@ from ._persistence.appender import Appender
 from ._storage.fs import Fs, RealFs
 from .cursors.ops import CursorOps
 from .log.quotas import quotas_for
+from .ops.backups import BackupOps
 from .ops.durability import Durability, open_data_dir
 from .ops.read_ops import ReadOps
 
@@ -81,6 +82,7 @@ class Engine:
             app, durability, self._router_set, self._queue_ops, self._cursor_ops
         )
         self._sweep_retention = self._topic_ops.sweep_retention
+        self._backup_ops = BackupOps(app)
         bind_parts(self)  # engine.write is self._writes.write from here on (_facade rule 2)
 
     # -- topics (§1), writes (§2), reads (§3), deletes (§5) ----------------------------
@@ -145,6 +147,8 @@ class Engine:
     statistics = Via("_topic_ops", TopicOps.statistics)
     storage_gauges = Via("_durability", Durability.storage_gauges)
     wal_statistics = Via("_durability", Durability.wal_statistics)
+    open_backup = Via("_backup_ops", BackupOps.open_backup)
+    backup = Via("_backup_ops", BackupOps.backup)
 
     @property
     def ready(self) -> bool:

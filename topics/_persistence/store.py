@@ -211,6 +211,11 @@ class Store:
         self._sealed_hot: list[tuple[TopicLog, SegmentBuffer, bool]] = []
         # The cold segments whose delete flags the running checkpoint writes.
         self._flushing: list[tuple[ColdSegment, set[int]]] = []
+        # Online backups streaming this directory (backup.py): while any runs, checkpoints
+        # neither trim the WAL nor remove superseded segment files; the next checkpoint
+        # with something to write does both (what was skipped is still behind the older
+        # manifest).
+        self.pins = 0
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
         """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
@@ -426,9 +431,11 @@ class Store:
             self._go_cold()
             prev_covered, prev_keep = self._prev_covered, self._prev_keep
             self._prev_covered, self._prev_keep = covered, keep
+            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
+            if self.pins:
+                return  # a backup is reading these files (backup.py)
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
             self._trimmed_below = prev_covered + 1
-            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
             dropped = [
                 (key, self.files.pop(key))
                 for key in list(self.files)

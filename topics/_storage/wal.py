@@ -550,6 +550,18 @@ class Wal:
             del self._closed_files[:removed]
         return removed
 
+    def backup_files(self) -> tuple[list[tuple[int, int | None, int | None]], int]:
+        """What an online backup copies (``_persistence/backup.py``): every file as
+        ``(file_no, first_lsn or None, length or None)``, oldest first, and the last LSN
+        they hold. The current file's length is the end of its last applied batch (whole
+        frames; a batch still in a worker thread is not counted); a closed file's is None
+        (whole: nothing writes to it again). Taken between awaits, so the two agree."""
+        files: list[tuple[int, int | None, int | None]] = [
+            (no, first, None) for no, first in self._closed_files
+        ]
+        files.append((self._file.file_no, self._file.first_lsn, self._file.size))
+        return files, self._written_lsn
+
     def statistics(self) -> WalStatistics:
         """A frozen snapshot of the counters (read by ``/v0/metrics``)."""
         s = self._stats

@@ -11,6 +11,7 @@
     topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
     topics dlq ls jobs.dlq             topics dlq redrive jobs.dlq [--to jobs] [--origin jobs]
     topics verify ./data               (no server: reads the data directory, topics/cli/verify_cmd.py)
+    topics backup nightly.tar          topics restore nightly.tar ./data   (offline)
 
 Global options, before or after the subcommand (topics/cli/args.py): ``--url`` (default
 ``$TOPICS_URL``, else ``http://127.0.0.1:4000``; ``host:port`` and ``:port`` too),

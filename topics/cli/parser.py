@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from topics.cli import cursors, records, verify_cmd, work
+from topics.cli import backup_cmds, cursors, records, verify_cmd, work
 from topics.cli import topic_cmds as topics_cmds
 from topics.cli.args import add_global_options
 from topics.cli.suggest import Parser
@@ -169,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("data_dir", metavar="DATA_DIR", help="the server's data directory")
     p.set_defaults(local=verify_cmd.run)
+    p = sub.add_parser("backup", help="save an online backup of the server's data (admin)")
+    p.add_argument("file", metavar="FILE", help="the tar to write (- for stdout)")
+    p.set_defaults(run=backup_cmds.backup_cmd)
+    p = sub.add_parser("restore", help="restore a backup into a data directory (offline)")
+    p.add_argument("file", metavar="FILE", help="a tar saved by topics backup")
+    p.add_argument("data_dir", metavar="DATA_DIR", help="the directory a server will open")
+    p.add_argument("--force", action="store_true",
+                   help="replace the data of a non-empty DATA_DIR")  # fmt: skip
+    p.set_defaults(run=backup_cmds.restore_cmd)
 
     router = sub.add_parser("router", help="routers: put, get, ls, rm")
     rsub = router.add_subparsers(dest="router_command", required=True, metavar="COMMAND")
