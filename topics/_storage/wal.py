@@ -5,10 +5,9 @@ returned ticket; the single writer task ``run()`` takes everything queued, write
 with one ``pwrite`` and, when any taken frame asked for it (or the periodic tick is due),
 one ``fdatasync``, both in one worker-thread call (a write alone: Rule 8); then it
 resolves the tickets.
-The format and the reader live in ``wal_reader``, the tickets, batches, errors and
-statistics in ``wal_tickets`` (both re-exported here), the disk calls in ``wal_io``.
-(docs/STORAGE_FORMATS.md, "Writer (group commit)"; STYLE §5: request tasks never own a
-durability step.)
+The reader is ``wal_reader``, tickets and statistics ``wal_tickets`` (both re-exported
+here), the disk calls ``wal_io`` (docs/STORAGE_FORMATS.md, "Writer (group commit)"; STYLE
+§5: request tasks never own a durability step).
 
 Rule 1: LSNs are assigned in ``submit()`` order, consecutively, and frames reach the file
   in LSN order: only the writer task writes, one batch at a time.
@@ -19,10 +18,8 @@ Rule 3: ``sync=False`` frames are covered by the periodic tick: every written by
   write and the fsync itself (the bound on their loss window).
 Rule 4 (fsyncgate): any fsync error, and any write error other than a full disk (Rule 9),
   fails every ticket of that batch, and of everything queued behind it, with
-  :class:`WalError`, and the Wal becomes read-only for good: no retry, no later write.
-  After a failed fsync the kernel may have dropped the dirty pages while marking them
-  clean, so nothing later could be trusted. The way on is recovery
-  (``scan_wal(repair=True)``, then ``Wal.create`` of a new file).
+  :class:`WalError`, and the Wal becomes read-only for good (a failed fsync may have
+  dropped dirty pages marked clean); the way on is recovery and a new Wal.
 Rule 5: rotation happens between batches: the old file is synced before the new one is
   created, and the new file's header is synced (file and directory) before any frame
   goes in. So every file but the newest is whole on disk.
@@ -30,10 +27,9 @@ Rule 6: state is changed only on the trio thread, between awaits; the worker thr
   what it needs as arguments and returns what changed (no shared mutation, no locks).
 Rule 7: a cancelled writer never abandons a disk call midway (``abandon_on_cancel=False``);
   a batch it took but could not finish fails with WalError, so no ticket ever hangs.
-Rule 8: only batches that fsync, rotate or are large go to a worker thread. A batch that just
-  writes (``sync=False`` frames between ticks: the disk class under load) is written by the
-  writer task on the trio thread, one ``pwrite`` into the page cache; its encoding held
-  the GIL in the worker anyway, so the thread bought no parallelism, only hand-off cost.
+Rule 8: only batches that fsync, rotate or are large go to a worker thread; one that just
+  writes (the disk class under load) is one ``pwrite`` into the page cache on the trio
+  thread (in the worker it held the GIL anyway: hand-off cost, no parallelism).
 Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) that fails
   with ENOSPC/EDQUOT is cut back first: the file is truncated to its length before the
   write (a rotated file that failed is removed), so no partial frame stays behind. If the
@@ -45,12 +41,10 @@ Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) 
   with :class:`WalFullError` at once: its outcome is unknown until space returns. The
   owner refuses new changes meanwhile (``full``). A cut that fails, or a full disk seen by
   an fsync, is Rule 4. Closing while stalled makes one last attempt, then fails the rest.
-  A rotation that cannot open its new file for want of a descriptor (EMFILE/ENFILE)
-  stalls the same way: nothing was created, and the shortage passes.
-Rule 10: :meth:`Wal.rotate_soon` makes the next batch start a new file whatever the size
-  of the current one. Only closed files can be trimmed, so a store short of space asks for
-  it when a topic is deleted: the bytes of that topic in the current file can then go with
-  the next two checkpoints instead of waiting for the file to fill (store.py rule 10).
+  A rotation short of descriptors (EMFILE/ENFILE) stalls the same way.
+Rule 10: :meth:`Wal.rotate_soon` makes the next batch start a new file. Only closed files
+  can be trimmed, so a store short of space asks for it when a topic is deleted (its bytes
+  go with the next two checkpoints, not when the file fills; store.py rule 10).
 """
 
 from __future__ import annotations
@@ -551,16 +545,13 @@ class Wal:
         return removed
 
     def backup_files(self) -> tuple[list[tuple[int, int | None, int | None]], int]:
-        """What an online backup copies (``_persistence/backup.py``): every file as
-        ``(file_no, first_lsn or None, length or None)``, oldest first, and the last LSN
-        they hold. The current file's length is the end of its last applied batch (whole
-        frames; a batch still in a worker thread is not counted); a closed file's is None
-        (whole: nothing writes to it again). Taken between awaits, so the two agree."""
-        files: list[tuple[int, int | None, int | None]] = [
-            (no, first, None) for no, first in self._closed_files
-        ]
-        files.append((self._file.file_no, self._file.first_lsn, self._file.size))
-        return files, self._written_lsn
+        """For an online backup (``_persistence/backup.py``): ``(file_no, first_lsn,
+        length)`` of every file, oldest first (length None: closed, whole; the current
+        file's: the end of its last applied batch), and the last LSN they hold."""
+        files = [(no, first, None) for no, first in self._closed_files]
+        return [*files, (self._file.file_no, self._file.first_lsn, self._file.size)], (
+            self._written_lsn
+        )
 
     def statistics(self) -> WalStatistics:
         """A frozen snapshot of the counters (read by ``/v0/metrics``)."""
