@@ -143,8 +143,7 @@ class Wal:
         self._fs = fs
         self._dir = dir
         self._file = current
-        # (file_no, first_lsn or None if its header could not be read), oldest first.
-        self._closed_files = closed_files
+        self._closed_files = closed_files  # (file_no, first_lsn or None), oldest first
         self._max_file_bytes = max_file_bytes
         self._sync_interval_s = sync_interval_ms / 1000
         self._max_queue_bytes = max_queue_bytes
@@ -161,8 +160,7 @@ class Wal:
         self._sync_requested = False
         self._rotate_requested = False  # Rule 10
         self._failure: BaseException | None = None
-        # Rule 9: the batch waiting for disk space (retried first), the backoff before its
-        # next attempt, and an event that cuts the backoff short when the Wal closes.
+        # Rule 9: the stalled batch (retried first), its backoff, and what cuts it short.
         self._stalled: WalBatch | None = None
         self._retry_delay_s = RETRY_MIN_S
         self._close_requested = trio.Event()
