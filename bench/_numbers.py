@@ -99,6 +99,11 @@ class Rate:
     label: str  # rows driven by a Python client say so: CLIENT_BOUND
     value: float | None
     unit: str = "records/s"
+    ratio: float | None = None  # topics ÷ this, measured beside it in the same run
+
+
+def _c_peer_rate(results: Results, name: str, side: str) -> float | None:
+    return num(dig(c_peer_shape(results, name), "median", side, "records_s"))
 
 
 def write_rates(results: Results) -> list[Rate]:
@@ -109,8 +114,12 @@ def write_rates(results: Results) -> list[Rate]:
              num(dig(engine, "append_records_per_s", "bytes_64B_batch100"))),
         Rate("topics", "HTTP, wrk 16 connections x 100 records (disk)",
              http_median(results, "write_16x100", "records_s")),
+        Rate("topics", "HTTP, wrk 16 connections x 100 records (disk), the peers_c run",
+             _c_peer_rate(results, "batch_16x100", "topics")),
         Rate("topics", f"HTTP, one httpx client, 100 per request: {CLIENT_BOUND}",
              http_median(results, "py_write_100", "records_s")),
+        Rate("Redis", "XADD pipelines of 100, redis-benchmark 16 connections (AOF everysec), the peers_c run",
+             _c_peer_rate(results, "batch_16x100", "redis"), ratio=c_peer_ratio(results, "batch_16x100")),
         Rate("Redis", f"XADD pipelines of 100, redis-py, 16 threads (AOF everysec): {CLIENT_BOUND}",
              http_median(results, "redis_xadd_16x100", "records_s")),
         Rate("Redis", f"XADD pipelines of 100, one redis-py connection: {CLIENT_BOUND}",

@@ -237,6 +237,8 @@ def rates_table(rates: list[nb.Rate], reference: int, what: str) -> list[str]:
         ratio = (
             "reference"
             if i == reference
+            else f"{r.ratio:.2f}x (its peers_c topics row ÷ this)"
+            if r.ratio is not None
             else DASH
             if r.system == "topics"
             else "none: client-bound"
@@ -269,22 +271,22 @@ def peers_section(results: Results, figures: dict[str, str]) -> list[str]:
     )
     lines += _report_peers.section(results, _status(results, "peers_c"))
     lines += [
-        "### Through Python clients (client-bound)",
+        "### Every rate, C-driven and client-bound",
         "",
-        "Redis numbers come from `bench/http_load.py`, `bench/watch.py` and `bench/queues.py` "
-        "(each in the same run as the topics numbers of its script); NATS numbers from "
-        "`bench/peers_nats.py` (a temp `nats-server -js`, "
-        "file storage, driven by nats-py on asyncio). Records are the same ~45-byte JSON "
-        f"object everywhere. Rows marked *{nb.CLIENT_BOUND}* measure redis-py, nats-py or "
-        "httpx as much as the server behind them (16 redis-py threads share one GIL): they "
-        "show what one Python program gets, and no topics / peer ratio is taken from them; the "
-        "ratios are in the C-driven section above.",
+        "Redis numbers come from `bench/peers_c.py` (redis-benchmark, the rows that say so), "
+        "`bench/http_load.py`, `bench/watch.py` and `bench/queues.py` (each in the same run as "
+        "the topics numbers of its script); NATS numbers from `bench/peers_nats.py` (a temp "
+        "`nats-server -js`, file storage, driven by nats-py on asyncio). Records are the same "
+        f"~45-byte JSON object everywhere. Rows marked *{nb.CLIENT_BOUND}* measure redis-py, "
+        "nats-py or httpx as much as the server behind them (16 redis-py threads share one "
+        "GIL): they show what one Python program gets, and no topics / peer ratio is taken from "
+        "them. A ratio is given only against a C-driven peer, from topics measured beside it.",
         "",
         "#### Writes",
         "",
     ]
     lines += rates_table(writes, 1, "topics HTTP batched")
-    lines += _rows_from(results, ("engine", "http_load", "nats"))
+    lines += _rows_from(results, ("engine", "http_load", "peers_c", "nats"))
     lines += _figure(figures, "writes", "write throughput, topics vs peers")
     lines += ["#### Reads of 1000-record windows", ""]
     lines += rates_table(reads, 2, "topics HTTP diff (one client)")
