@@ -72,7 +72,9 @@ def section(results: Results, status: list[str]) -> list[str]:
         "`redis-benchmark` (one thread), field value the same ~45-byte JSON. Server CPU is "
         "utime + stime (children included) from /proc/PID/stat over the run. Latency: wrk's per "
         "request; redis-benchmark's per command (with `-P 100` a command waits for its whole "
-        "pipeline).",
+        "pipeline). Generators and servers share the machine's cores: rate x CPU per record "
+        "says how much of a core a server used; one well under a core was held back by something "
+        "else (round trips, its generator, the neighbours).",
         "",
     ]
     rows = []
