@@ -98,6 +98,13 @@ BENCHES: tuple[Bench, ...] = (
         precheck=_needs("wrk", "redis-server", modules=("redis",)),
     ),
     Bench(
+        "peers_c",
+        "bench/peers_c.py",
+        "topics-server vs Redis Streams, both driven by C load generators (wrk, redis-benchmark)",
+        full=("--rounds", "3", "--duration", "3"),
+        precheck=_needs("wrk", "redis-server", "redis-benchmark", "redis-cli"),
+    ),
+    Bench(
         "watch",
         "bench/watch.py",
         "SSE watch fan-out vs Redis XREAD BLOCK",
