@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core import FrameError, SegmentBuffer
+from .._storage.damage import DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
 from .._storage.sealed_reads import read_sealed_frames
 from .._storage.segment_cache import SegmentCache
@@ -56,15 +57,22 @@ _OVERHEAD = 128
 
 
 class ColdSource:
-    """What the cold segments of one store share: its file system, segments directory
-    and cache."""
+    """What the cold segments of one store share: its file system, segments directory,
+    cache, and the registry of damaged files (``_storage/damage.py``, issue 32)."""
 
-    __slots__ = ("cache", "fs", "segments_dir")
+    __slots__ = ("cache", "damage", "fs", "segments_dir")
 
-    def __init__(self, fs: Fs, segments_dir: str, cache: SegmentCache) -> None:
+    def __init__(
+        self,
+        fs: Fs,
+        segments_dir: str,
+        cache: SegmentCache,
+        damage: DamageRegistry | None = None,
+    ) -> None:
         self.fs = fs
         self.segments_dir = segments_dir
         self.cache = cache
+        self.damage = damage if damage is not None else DamageRegistry()
 
 
 class ColdSegment:

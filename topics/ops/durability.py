@@ -113,6 +113,7 @@ class Durability:
             "topics_storage_degraded": int(self._app.storage_state() != "ok"),
             "topics_storage_free_bytes": (space.free_bytes or 0) if space is not None else 0,
             "topics_storage_min_free_bytes": space.min_free_bytes if space is not None else 0,
+            "topics_storage_damaged_files": len(self._app.damage),
             "topics_cache_bytes": cache.bytes if cache else 0,
             "topics_cache_capacity_bytes": cache.capacity if cache else 0,
             "topics_cache_segments": cache.entries if cache else 0,
@@ -249,7 +250,7 @@ class Durability:
         handed_out = read_heads(paths.root) if real else None
         # One cache of sealed segments read back from their files, shared by recovery
         # (which reads the few a WAL replay touches) and the store (issue 31).
-        cold = ColdSource(fs, paths.segments, SegmentCache(app.limits.cache_bytes))
+        cold = ColdSource(fs, paths.segments, SegmentCache(app.limits.cache_bytes), app.damage)
         rec = await trio.to_thread.run_sync(
             lambda: recover(
                 fs, paths, repair=True, progress=progress, handed_out=handed_out, cold=cold

@@ -93,6 +93,8 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "free space is below TOPICS_MIN_FREE_BYTES, or the WAL failed.",
     "topics_storage_free_bytes": "Free bytes on the data directory's file system (last reading).",
     "topics_storage_min_free_bytes": "The free-space reserve (TOPICS_MIN_FREE_BYTES).",
+    "topics_storage_damaged_files": "Files found damaged (recovery, reads, the scrub); "
+    "/v0/health names them and `topics verify DATA_DIR` lists them.",
     "topics_cache_bytes": "Bytes of sealed segments held in the block cache (issue 31).",
     "topics_cache_capacity_bytes": "The block cache's budget (TOPICS_CACHE_BYTES).",
     "topics_cache_segments": "Segments and tag indexes held in the block cache.",
