@@ -46,6 +46,7 @@ TombstoneReason = Literal[
     "restart",
     "from_seq_too_old",
     "unreadable",
+    "corrupt",
 ]
 
 

@@ -9,7 +9,10 @@ Rules:
 2. WAL entries after the manifest's covered LSN are replayed in order through the same
    ``TopicLog`` operations the engine used (docs: entries.py rules 1-4), streaming.
 3. A torn tail of the newest WAL file ends the log (repaired when writable); corruption
-   anywhere else, or in a segment, raises — it is never served as data.
+   anywhere else in the WAL raises — it is never served as data. A segment that fails its
+   checks is quarantined instead (issue 32, ``log/damaged.py``, ``cold.py`` rule 4): the
+   engine starts, its readable records are served and readers get a ``corrupt``
+   tombstone over the rest.
 4. After replay a topic whose durable watermark is above its head had a write in flight
    at the crash (a quiet topic logs a HEAD entry that lowers its watermark to its head,
    entries.py rule 5, so it keeps its head exactly). Its head moves to the watermark, so no
@@ -49,6 +52,8 @@ Rules:
 
 from __future__ import annotations
 
+import bisect
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +72,8 @@ from .._storage.segment_files import parse_segment_name, read_segment, segment_p
 from .._storage.wal_reader import scan_wal, wal_files
 from ..config import parse_config
 from ..log.cold_log import swap_in_cold
-from ..log.cold_segment import ColdSource
+from ..log.cold_segment import ColdSegment, ColdSource
+from ..log.damaged import note_damage
 from ..log.gap_markers import GapMarker
 from ..log.producer_state import (
     ProducerState,
@@ -77,11 +83,13 @@ from ..log.producer_state import (
 )
 from ..log.registry import TopicRegistry
 from ..log.topic_log import TopicLog
-from .cold import COLD_CLASSES, cold_from_buffer, cold_from_manifest
+from .cold import COLD_CLASSES, cold_from_buffer, cold_from_manifest, damaged_at_recovery
 from .segment_work import SegmentFileState
 from .store import StorePaths
 
 __all__ = ["Recovered", "StaleManifestError", "recover"]
+
+_log = logging.getLogger("topics.storage")
 
 
 class StaleManifestError(StorageCorruptionError):
@@ -234,27 +242,47 @@ def _load_topic(
     log = TopicLog(topic["name"], int(topic["id"]), config)
     stays_hot = config.durability not in COLD_CLASSES
     earliest = int(topic["earliest"])
-    for seg_info in topic["segments"]:
+    infos = topic["segments"]
+    damaged: list[ColdSegment] = []
+    for k, seg_info in enumerate(infos):
         base, length = int(seg_info["base"]), int(seg_info["length"])
         path = segment_path(paths.segments, log.topic_id, base)
-        if seg_info["sealed"] and "live" in seg_info and not stays_hot:
+        quarantined = "damaged" in seg_info and "live" in seg_info
+        if seg_info["sealed"] and "live" in seg_info and (not stays_hot or quarantined):
             # Rule 8: the manifest holds what the log needs; the frames stay in the file.
-            log.adopt_segment(cold_from_manifest(cold, log, seg_info, earliest))
+            held = cold_from_manifest(cold, log, seg_info, earliest)
+            log.adopt_segment(held)
             out.files[(log.topic_id, base)] = SegmentFileState(path, length, True)
+            if held.damaged is not None:
+                damaged.append(held)
             continue
-        data = read_segment(fs, path, verify=True, max_length=length)
-        if len(data.frames) != length:
-            raise StorageCorruptionError(
-                f"segment {path} holds {len(data.frames)} bytes; the manifest recorded {length}",
-                path=path,
-            )
-        # read_segment checked every CRC already; checking again would double the cost.
-        seg = SegmentBuffer.from_frames(data.frames, base, int(seg_info["salt"]), verify=False)
+        try:
+            data = read_segment(fs, path, verify=True, max_length=length)
+            if len(data.frames) != length:
+                raise StorageCorruptionError(
+                    f"segment {path} holds {len(data.frames)} bytes; the manifest recorded {length}",
+                    path=path,
+                )
+            # read_segment checked every CRC already; checking again would double the cost.
+            seg = SegmentBuffer.from_frames(data.frames, base, int(seg_info["salt"]), verify=False)
+            whole = data.sealed
+        except StorageCorruptionError as exc:
+            last = int(infos[k + 1]["base"]) if k + 1 < len(infos) else int(topic["head"]) + 1
+            prev_ts = log.segments[-1].last_ts if log.segments else -1
+            found = damaged_at_recovery(cold, log, seg_info, last, k + 1 == len(infos), prev_ts)
+            if isinstance(found, ColdSegment):
+                log.adopt_segment(found)
+                out.files[(log.topic_id, base)] = SegmentFileState(path, length, True)
+                damaged.append(found)
+                continue
+            # The frames are whole: only the index failed (a sealed 0.1.0 segment).
+            _log.warning("%s; its frames are whole, so it is served from them", exc)
+            seg, whole = found, True
         if seg_info["sealed"]:
             seg.seal()
         log.adopt_segment(seg)
         out.files[(log.topic_id, base)] = SegmentFileState(
-            path, length, bool(seg_info["sealed"]) and data.sealed
+            path, length, bool(seg_info["sealed"]) and whole
         )
     log.head = int(topic["head"])
     log.watermark = int(topic["watermark"])
@@ -265,19 +293,37 @@ def _load_topic(
     log.last_read_ts = topic.get("last_read_ts")
     log.finish_load(earliest)
     if not stays_hot:
-        for held in list(log.segments):
-            state = out.files.get((log.topic_id, held.base_seq))
-            if type(held) is SegmentBuffer and held.sealed and state is not None and state.sealed:
+        for one in list(log.segments):
+            state = out.files.get((log.topic_id, one.base_seq))
+            if type(one) is SegmentBuffer and one.sealed and state is not None and state.sealed:
                 # Sealed by a version that did not record its counters: read once, here.
-                swap_in_cold(log, held, cold_from_buffer(cold, log, held, set()))
+                swap_in_cold(log, one, cold_from_buffer(cold, log, one, set()))
     log.producers = load_producers(topic.get("producers"))
     log.restore_gaps(
         [GapMarker(int(g[0]), g[1], int(g[2]), int(g[3]), int(g[4])) for g in topic.get("gaps", ())]
     )
+    for bad in damaged:
+        _keep_quarantined(log, bad)
     log.restart_floor = int(topic.get("restart_floor", 0))
     if config.durability == "ephemeral" and int(topic["earliest"]) <= log.head:
         log.cap_floor = log.restart_floor = max(log.cap_floor, log.head + 1)  # rule 6
     out.registry.add(log)
+
+
+def _keep_quarantined(log: TopicLog, seg: ColdSegment) -> None:
+    """Restore a quarantine (``log/damaged.py``): its ``corrupt`` marker and its report;
+    a damaged segment that retiring below ``earliest`` took out goes back (its file
+    stays while nothing passes it, damaged.py rule 3)."""
+    assert seg.damaged is not None
+    if seg not in log.segments:
+        i = bisect.bisect_left(log.bases, seg.base_seq)
+        seg.retired, seg.live_count, seg.live_bytes = seg.count, 0, 0
+        log.segments.insert(i, seg)
+        log.bases.insert(i, seg.base_seq)
+    if seg.damaged.last_seq is not None and seg.damaged.last_seq >= log.evict_floor:
+        note_damage(log, seg, seg.damaged)
+    else:
+        seg.source.damage.report(seg.damaged)
 
 
 class _Replay:

@@ -123,7 +123,10 @@ def segment_work(
     data = bytes(seg.view()[written : seg.nbytes]) if seg.nbytes > written else b""
     seal = seg.sealed and not (state is not None and state.sealed)
     flags = []
+    readable = getattr(seg, "readable", seg.count)  # a quarantined segment's (damaged.py)
     for idx in pending.pop(key, ()):
+        if idx >= readable:
+            continue
         end = seg.offset_of(idx) + seg.frame_len(idx)
         if end <= written and not seg.is_live(idx):
             flags.append(end - 1)

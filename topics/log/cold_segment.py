@@ -26,7 +26,13 @@ Rules:
    records are all live (cap and TTL drop old segments without reading them).
 5. A file that cannot be read fails the one call that needed it with
    ``StorageUnavailableError`` (503, retry): the server stays up and the next call reads
-   again. Frames that fail their checks raise ``StorageCorruptionError``.
+   again.
+6. Frames or a header that fail their checks quarantine the segment (issue 32,
+   ``damaged.py``): from the first bad frame to its end (the whole segment for a bad
+   header) is ``damaged``; every copy loaded from then on is the readable prefix only,
+   the records past it stop counting (``on_adjust``, as rule 3), and the owner is told
+   (``on_damage``) so readers get a ``corrupt`` tombstone over the range. Questions about
+   an index in the range answer "not live"; the frames there are never read again.
 """
 
 from __future__ import annotations
@@ -36,11 +42,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core import FrameError, SegmentBuffer
-from .._storage.damage import DamageRegistry
+from .._storage.damage import Damage, DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
-from .._storage.sealed_reads import read_sealed_frames
+from .._storage.sealed_reads import read_readable_prefix, read_sealed_frames
 from .._storage.segment_cache import SegmentCache
-from .._storage.segment_files import SegmentCorruptionError, segment_path
+from .._storage.segment_files import segment_path
 from ..errors import StorageUnavailableError
 
 if TYPE_CHECKING:
@@ -81,11 +87,13 @@ class ColdSegment:
     __slots__ = (
         "base_seq",
         "count",
+        "damaged",
         "last_ts",
         "live_bytes",
         "live_count",
         "nbytes",
         "on_adjust",
+        "on_damage",
         "pending",
         "retired",
         "salt",
@@ -112,6 +120,7 @@ class ColdSegment:
         tagged: bool | None,
         pending: set[int] | None = None,
         on_adjust: Callable[[int, int], None] | None = None,
+        damaged: Damage | None = None,
     ) -> None:
         self.source = source
         self.topic_id = topic_id
@@ -129,6 +138,9 @@ class ColdSegment:
         self.pending: set[int] = pending if pending is not None else set()
         # Told (live records, live bytes) the file's flags took away (rule 3).
         self.on_adjust = on_adjust
+        # The unreadable seqs (rule 6), and who is told when a load finds them.
+        self.damaged = damaged
+        self.on_damage: Callable[[ColdSegment, Damage], None] | None = None
 
     @classmethod
     def from_buffer(
@@ -171,6 +183,18 @@ class ColdSegment:
     def path(self) -> str:
         return segment_path(self.source.segments_dir, self.topic_id, self.base_seq)
 
+    @property
+    def relpath(self) -> str:
+        """The file, relative to the data directory (how damage reports name it)."""
+        return "segments/" + self.path.rsplit("/", 1)[-1]
+
+    @property
+    def readable(self) -> int:
+        """How many frames, from the first, can be read: ``count`` unless damaged."""
+        if self.damaged is None or self.damaged.first_seq is None:
+            return self.count
+        return min(max(self.damaged.first_seq - self.base_seq, 0), self.count)
+
     def _cost(self) -> int:
         return self.nbytes + _PER_FRAME * self.count + _OVERHEAD
 
@@ -185,6 +209,8 @@ class ColdSegment:
         return buf  # type: ignore[return-value]
 
     def _load(self) -> SegmentBuffer:
+        if self.damaged is not None:
+            return self._load_readable()
         path = self.path
         try:
             frames = read_sealed_frames(
@@ -196,26 +222,84 @@ class ColdSegment:
                 length=self.nbytes,
             )
             buf = SegmentBuffer.from_frames(frames, self.base_seq, self.salt, verify=True)
-        except FrameError as exc:
+        except (FrameError, StorageCorruptionError):
             self.source.cache.load_errors += 1
-            raise SegmentCorruptionError(f"bad frame: {exc}", path=path) from None
-        except StorageCorruptionError:
-            self.source.cache.load_errors += 1
-            raise
+            return self._load_readable()
         except OSError as exc:
             self.source.cache.load_errors += 1
             raise StorageUnavailableError.for_read(path, exc) from exc
         if buf.count != self.count:
-            raise SegmentCorruptionError(
-                f"segment holds {buf.count} frames; the manifest recorded {self.count}",
-                path=path,
-            )
+            self.source.cache.load_errors += 1
+            return self._load_readable()
+        return self._adopt(buf)
+
+    def _adopt(self, buf: SegmentBuffer) -> SegmentBuffer:
+        """Rules 2 and 3 for a copy just read (the readable prefix of a damaged one)."""
         buf.seal()
-        buf.retire_to(self.retired, None)
+        buf.retire_to(min(self.retired, buf.count), None)
         for i in self.pending:
-            buf.mark_deleted(i, None)
+            if i < buf.count:
+                buf.mark_deleted(i, None)
         self._agree(buf)
         return buf
+
+    def _load_readable(self) -> SegmentBuffer:
+        """Rule 6: the frames before the first bad one, quarantining the rest."""
+        try:
+            found = read_readable_prefix(
+                self.source.fs,
+                self.path,
+                topic_id=self.topic_id,
+                base_seq=self.base_seq,
+                salt=self.salt,
+                length=self.nbytes,
+                count=self.count,
+            )
+        except OSError as exc:
+            raise StorageUnavailableError.for_read(self.path, exc) from exc
+        if found.problem and self.readable > found.buf.count:
+            self.mark_damaged(
+                Damage(
+                    self.relpath,
+                    "segment",
+                    found.problem,
+                    topic_id=self.topic_id,
+                    first_seq=self.base_seq + found.buf.count,
+                    last_seq=self.base_seq + self.count - 1,
+                    offset=found.offset,
+                    detail=found.detail,
+                )
+            )
+        buf, keep = found.buf, self.readable
+        if buf.count > keep:  # quarantined from ``keep`` on by whoever found it (a scrub)
+            cut = buf.offset_of(keep) if keep else 0
+            buf = SegmentBuffer.from_frames(buf.view()[:cut], self.base_seq, self.salt, False)
+        return self._adopt(buf)
+
+    def mark_damaged(self, damage: Damage) -> None:
+        """Quarantine from ``damage.first_seq`` on (rule 6) and tell the owner. A copy in
+        the cache goes; the next load reads the readable prefix and fixes the counters."""
+        first = damage.first_seq if damage.first_seq is not None else self.base_seq
+        if self.damaged is not None and self.damaged.first_seq is not None:
+            first = min(first, self.damaged.first_seq)
+        self.damaged = Damage(
+            damage.path,
+            damage.kind,
+            damage.problem,
+            topic=damage.topic,
+            topic_id=self.topic_id,
+            first_seq=max(first, self.base_seq),
+            last_seq=self.base_seq + self.count - 1,
+            widened=damage.widened,
+            offset=damage.offset,
+            detail=damage.detail,
+        )
+        self.source.cache.discard(self.key)
+        self.source.cache.discard((self.topic_id, self.base_seq, "tags"))
+        if self.on_damage is not None:
+            self.on_damage(self, self.damaged)
+        else:
+            self.source.damage.report(self.damaged)
 
     def _agree(self, buf: SegmentBuffer) -> None:
         """Rule 3."""
@@ -247,14 +331,19 @@ class ColdSegment:
             return self.count
         if self._dense():
             return start
-        return self.loaded().first_live(start)
+        buf = self.loaded()
+        if start >= buf.count:  # the damaged range holds nothing live (rule 6)
+            return self.count
+        i = buf.first_live(start)
+        return i if i < buf.count else self.count
 
     def is_live(self, i: int) -> bool:
         if i < self.retired or i >= self.count or self.live_count == 0 or i in self.pending:
             return False
         if self._dense():
             return True
-        return self.loaded().is_live(i)
+        buf = self.loaded()
+        return i < buf.count and buf.is_live(i)
 
     def retire_to(self, i: int, trie: object = None) -> tuple[int, int, int]:
         """As ``SegmentBuffer.retire_to``; a cold segment's tags are not in the trie."""
@@ -272,8 +361,9 @@ class ColdSegment:
             self._forget_pending()
             return out
         buf = self.loaded()
-        n, size, last = buf.retire_to(i, None)
-        self.retired = buf.retired
+        n, size, last = buf.retire_to(min(i, buf.count), None)
+        # Past the readable prefix of a damaged segment, nothing is live to retire.
+        self.retired = i if i >= buf.count else buf.retired
         self.live_count -= n
         self.live_bytes -= size
         self._forget_pending()
@@ -286,7 +376,7 @@ class ColdSegment:
             self.pending = {i for i in self.pending if i >= self.retired}
 
     def mark_deleted(self, i: int, trie: object = None) -> int:
-        if i < self.retired or i >= self.count or i in self.pending or self.live_count == 0:
+        if i < self.retired or i >= self.readable or i in self.pending or self.live_count == 0:
             return 0
         buf = self.loaded()
         size = buf.mark_deleted(i, None)
@@ -348,11 +438,21 @@ class ColdSegment:
         stop: int = -1,
         keep: Keep | None = None,
     ) -> tuple[bytes, int, int, int]:
+        end = self.count if stop < 0 else min(stop, self.count)
         if start >= self.count or self.live_count == 0:
             # Nothing live from here: walk to the end (or ``stop``) without reading.
-            end = self.count if stop < 0 else min(stop, self.count)
             return b"", 0, 0, max(start, end)
-        return self.loaded().render(start, limit, max_bytes, skip_nodes, flags, stop, keep)
+        buf = self.loaded()
+        readable = buf.count
+        if readable == self.count:
+            return buf.render(start, limit, max_bytes, skip_nodes, flags, stop, keep)
+        # Damaged (rule 6): render the readable prefix; the range past it holds nothing.
+        if start >= readable:
+            return b"", 0, 0, max(start, end)
+        out, emitted, examined, nxt = buf.render(
+            start, limit, max_bytes, skip_nodes, flags, min(end, readable), keep
+        )
+        return out, emitted, examined, end if nxt >= readable else nxt
 
     # -- tags (issue 31 item 3) -----------------------------------------------------
 

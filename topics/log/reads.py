@@ -9,7 +9,8 @@ marker; a read that reaches a marker before any live record (deleted seqs are pa
 free) gets the marker's tombstone at once and continues after it, so a cursor just below
 a marker never waits for a write to learn of it. A ``source_trim`` marker reports itself
 (``gap_from == gap_to ==`` the marker); a ``crash`` marker (recovery.py rule 4) the seqs
-the crash may have lost from the reader's cursor on. At most one tombstone per response:
+the crash may have lost from the reader's cursor on, and a ``corrupt`` marker (``damaged.py``)
+the seqs of a damaged segment from the cursor on. At most one tombstone per response:
 an eviction tombstone wins, and covers any marker below ``earliest_seq``.
 """
 
@@ -166,6 +167,34 @@ def read_diff(
     bounds: ReadBounds | None = None,
     now_ms: int = 0,
     out_of_time: Callable[[], bool] | None = None,
+) -> DiffResult:
+    """One diff window from ``from_seq`` (exclusive); see :func:`_read_window`.
+
+    A read that meets a damaged segment (``damaged.py``) adds its ``corrupt`` marker while
+    it runs, after the window was bounded: it is read again, now bounded by the marker, so
+    no window crosses the unreadable range silently. Each pass that repeats found one more
+    damaged segment, so this ends.
+    """
+    while True:
+        markers = len(log.gaps)
+        res = _read_window(
+            log, from_seq, limit, skip_nodes, flags, budget, upto, bounds, now_ms, out_of_time
+        )
+        if len(log.gaps) == markers:
+            return res
+
+
+def _read_window(
+    log: TopicLog,
+    from_seq: int,
+    limit: int,
+    skip_nodes: frozenset[bytes] | None,
+    flags: int,
+    budget: int,
+    upto: int | None,
+    bounds: ReadBounds | None,
+    now_ms: int,
+    out_of_time: Callable[[], bool] | None,
 ) -> DiffResult:
     """One diff window from ``from_seq`` (exclusive).
 
