@@ -170,6 +170,10 @@ class Engine:
         space returns) or ``"wal_failed"`` (refused until restart); for probes and metrics."""
         return self._app.storage_state()
 
+    def damaged_files(self) -> list[dict[str, object]]:
+        """Files found damaged (quarantined, ``topics/log/damaged.py``), for /v0/health."""
+        return [d.to_dict() for d in self._app.damage.entries()]
+
     def set_quota_namespaces(self, namespaces: Iterable[Sequence[str]]) -> None:
         """Bound the topics and routers under each prefix set (the prefix-limited API keys'
         allowlists) by ``max_topics_per_key``/``max_routers_per_key`` (topics/log/quotas.py).

@@ -2,7 +2,9 @@
 
 Rules:
 1. /v0/health (and /healthz) answers 200 whenever the process can serve; it never
-   touches the engine's topic set, so it stays cheap however many topics exist.
+   touches the engine's topic set, so it stays cheap however many topics exist. Files
+   found damaged (issue 32) are listed, with status ``degraded``: still 200, and /v0/ready
+   too, since every other topic and record is served.
 2. /v0/ready (and /readyz) answers 200 once recovery is complete, 503 not_ready (with
    ``replay_progress``) while it runs and 503 shutting_down once the drain has begun.
    Readiness means "can take writes": while storage refuses them (a full disk, free space
@@ -33,7 +35,11 @@ _PROMETHEUS = metrics.CONTENT_TYPE.encode()
 
 async def health(ctx: RequestContext) -> Reply:
     """GET /v0/health — liveness."""
-    return ctx.json(HealthResult(__version__, ctx.state.uptime_ms()).to_dict())
+    damaged = tuple(ctx.state.engine.damaged_files())
+    result = HealthResult(
+        __version__, ctx.state.uptime_ms(), damaged, "degraded" if damaged else "ok"
+    )
+    return ctx.json(result.to_dict())
 
 
 async def ready(ctx: RequestContext) -> Reply:
