@@ -197,6 +197,7 @@ def _aggregates(
                 "topics_storage_degraded",
                 "topics_storage_free_bytes",
                 "topics_storage_min_free_bytes",
+                "topics_storage_damaged_files",
             )
         ),
         ("topics_ready", "1 once recovery finished and the server is ready.", stats.ready),
