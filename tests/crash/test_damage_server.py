@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 
+from tests.support.server import spawn_server
 from topics._core import iter_frames
 from topics._storage.fs import RealFs
 from topics._storage.manifest import load_manifest
 from topics._storage.segment_files import HEADER_SIZE, segment_path
-from tests.support.server import spawn_server
 
 RECORDS = 20_000
 BATCH = 1000
