@@ -46,6 +46,7 @@ EXTENSION_NAMES = {
     "topics_storage_degraded",
     "topics_storage_free_bytes",
     "topics_storage_min_free_bytes",
+    "topics_storage_damaged_files",
     "topics_cursor_lag",
     "topics_cursor_seq",
     "topics_topic_queue_scheduled",
