@@ -226,12 +226,17 @@ def _read_window(
     if log.gaps:
         gap = log.gap_from(start)
         # Nothing live lies between start and the marker: report it now, read on after it.
+        # A reader already inside a corrupt range is past every readable record of it (a
+        # window there could never move: it ends before the range).
         if (
             gap is not None
             and tombstone is None
             and (not bounded or gap.seq <= head)
             and (user_end is None or gap.seq <= user_end)
-            and log.next_live(start) > gap.seq
+            and (
+                (gap.reason == "corrupt" and start >= gap.source_from)
+                or log.next_live(start) > gap.seq
+            )
         ):
             tombstone = gap_tombstone(log, gap, start)
             start = gap.seq + 1

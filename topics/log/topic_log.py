@@ -375,7 +375,7 @@ class TopicLog:
             seg.retire_to(seg.count, self.trie)
             if not seg.sealed:
                 break
-            if getattr(seg, "damaged", None) is not None:
+            if _damaged(seg):
                 k += 1  # a quarantined segment stays while nothing passes it (damaged.py)
                 continue
             del self.segments[k]
@@ -497,7 +497,8 @@ class TopicLog:
                 deleted += 1
                 self.count -= 1
                 self.bytes -= size
-                if seg.live_count == 0 and seg.sealed and seg_i > 0:
+                # (A quarantined segment stays: damaged.py rule 3.)
+                if seg.live_count == 0 and seg.sealed and seg_i > 0 and not _damaged(seg):
                     del self.segments[seg_i]
                     del self.bases[seg_i]
         self._settle_front()
@@ -577,3 +578,8 @@ class TopicLog:
         else:
             next_from = self.head if end is None else min(end, self.head)
         return ReadWindow(b"[" + b",".join(parts) + b"]", emitted, examined, next_from)
+
+
+def _damaged(seg: Segment) -> bool:
+    """A quarantined cold segment (damaged.py): kept in the log while nothing passes it."""
+    return getattr(seg, "damaged", None) is not None
