@@ -45,6 +45,7 @@ class SessionGoneError(TopicsError):
 
     code = "session_gone"
     status = 410
+    stream_only = True
 
 
 class SlowConsumerError(TopicsError):
@@ -54,6 +55,7 @@ class SlowConsumerError(TopicsError):
 
     code = "slow_consumer"
     status = 408
+    stream_only = True
 
 
 class BacklogExceededError(ConflictError):

@@ -50,17 +50,17 @@ from topics.wire.envelope import json_bytes
 from ..routing import Route
 from ..state import Reply, RequestContext
 from .builder import GENERATED_BY, DocumentError, build_document, document_text
-from .errors import ERROR_CODES, STREAM_ERROR_CODES, status_of
+from .errors import error_codes, status_of, stream_error_codes
 
 __all__ = [
-    "ERROR_CODES",
     "GENERATED_BY",
     "ROUTES",
-    "STREAM_ERROR_CODES",
     "DocumentError",
     "build_document",
     "document_text",
+    "error_codes",
     "status_of",
+    "stream_error_codes",
 ]
 
 #: The served document's bytes, for the one route table it was built from.

@@ -35,7 +35,7 @@ from . import (
     watch,
     ws,
 )
-from .errors import ERROR_CODES, error_response, error_responses, status_of
+from .errors import error_codes, error_response, error_responses, status_of
 from .operation import Operation, param_refs
 from .schema import Schema
 
@@ -176,6 +176,7 @@ def build_document(routes: Iterable[Route]) -> dict[str, Any]:
         doc["paths"]["/v0/topics/{topic}"]["post"]["responses"]["422"]
     """
     paths = build_paths(routes)
+    codes = error_codes()
     schemas: dict[str, Schema] = {}
     for area in AREAS:
         schemas.update(area.schemas())
@@ -210,9 +211,9 @@ def build_document(routes: Iterable[Route]) -> dict[str, Any]:
             "securitySchemes": parameters.security_schemes(),
             # One response per error code; not_found and method_not_allowed can answer any
             # path (rule 2).
-            "responses": {code: error_response((code,)) for code in ERROR_CODES},
+            "responses": {code: error_response((code,)) for code in codes},
         },
-        "x-error-codes": {code: status_of(code) for code in ERROR_CODES},
+        "x-error-codes": {code: status_of(code) for code in codes},
     }
 
 

@@ -6,7 +6,7 @@ from topics.watch_types import TopicWatermarks, WatchCreated
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import WATCH, WATCH_TOPIC
 
-from .errors import BODY, ERROR_CODES, GATE, STREAM_ERROR_CODES
+from .errors import BODY, GATE, error_codes, stream_error_codes
 from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
 from .schema import (
     TOMBSTONE_REASONS,
@@ -171,7 +171,7 @@ def schemas() -> dict[str, Schema]:
                 "error_code": string(
                     "The wire code (§0.5 codes plus the stream-only session_gone and "
                     "slow_consumer).",
-                    enum=sorted({*ERROR_CODES, *STREAM_ERROR_CODES}),
+                    enum=sorted({*error_codes(), *stream_error_codes()}),
                 ),
                 "retry_after_ms": {"type": "integer", "minimum": 0},
                 "topics": {"type": "array", "items": ref("TopicName")},

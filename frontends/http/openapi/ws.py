@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from topics.wire.requests import WS_COMMANDS
 
-from .errors import ERROR_CODES, STREAM_ERROR_CODES, response_headers
+from .errors import error_codes, response_headers, stream_error_codes
 from .operation import Operation
 from .schema import Schema, obj, ref
 
@@ -160,7 +160,7 @@ def schemas() -> dict[str, Schema]:
                     "error",
                     {
                         **rid,
-                        "code": {"enum": sorted({*ERROR_CODES, *STREAM_ERROR_CODES})},
+                        "code": {"enum": sorted({*error_codes(), *stream_error_codes()})},
                         "message": {"type": "string"},
                         "detail": {"type": "object"},
                     },
