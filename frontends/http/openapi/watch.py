@@ -6,10 +6,10 @@ from topics.watch_types import TopicWatermarks, WatchCreated
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import WATCH, WATCH_TOPIC
 
+from . import frames
 from .errors import BODY, GATE, error_codes, stream_error_codes
 from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
 from .schema import (
-    TOMBSTONE_REASONS,
     Schema,
     boolean,
     integer,
@@ -75,92 +75,7 @@ def schemas() -> dict[str, Schema]:
         WATCH.name: WATCH.json_schema(),
         "WatchSession": with_perf(result_schema(WatchCreated)),
         # SSE event payloads (the data: line of each event name).
-        "SseRecordEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "records": {
-                    "type": "array",
-                    "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
-                },
-                "from_seq": ref("Seq"),
-                "to_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "records", "from_seq", "to_seq", "head_seq"],
-            description="event: record; id: is the post-batch composite cursor.",
-        ),
-        "SseTombstoneEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "reason": string(
-                    "Why.",
-                    enum=TOMBSTONE_REASONS,
-                ),
-                "gap_from": ref("Seq"),
-                "gap_to": ref("Seq"),
-                "earliest_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "reason", "gap_from", "gap_to", "earliest_seq", "head_seq"],
-            description="event: tombstone — explicit, never-silent loss.",
-        ),
-        "SseCaughtUpEvent": obj(
-            {"topic": ref("TopicName"), "head_seq": ref("Seq")},
-            ["topic", "head_seq"],
-            description="event: caught-up — the topic is drained to head.",
-        ),
-        "SseTopicDeletedEvent": obj(
-            {"topic": ref("TopicName"), "head_seq": ref("Seq"), "reason": {"type": "string"}},
-            ["topic", "head_seq", "reason"],
-            description="event: topic-deleted — terminal for that topic only.",
-        ),
-        "SseEndReachedEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "next_from_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "next_from_seq", "head_seq"],
-            description="event: end-reached — the topic's to_ts/to_seq end was delivered up to "
-            "next_from_seq; terminal for that topic only (it leaves the session).",
-        ),
-        "SseTopicAddedEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "prefix": string("The topic_prefix it joined under."),
-                "from_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "prefix", "from_seq", "head_seq"],
-            description="event: topic-added — a topic created under a watched prefix joined; "
-            "its records follow from from_seq (0). Sent again on a resume until a later frame "
-            "of it was sent.",
-        ),
-        "SseJoinRefusedEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "prefix": {"type": "string"},
-                "head_seq": ref("Seq"),
-                "reason": {"type": "string", "enum": ["max_watch_topics"]},
-                "max_watch_topics": {"type": "integer", "minimum": 0},
-            },
-            ["topic", "prefix", "head_seq", "reason", "max_watch_topics"],
-            description="event: join-refused — a topic created under a watched prefix did not "
-            "join: the session holds TOPICS_MAX_WATCH_TOPICS topics (joins count against it). "
-            "Nothing of it is delivered; the frame has no id: (no cursor moved).",
-        ),
-        "SseBacklogExceededEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "from_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-                "backlog": ref("Seq"),
-                "max_backlog": ref("Seq"),
-            },
-            ["topic", "from_seq", "head_seq", "backlog", "max_backlog"],
-            description="event: backlog-exceeded — (from_seq, head_seq] is not replayed; the "
-            "id: already points at head_seq. Re-snapshot, then take what follows.",
-        ),
+        **frames.sse_schemas(),
         "SseErrorEvent": obj(
             {
                 "code": integer(
@@ -252,14 +167,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "x-sse-events": {
                 "connection-established": ref("SseConnectionEstablishedEvent"),
                 "connection-closing": ref("SseConnectionClosingEvent"),
-                "record": ref("SseRecordEvent"),
-                "tombstone": ref("SseTombstoneEvent"),
-                "caught-up": ref("SseCaughtUpEvent"),
-                "topic-deleted": ref("SseTopicDeletedEvent"),
-                "topic-added": ref("SseTopicAddedEvent"),
-                "join-refused": ref("SseJoinRefusedEvent"),
-                "backlog-exceeded": ref("SseBacklogExceededEvent"),
-                "end-reached": ref("SseEndReachedEvent"),
+                **frames.sse_event_refs(),
                 "error": ref("SseErrorEvent"),
             }
         },

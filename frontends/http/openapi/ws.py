@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from topics.cursor_types import CursorInfo
+from topics.types import WriteResult
 from topics.wire.requests import WS_COMMANDS
 
+from . import frames
 from .errors import error_codes, response_headers, stream_error_codes
 from .operation import Operation
 from .schema import Schema, obj, ref
@@ -51,110 +54,10 @@ def schemas() -> dict[str, Schema]:
                     ["topics"],
                 ),
                 op("pong", rid),
-                op(
-                    "committed",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "cursor": ref("CursorName"),
-                        "seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                        "earliest_seq": ref("Seq"),
-                        "lag": ref("Seq"),
-                        "updated_ts": ref("Seq"),
-                    },
-                    ["topic", "cursor", "seq", "lag"],
-                ),
-                op(
-                    "record",
-                    {
-                        "topic": ref("TopicName"),
-                        "from_seq": ref("Seq"),
-                        "to_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                        "records": {
-                            "type": "array",
-                            "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
-                        },
-                    },
-                    ["topic", "records"],
-                ),
-                op("caught_up", {"topic": ref("TopicName"), "head_seq": ref("Seq")}, ["topic"]),
-                op(
-                    "ack",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "first_seq": ref("Seq"),
-                        "last_seq": ref("Seq"),
-                        "seqs": {"type": "array", "items": ref("Seq")},
-                        "head_seq": ref("Seq"),
-                        "deduped": {"type": "boolean"},
-                        "performance": ref("Performance"),
-                    },
-                    ["topic"],
-                ),
-                op(
-                    "tombstone",
-                    {
-                        "topic": ref("TopicName"),
-                        "reason": {"type": "string"},
-                        "gap_from": ref("Seq"),
-                        "gap_to": ref("Seq"),
-                        "earliest_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                    },
-                    ["topic"],
-                ),
-                op(
-                    "topic_deleted",
-                    {
-                        "topic": ref("TopicName"),
-                        "head_seq": ref("Seq"),
-                        "reason": {"type": "string"},
-                    },
-                    ["topic"],
-                ),
-                op(
-                    "topic_added",
-                    {
-                        "topic": ref("TopicName"),
-                        "prefix": {"type": "string"},
-                        "from_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                    },
-                    ["topic", "prefix", "from_seq"],
-                ),
-                op(
-                    "join_refused",
-                    {
-                        "topic": ref("TopicName"),
-                        "prefix": {"type": "string"},
-                        "head_seq": ref("Seq"),
-                        "reason": {"type": "string", "enum": ["max_watch_topics"]},
-                        "max_watch_topics": {"type": "integer", "minimum": 0},
-                    },
-                    ["topic", "prefix", "reason", "max_watch_topics"],
-                ),
-                op(
-                    "backlog_exceeded",
-                    {
-                        "topic": ref("TopicName"),
-                        "from_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                        "backlog": ref("Seq"),
-                        "max_backlog": ref("Seq"),
-                    },
-                    ["topic", "head_seq"],
-                ),
-                op(
-                    "end_reached",
-                    {
-                        "topic": ref("TopicName"),
-                        "next_from_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                    },
-                    ["topic", "next_from_seq"],
+                frames.ws_result_frame("committed", CursorInfo, rid),
+                *frames.ws_event_frames(),
+                frames.ws_result_frame(
+                    "ack", WriteResult, rid, {"performance": ref("Performance")}
                 ),
                 op(
                     "error",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -58,7 +59,21 @@ from topics.types import (
     TopicSummary,
     WriteResult,
 )
-from topics.watch_types import TopicWatermarks, WatchCreated
+from topics.watch_types import (
+    FRAMED_EVENT_TYPES,
+    WATCH_EVENT_TYPES,
+    BacklogExceededEvent,
+    CaughtUpEvent,
+    EndReachedEvent,
+    JoinRefusedEvent,
+    TombstoneEvent,
+    TopicAddedEvent,
+    TopicDeletedEvent,
+    TopicWatermarks,
+    WatchCreated,
+    WatchEvent,
+)
+from topics.wire import sse, ws
 
 #: (result type, its schema, members the route adds to ``to_dict``'s).
 RESULTS: list[tuple[type, str, frozenset[str]]] = [
@@ -92,6 +107,14 @@ RESULTS: list[tuple[type, str, frozenset[str]]] = [
     (TopicWatermarks, "TopicWatermarks", frozenset()),
     (HealthResult, "Health", frozenset()),
     (ReadyResult, "Ready", frozenset()),
+    # The watch events' frames (SSE data; the WebSocket frame adds op).
+    (TombstoneEvent, "SseTombstoneEvent", frozenset()),
+    (CaughtUpEvent, "SseCaughtUpEvent", frozenset()),
+    (TopicDeletedEvent, "SseTopicDeletedEvent", frozenset()),
+    (EndReachedEvent, "SseEndReachedEvent", frozenset()),
+    (TopicAddedEvent, "SseTopicAddedEvent", frozenset()),
+    (JoinRefusedEvent, "SseJoinRefusedEvent", frozenset()),
+    (BacklogExceededEvent, "SseBacklogExceededEvent", frozenset()),
 ]
 
 #: Members ``to_dict`` always makes that the wire may still leave out, and why.
@@ -196,3 +219,29 @@ def test_every_result_type_is_paired_with_its_schema() -> None:
         and callable(getattr(cls, "to_dict", None))
     }
     assert results - paired == set(), "pair each result type with its schema in RESULTS"
+
+
+def _sse_data(frame: bytes) -> dict[str, Any]:
+    (event,) = [e for e in sse.SSEDecoder().feed(frame) if isinstance(e, sse.Event)]
+    data: dict[str, Any] = json.loads(event.data)
+    return data
+
+
+@pytest.mark.parametrize("cls", WATCH_EVENT_TYPES, ids=lambda c: c.__name__)
+def test_watch_frames_carry_exactly_their_documented_members(cls: type[WatchEvent]) -> None:
+    """What topics.wire.sse and topics.wire.ws send for a watch event is what the
+    document's frame schemas (made from the event type) list, in both streams."""
+    schemas = _schemas()
+    event = _instance(cls, full=True)
+    if cls not in FRAMED_EVENT_TYPES:  # the record batch: its frames are built from bytes
+        event = dataclasses.replace(event, records_json=b"[]")
+    sse_members = set(_sse_data(sse.frame_for_event("c", event)))
+    ws_frame = json.loads(ws.frame_for_event(event))
+    name = "Sse" + "".join(p.capitalize() for p in cls.FRAME.split("_")) + "Event"
+    assert set(schemas[name]["properties"]) == sse_members
+    assert set(schemas[name]["required"]) == sse_members
+    (documented,) = [
+        f for f in schemas["WsServerFrame"]["oneOf"] if f["properties"]["op"]["const"] == cls.FRAME
+    ]
+    assert ws_frame["op"] == cls.FRAME
+    assert set(documented["properties"]) == set(ws_frame) == sse_members | {"op"}
