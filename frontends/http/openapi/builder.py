@@ -21,6 +21,7 @@ from typing import Any
 
 from topics import __version__
 
+from ..query_params import QUERY_PARAMS, TOKEN
 from ..routing import Route
 from . import (
     cursors,
@@ -108,16 +109,30 @@ def _security(route: Route) -> list[dict[str, list[str]]]:
     return out
 
 
+def _parameters(route: Route, op: Operation) -> list[dict[str, str]]:
+    """The operation's parameters: the path's, the query parameters its handler reads
+    (``Route.query``), the headers the operation names, and ``?token=`` where the route
+    accepts it."""
+    path_params = [p for p in _PATH_PARAMS if "{" + p + "}" in route.pattern]
+    listed = sorted(set(op.params) & {param.key for param in QUERY_PARAMS})
+    if listed:
+        raise DocumentError(
+            f"operation {op.op_id} lists query parameters {listed}: give them to its "
+            "Route's query= (the handler reads them through those declarations)"
+        )
+    token = [TOKEN.key] if route.query_token else []
+    return param_refs(*path_params, *(p.key for p in route.query), *op.params, *token)
+
+
 def _operation(route: Route, op: Operation) -> dict[str, Any]:
     """The operation object of ``route`` (rule 2): the route's part, then the declared one."""
-    path_params = [p for p in _PATH_PARAMS if "{" + p + "}" in route.pattern]
     out: dict[str, Any] = {
         "operationId": op.op_id,
         "tags": [op.tag],
         "summary": op.summary,
         "description": op.description,
         "security": _security(route),
-        "parameters": param_refs(*path_params, *op.params),
+        "parameters": _parameters(route, op),
     }
     if op.body is not None:
         out["requestBody"] = copy.deepcopy(dict(op.body))

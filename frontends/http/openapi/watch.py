@@ -137,7 +137,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "error, a topic further behind than its max_backlog is 409 backlog_exceeded. "
         "Over TOPICS_MAX_WATCH_SESSIONS is 429 throttled. Idle sessions are collected "
         "after session_ttl_ms." + BODY_NOTE,
-        params=["lenient", "Content-Encoding"],
+        params=["Content-Encoding"],
         body=json_body(WATCH.name, required=True, description="The subscription."),
         ok=ok_response("WatchSession", "The session and the resolved per-topic positions."),
         errors=(*GATE, *BODY, "topic_not_found", "backlog_exceeded"),
@@ -152,7 +152,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Last-Event-ID (a malformed one is ignored). Unknown/collected wid: 404 "
         "not_found; malformed: 400. Counts against TOPICS_MAX_SSE_CONNECTIONS(_PER_KEY) "
         "(429). The event payloads are in x-sse-events.",
-        params=["Last-Event-ID", "token"],
+        params=["Last-Event-ID"],
         ok=sse_ok("The stream is open."),
         errors=(
             "unauthorized",
