@@ -105,6 +105,7 @@ STREAM_HEADERS = [
 ]
 #: The members a watch body accepts (declared in topics/wire/requests.py).
 WATCH_FIELDS = WATCH.names
+_QUERY = (LENIENT,)  # POST /v0/watch's
 
 
 # -- POST /v0/watch -------------------------------------------------------------------------
@@ -580,15 +581,7 @@ def register(quart_app: object, state: HttpState) -> None:
 
 
 ROUTES = (
-    Route(
-        "POST",
-        "/v0/watch",
-        create_watch,
-        fast=True,
-        body=True,
-        query=(LENIENT,),
-        op="createWatch",
-    ),
+    Route("POST", "/v0/watch", create_watch, fast=True, body=True, query=_QUERY, op="createWatch"),
     # Capability-gated (§0.2): the session's key binding decides (401), not a scope.
     Route(
         "GET",

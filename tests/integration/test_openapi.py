@@ -393,6 +393,20 @@ def test_a_new_error_class_is_documented_by_its_docstring() -> None:
         topics.errors._REGISTRY.pop(MadeUpStreamError.code)
 
 
+def test_name_patterns_are_the_validators() -> None:
+    """TopicName, RouterName and CursorName carry the regexes the engine validates with."""
+    from topics._names import ROUTER_NAME_RE, TOPIC_NAME_RE
+    from topics.cursors.store import CURSOR_NAME_RE
+
+    schemas = build_document()["components"]["schemas"]
+    for name, regex in (
+        ("TopicName", TOPIC_NAME_RE),
+        ("RouterName", ROUTER_NAME_RE),
+        ("CursorName", CURSOR_NAME_RE),
+    ):
+        assert schemas[name]["pattern"] == f"^{regex.pattern}$", name
+
+
 def test_route_modules_are_the_apps() -> None:
     assert any(getattr(m, "__name__", "").endswith(".openapi") for m in ROUTE_MODULES)
 

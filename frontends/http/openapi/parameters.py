@@ -21,7 +21,10 @@ def _query(param: QueryParam) -> dict[str, Any]:
 
 def parameters() -> dict[str, Any]:
     """``components.parameters``: the header and path parameters operations name, then
-    every query parameter a route reads (declared in frontends/http/query_params.py)."""
+    every query parameter a route reads (declared in frontends/http/query_params.py).
+
+    Kept whole: a declarative table, read top to bottom like the document it makes.
+    """
 
     return {
         "X-Request-ID": {
