@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from topics.errors import TopicsError
 from topics.watch_types import (
@@ -42,6 +41,7 @@ from topics.watch_types import (
 )
 
 from .envelope import json_bytes
+from .frame_shapes import SSE_CONNECTION_CLOSING, SSE_CONNECTION_ESTABLISHED, SSE_ERROR
 
 __all__ = [
     "HEARTBEAT",
@@ -205,16 +205,18 @@ def error_frame(
     plus ``retry_after_ms``/``topics`` for the advisory 429 and the ``request_id``
     (CONTRACT-NOTES 5). No ``id:``: an error never moves the resume cursor.
     """
-    payload: dict[str, Any] = {"code": exc.status, "error": exc.message, "error_code": exc.code}
-    if retry_after_ms is not None:
-        payload["retry_after_ms"] = retry_after_ms
-    if topics is not None:
-        payload["topics"] = list(topics)
-    if exc.detail:
-        payload["detail"] = exc.detail
-    if request_id is not None:
-        payload["request_id"] = request_id
-    return encode_event(None, "error", json_bytes(payload))
+    payload = SSE_ERROR.build(
+        {
+            "code": exc.status,
+            "error": exc.message,
+            "error_code": exc.code,
+            "retry_after_ms": retry_after_ms,
+            "topics": list(topics) if topics is not None else None,
+            "detail": exc.detail or None,
+            "request_id": request_id,
+        }
+    )
+    return encode_event(None, SSE_ERROR.name, json_bytes(payload))
 
 
 def connection_established_frame(
@@ -225,8 +227,10 @@ def connection_established_frame(
     ``topics`` maps each watched topic to ``{"from_seq", "head_seq", "earliest_seq"}``:
     where this stream resumes and the current watermarks. No ``id:`` (not data-bearing).
     """
-    payload = {"request_id": request_id, "wid": wid, "topics": topics}
-    return encode_event(None, "connection-established", json_bytes(payload))
+    payload = SSE_CONNECTION_ESTABLISHED.build(
+        {"request_id": request_id, "wid": wid, "topics": topics}
+    )
+    return encode_event(None, SSE_CONNECTION_ESTABLISHED.name, json_bytes(payload))
 
 
 def connection_closing_frame(reason: str, request_id: str, retry_after_ms: int) -> bytes:
@@ -235,8 +239,10 @@ def connection_closing_frame(reason: str, request_id: str, retry_after_ms: int) 
     ``reason`` is ``server_shutdown`` or ``superseded`` (another stream took the session);
     the client reconnects with Last-Event-ID after ``retry_after_ms``.
     """
-    payload = {"reason": reason, "request_id": request_id, "retry_after_ms": retry_after_ms}
-    return encode_event(None, "connection-closing", json_bytes(payload))
+    payload = SSE_CONNECTION_CLOSING.build(
+        {"reason": reason, "request_id": request_id, "retry_after_ms": retry_after_ms}
+    )
+    return encode_event(None, SSE_CONNECTION_CLOSING.name, json_bytes(payload))
 
 
 # -- decoding (rule 6) ---------------------------------------------------------------------

@@ -30,6 +30,7 @@ from topics.errors import InvalidRequestError, TopicsError
 from topics.watch_types import FRAMED_EVENT_TYPES, RecordBatch, WatchEvent
 
 from .envelope import json_bytes
+from .frame_shapes import WS_ERROR, WS_PONG, WS_SUBSCRIBED, WS_UNSUBSCRIBED, FrameShape
 from .requests import (
     WATCH_TOPIC,
     WS_COMMIT,
@@ -394,6 +395,11 @@ def _frame(op: str, request_id: str | None, body: Mapping[str, Any]) -> str:
     return json_bytes(out).decode()
 
 
+def _shaped(shape: FrameShape, members: Mapping[str, Any]) -> str:
+    """A frame declared in :mod:`.frame_shapes`: ``op``, then its members."""
+    return json_bytes({"op": shape.name, **shape.build(members)}).decode()
+
+
 def subscribed_frame(
     request_id: str | None,
     topics: Mapping[str, Mapping[str, int]],
@@ -401,18 +407,17 @@ def subscribed_frame(
 ) -> str:
     """``subscribed``: each topic's resolved start and watermarks, and the connection's
     ``topic_prefix`` entries (what each covers) when the subscribe named any."""
-    body: dict[str, Any] = {"topics": topics}
-    if prefixes is not None:
-        body["topic_prefix"] = prefixes
-    return _frame("subscribed", request_id, body)
+    return _shaped(
+        WS_SUBSCRIBED, {"request_id": request_id, "topics": topics, "topic_prefix": prefixes}
+    )
 
 
 def unsubscribed_frame(request_id: str | None, topics: Sequence[str]) -> str:
-    return _frame("unsubscribed", request_id, {"topics": list(topics)})
+    return _shaped(WS_UNSUBSCRIBED, {"request_id": request_id, "topics": list(topics)})
 
 
 def pong_frame(request_id: str | None) -> str:
-    return _frame("pong", request_id, {})
+    return _shaped(WS_PONG, {"request_id": request_id})
 
 
 def committed_frame(request_id: str | None, cursor: Mapping[str, Any]) -> str:
@@ -458,7 +463,5 @@ def ack_frame(
 
 def error_frame(request_id: str | None, exc: TopicsError) -> str:
     """``error``: the wire code, message and detail of ``exc`` (the §0.5 fields)."""
-    body: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.detail is not None:
-        body["detail"] = exc.detail
-    return _frame("error", request_id, body)
+    members = {"request_id": request_id, "code": exc.code, "message": exc.message}
+    return _shaped(WS_ERROR, {**members, "detail": exc.detail})

@@ -11,18 +11,23 @@ type's docstring).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 
 from topics.watch_types import WATCH_EVENT_TYPES, WatchEvent
+from topics.wire.frame_shapes import SSE_ERROR, WS_ERROR, FrameShape
 from topics.wire.jsonschema import result_schema
 
+from .errors import error_codes, stream_error_codes
 from .schema import Schema, obj, ref
 
 __all__ = [
+    "sse_frame_schema",
     "sse_event_name",
     "sse_event_refs",
     "sse_schemas",
     "ws_event_frames",
+    "ws_frame",
     "ws_result_frame",
 ]
 
@@ -93,3 +98,27 @@ def ws_result_frame(
     schema = result_schema(cls)
     members = {"op": {"const": op}, **before, **schema["properties"], **after}
     return obj(members, ["op", *schema.get("required", ())])
+
+
+# -- the frames that are no watch event (topics/wire/frame_shapes.py) ----------------------
+
+
+def _members(shape: FrameShape) -> Schema:
+    """``shape``'s members; an error frame's code lists every code a stream may carry
+    (topics.errors' registry)."""
+    properties: Schema = copy.deepcopy(shape.schema["properties"])
+    code = "error_code" if shape is SSE_ERROR else "code" if shape is WS_ERROR else None
+    if code is not None:
+        properties[code]["enum"] = sorted({*error_codes(), *stream_error_codes()})
+    return properties
+
+
+def sse_frame_schema(shape: FrameShape, description: str) -> Schema:
+    """The ``data:`` of an SSE frame built through ``shape``."""
+    return obj(_members(shape), shape.schema.get("required", ()), description=description)
+
+
+def ws_frame(shape: FrameShape) -> Schema:
+    """A WebSocket frame built through ``shape``: ``op``, then its members."""
+    members = {"op": {"const": shape.name}, **_members(shape)}
+    return obj(members, ["op", *shape.schema.get("required", ())])

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from topics.watch_types import TopicWatermarks, WatchCreated
+from topics.wire.frame_shapes import SSE_CONNECTION_CLOSING, SSE_CONNECTION_ESTABLISHED, SSE_ERROR
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import WATCH, WATCH_TOPIC
 
 from . import frames
-from .errors import BODY, GATE, error_codes, stream_error_codes
+from .errors import BODY, GATE
 from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
 from .schema import (
     Schema,
     boolean,
-    integer,
     obj,
     ref,
-    string,
     u64,
     with_perf,
 )
@@ -76,50 +75,17 @@ def schemas() -> dict[str, Schema]:
         "WatchSession": with_perf(result_schema(WatchCreated)),
         # SSE event payloads (the data: line of each event name).
         **frames.sse_schemas(),
-        "SseErrorEvent": obj(
-            {
-                "code": integer(
-                    "HTTP-aligned: 429 advisory pacing, 408 slow consumer and 410 session "
-                    "collected (terminal), 409 the topic ceased to be a queue (/work)."
-                ),
-                "error": string("Human-readable message."),
-                "error_code": string(
-                    "The wire code (§0.5 codes plus the stream-only session_gone and "
-                    "slow_consumer).",
-                    enum=sorted({*error_codes(), *stream_error_codes()}),
-                ),
-                "retry_after_ms": {"type": "integer", "minimum": 0},
-                "topics": {"type": "array", "items": ref("TopicName")},
-                "detail": {"type": "object"},
-                "request_id": {"type": "string"},
-            },
-            ["code", "error"],
-            description="event: error — a per-stream problem (no id: line).",
+        "SseErrorEvent": frames.sse_frame_schema(
+            SSE_ERROR, "event: error — a per-stream problem (no id: line)."
         ),
-        "SseConnectionEstablishedEvent": obj(
-            {
-                "request_id": {"type": "string"},
-                "wid": {"type": "string"},
-                "topics": {
-                    "type": "object",
-                    "additionalProperties": ref("TopicWatermarks"),
-                    "description": "Where this stream resumes, per topic, and the watermarks.",
-                },
-            },
-            ["request_id", "topics"],
-            description="event: connection-established — the first event after retry: "
+        "SseConnectionEstablishedEvent": frames.sse_frame_schema(
+            SSE_CONNECTION_ESTABLISHED,
+            "event: connection-established — the first event after retry: "
             "(CONTRACT-NOTES 6); no id: line.",
         ),
-        "SseConnectionClosingEvent": obj(
-            {
-                "reason": string(
-                    "Why the server ends the stream.", examples=["server_shutdown", "superseded"]
-                ),
-                "request_id": {"type": "string"},
-                "retry_after_ms": {"type": "integer", "minimum": 0},
-            },
-            ["reason"],
-            description="event: connection-closing — the server ends the stream on purpose "
+        "SseConnectionClosingEvent": frames.sse_frame_schema(
+            SSE_CONNECTION_CLOSING,
+            "event: connection-closing — the server ends the stream on purpose "
             "(CONTRACT-NOTES 7); reconnect with Last-Event-ID.",
         ),
     }

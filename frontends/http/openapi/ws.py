@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from topics.cursor_types import CursorInfo
 from topics.types import WriteResult
+from topics.wire.frame_shapes import WS_ERROR, WS_PONG, WS_SUBSCRIBED, WS_UNSUBSCRIBED
 from topics.wire.requests import WS_COMMANDS
 
 from . import frames
-from .errors import error_codes, response_headers, stream_error_codes
+from .errors import response_headers
 from .operation import Operation
-from .schema import Schema, obj, ref
+from .schema import Schema, ref
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order.
-
-    Kept whole: a declarative table, read top to bottom like the document it makes.
-    """
-
-    def op(name: str, props: Mapping[str, Schema], required: Sequence[str] = ()) -> Schema:
-        return obj({"op": {"const": name}, **props}, ["op", *required])
+    """This module's entries of ``components.schemas``, in document order: the commands
+    (``topics.wire.requests``), the server's frames (``topics.wire.frame_shapes``, the
+    watch events of ``topics.watch_types``, the cursor and write results)."""
 
     rid = {"request_id": {"type": "string"}}
-    topic_positions = {
-        "type": "object",
-        "additionalProperties": obj(
-            {"from_seq": ref("Seq"), "head_seq": ref("Seq"), "earliest_seq": ref("Seq")}
-        ),
-    }
     return {
         "WsClientCommand": {
             "description": "A JSON text message from the client (§7.x).",
@@ -39,36 +28,13 @@ def schemas() -> dict[str, Schema]:
             "description": "A JSON text message from the server (§7.x). Clients must ignore "
             "unknown ops.",
             "oneOf": [
-                op(
-                    "subscribed",
-                    {
-                        **rid,
-                        "topics": topic_positions,
-                        "topic_prefix": ref("WatchPrefixesResolved"),
-                    },
-                    ["topics"],
-                ),
-                op(
-                    "unsubscribed",
-                    {**rid, "topics": {"type": "array", "items": ref("TopicName")}},
-                    ["topics"],
-                ),
-                op("pong", rid),
+                *(frames.ws_frame(shape) for shape in (WS_SUBSCRIBED, WS_UNSUBSCRIBED, WS_PONG)),
                 frames.ws_result_frame("committed", CursorInfo, rid),
                 *frames.ws_event_frames(),
                 frames.ws_result_frame(
                     "ack", WriteResult, rid, {"performance": ref("Performance")}
                 ),
-                op(
-                    "error",
-                    {
-                        **rid,
-                        "code": {"enum": sorted({*error_codes(), *stream_error_codes()})},
-                        "message": {"type": "string"},
-                        "detail": {"type": "object"},
-                    },
-                    ["code", "message"],
-                ),
+                frames.ws_frame(WS_ERROR),
             ],
         },
     }
