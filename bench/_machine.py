@@ -105,6 +105,7 @@ def facts() -> dict[str, Any]:
         "tools": {
             "redis-server": _version(["redis-server", "--version"], r"v=(\S+)"),
             "nats-server": _version(["nats-server", "--version"], r"v?(\d+\.\d+\.\d+)"),
+            "redis-benchmark": _version(["redis-benchmark", "--version"], r"(\d+\.\d+\.\d+)"),
             "wrk": _version(["wrk", "-v"], r"wrk (\S+)"),
             "java": _version(["java", "-version"], r'version "([^"]+)"'),
         },

@@ -88,13 +88,22 @@ def median_or_none(values: list[float]) -> float | None:
 
 # -- comparable rows ----------------------------------------------------------------------------
 
+# Where a Python client (redis-py, nats-py, httpx) drives a server, the client's own CPU bounds
+# the rate: such rows say so, and no topics / peer ratio is taken from them (issue 33).
+CLIENT_BOUND = "client-bound (Python client)"
+
 
 @dataclass(frozen=True)
 class Rate:
     system: str  # "topics", "Redis", "NATS"
-    label: str
+    label: str  # rows driven by a Python client say so: CLIENT_BOUND
     value: float | None
     unit: str = "records/s"
+    ratio: float | None = None  # topics ÷ this, measured beside it in the same run
+
+
+def _c_peer_rate(results: Results, name: str, side: str) -> float | None:
+    return num(dig(c_peer_shape(results, name), "median", side, "records_s"))
 
 
 def write_rates(results: Results) -> list[Rate]:
@@ -105,13 +114,17 @@ def write_rates(results: Results) -> list[Rate]:
              num(dig(engine, "append_records_per_s", "bytes_64B_batch100"))),
         Rate("topics", "HTTP, wrk 16 connections x 100 records (disk)",
              http_median(results, "write_16x100", "records_s")),
-        Rate("topics", "HTTP, one Python client (httpx), 100 per request",
+        Rate("topics", "HTTP, wrk 16 connections x 100 records (disk), the peers_c run",
+             _c_peer_rate(results, "batch_16x100", "topics")),
+        Rate("topics", f"HTTP, one httpx client, 100 per request: {CLIENT_BOUND}",
              http_median(results, "py_write_100", "records_s")),
-        Rate("Redis", "XADD pipelines of 100, redis-py, 16 threads (AOF everysec)",
+        Rate("Redis", "XADD pipelines of 100, redis-benchmark 16 connections (AOF everysec), the peers_c run",
+             _c_peer_rate(results, "batch_16x100", "redis"), ratio=c_peer_ratio(results, "batch_16x100")),
+        Rate("Redis", f"XADD pipelines of 100, redis-py, 16 threads (AOF everysec): {CLIENT_BOUND}",
              http_median(results, "redis_xadd_16x100", "records_s")),
-        Rate("Redis", "XADD pipelines of 100, one redis-py connection",
+        Rate("Redis", f"XADD pipelines of 100, one redis-py connection: {CLIENT_BOUND}",
              http_median(results, "py_xadd_100", "records_s")),
-        Rate("NATS", "JetStream publish_async, 100 PubAcks awaited together, one nats-py client (file)",
+        Rate("NATS", f"JetStream publish_async, 100 PubAcks awaited together, one nats-py client (file): {CLIENT_BOUND}",
              num(dig(nats, "publish", "records_s"))),
     ]  # fmt: skip
 
@@ -125,11 +138,11 @@ def read_rates(results: Results) -> list[Rate]:
              num(dig(engine, "diff_records_per_s", "limit1000"))),
         Rate("topics", "HTTP diff limit 1000, wrk 16 connections (not decoded)",
              wrk_diff * 1000 if wrk_diff is not None else None),
-        Rate("topics", "HTTP diff limit 1000, one Python client (httpx + ujson)",
+        Rate("topics", f"HTTP diff limit 1000, one httpx client (+ ujson): {CLIENT_BOUND}",
              http_median(results, "py_diff_1000", "records_s")),
-        Rate("Redis", "XRANGE COUNT 1000, one redis-py connection",
+        Rate("Redis", f"XRANGE COUNT 1000, one redis-py connection: {CLIENT_BOUND}",
              http_median(results, "redis_xrange_1000", "records_s")),
-        Rate("NATS", "JetStream pull fetch of 1000, one nats-py client",
+        Rate("NATS", f"JetStream pull fetch of 1000, one nats-py client: {CLIENT_BOUND}",
              num(dig(nats, "fetch", "records_s"))),
     ]  # fmt: skip
 
@@ -246,7 +259,7 @@ QUEUE_LABELS = {
     "inproc_j2": "topics in-process, claim jitter 2 ms",
     "http_push": "topics over HTTP, push (GET .../work stream + ack)",
     "http_poll": "topics over HTTP, poll (claim + ack)",
-    "redis": "Redis Streams XREADGROUP/XACK",
+    "redis": f"Redis Streams XREADGROUP/XACK, redis-py: {CLIENT_BOUND}",
 }
 _FLAT_KEY = re.compile(r"^(?P<setup>.+?)_(?P<phase>pipeline|drain)_(?P<metric>.+)$")
 
@@ -306,7 +319,7 @@ def queue_rows(results: Results) -> list[QueueRow]:
         out.append(
             QueueRow(
                 "NATS",
-                "NATS JetStream work queue, pull consumer, fetch + ack",
+                f"NATS JetStream work queue, pull consumer, fetch + ack, nats-py: {CLIENT_BOUND}",
                 num(nats.get("pipeline_jobs_s")),
                 num(nats.get("drain_jobs_s")),
                 num(nats.get("claim_p50_us")),
@@ -343,3 +356,15 @@ def persistence_rate(results: Results, durability: str, writers: int) -> float |
         if row.get("durability") == durability and row.get("writers") == writers:
             return num(row.get("records_per_s"))
     return None
+
+
+# -- peers_c: C load generators on both sides ---------------------------------------------------
+
+
+def c_peer_shape(results: Results, name: str) -> dict[str, Any] | None:
+    found = dig(data(results, "peers_c"), "shapes", name)
+    return found if isinstance(found, dict) and isinstance(found.get("median"), dict) else None
+
+
+def c_peer_ratio(results: Results, name: str) -> float | None:
+    return num(dig(c_peer_shape(results, name), "median", "ratio"))

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import _history_targets
 import _numbers as nb
+import _report_peers
 from _numbers import Results
 from _targets import Verdict, all_targets
 
@@ -180,7 +182,8 @@ def header(results: Results) -> list[str]:
                        f"commit {m.get('git_commit', '?')}{dirty}"],
             ["peer servers", f"redis-server {tools.get('redis-server') or 'absent'}, "
                              f"nats-server {tools.get('nats-server') or 'absent'}"],
-            ["clients and tools", f"wrk {tools.get('wrk') or 'absent'}, redis-py {pkgs.get('redis') or 'absent'}, "
+            ["clients and tools", f"wrk {tools.get('wrk') or 'absent'}, "
+                                  f"redis-benchmark {tools.get('redis-benchmark') or 'absent'}, redis-py {pkgs.get('redis') or 'absent'}, "
                                   f"nats-py {pkgs.get('nats-py') or 'absent'}, httpx {pkgs.get('httpx') or '?'}, "
                                   f"hypercorn {pkgs.get('hypercorn') or '?'}, java {tools.get('java') or 'absent'}, "
                                   f"pyspark {pkgs.get('pyspark') or 'absent'}"],
@@ -235,8 +238,12 @@ def rates_table(rates: list[nb.Rate], reference: int, what: str) -> list[str]:
         ratio = (
             "reference"
             if i == reference
+            else f"{r.ratio:.2f}x (its peers_c topics row ÷ this)"
+            if r.ratio is not None
             else DASH
             if r.system == "topics"
+            else "none: client-bound"
+            if nb.CLIENT_BOUND in r.label
             else _ratio(ref, r.value)
         )
         rows.append([r.system, r.label, _n(r.value), ratio])
@@ -258,23 +265,31 @@ def _rows_from(results: Results, benches: Sequence[str]) -> list[str]:
 
 def peers_section(results: Results, figures: dict[str, str]) -> list[str]:
     writes, reads = nb.write_rates(results), nb.read_rates(results)
-    lines = [
-        "## topics vs Redis Streams vs NATS JetStream",
+    lines = ["## topics vs Redis Streams vs NATS JetStream", ""]
+    head = _report_peers.headline(results)
+    lines += (
+        [f"**Headline** (bench/peers_c.py, the run its section names): {head}", ""] if head else []
+    )
+    lines += _report_peers.section(results, _status(results, "peers_c"))
+    lines += [
+        "### Every rate, C-driven and client-bound",
         "",
-        "Redis numbers come from `bench/http_load.py`, `bench/watch.py` and `bench/queues.py` "
-        "(each in the same run as the topics numbers of its script); NATS numbers from "
-        "`bench/peers_nats.py` (a temp `nats-server -js`, "
-        "file storage, driven by nats-py on asyncio). Records are the same ~45-byte JSON "
-        "object everywhere. The Python client is part of every peer measurement, as it is of "
-        "topics' one-client rows: read the one-connection rows against each other.",
+        "Redis numbers come from `bench/peers_c.py` (redis-benchmark, the rows that say so), "
+        "`bench/http_load.py`, `bench/watch.py` and `bench/queues.py` (each in the same run as "
+        "the topics numbers of its script); NATS numbers from `bench/peers_nats.py` (a temp "
+        "`nats-server -js`, file storage, driven by nats-py on asyncio). Records are the same "
+        f"~45-byte JSON object everywhere. Rows marked *{nb.CLIENT_BOUND}* measure redis-py, "
+        "nats-py or httpx as much as the server behind them (16 redis-py threads share one "
+        "GIL): they show what one Python program gets, and no topics / peer ratio is taken from "
+        "them. A ratio is given only against a C-driven peer, from topics measured beside it.",
         "",
-        "### Writes",
+        "#### Writes",
         "",
     ]
     lines += rates_table(writes, 1, "topics HTTP batched")
-    lines += _rows_from(results, ("engine", "http_load", "nats"))
+    lines += _rows_from(results, ("engine", "http_load", "peers_c", "nats"))
     lines += _figure(figures, "writes", "write throughput, topics vs peers")
-    lines += ["### Reads of 1000-record windows", ""]
+    lines += ["#### Reads of 1000-record windows", ""]
     lines += rates_table(reads, 2, "topics HTTP diff (one client)")
     lines += _rows_from(results, ("engine", "http_load", "nats"))
     lines += [
@@ -376,11 +391,27 @@ HTTP_ROWS = (
     ("diff_1_empty", "diff `{}` on an empty topic", "wrk -c16"),
     ("bare_small", "bare ASGI, same small request and answer", "wrk -c16"),
     ("bare_small_lane", "bare ASGI through the fast lane, same small request", "wrk -c16"),
-    ("redis_xadd_16x100", "Redis XADD, pipelines of 100, 16 threads", "redis-py"),
-    ("py_xadd_100", "Redis XADD, pipelines of 100, 1 connection", "redis-py"),
-    ("redis_xrange_1000", "Redis XRANGE COUNT 1000, 1 connection", "redis-py"),
-    ("py_write_100", "topics writes of 100, 1 connection", "httpx"),
-    ("py_diff_1000", "topics diff limit 1000 decoded (ujson), 1 connection", "httpx"),
+    (
+        "redis_xadd_16x100",
+        "Redis XADD, pipelines of 100, 16 threads",
+        "redis-py, client-bound (Python client)",
+    ),
+    (
+        "py_xadd_100",
+        "Redis XADD, pipelines of 100, 1 connection",
+        "redis-py, client-bound (Python client)",
+    ),
+    (
+        "redis_xrange_1000",
+        "Redis XRANGE COUNT 1000, 1 connection",
+        "redis-py, client-bound (Python client)",
+    ),
+    ("py_write_100", "topics writes of 100, 1 connection", "httpx, client-bound (Python client)"),
+    (
+        "py_diff_1000",
+        "topics diff limit 1000 decoded (ujson), 1 connection",
+        "httpx, client-bound (Python client)",
+    ),
 )
 
 
@@ -727,6 +758,34 @@ def crash_section(results: Results) -> list[str]:
     return lines
 
 
+def history_section(results: Results) -> list[str]:
+    lines = ["## History bigger than memory (bench/history.py)", "", *_status(results, "history")]
+    d = nb.data(results, "history")
+    return lines if d is None else lines + _history_targets.section(d)
+
+
+def backup_section(results: Results) -> list[str]:
+    """bench/backup.py (issue 32): the write rate while a backup streams."""
+    lines = ["## Writes during an online backup", "", *_status(results, "backup")]
+    d = nb.data(results, "backup")
+    if d is None:
+        return lines
+    lines += [f"An embedded engine with {_n(d.get('preload_mb'))} MB preloaded; "
+              f"{_n(d.get('writers'))} writers per class append batches of {_n(d.get('batch'))}; "
+              f"{_n(d.get('rounds'))} pairs of {_n(d.get('duration_s'))} s rounds, alternating "
+              "quiet and with backups streaming the whole directory to /dev/null back to back, "
+              f"reads paced to {_n(d.get('max_mb_s'))} MiB/s (0: unpaced). "
+              "Ratio: the median of per-pair ratios. Target (issue 32): >= 80 %.", ""]  # fmt: skip
+    classes = d.get("classes") or {}
+    lines += table(
+        ["class", "records/s quiet", "during a backup", "ratio", "backups finished", "MB/s streamed"],
+        [[k, _n(v.get("quiet_records_s")), _n(v.get("backup_records_s")),
+          f"{nb.num(v.get('ratio')) or 0:.0%}", _n(v.get("backups")), _n(v.get("backup_mb_s"))]
+         for k, v in classes.items() if isinstance(v, dict)],
+    )  # fmt: skip
+    return lines
+
+
 def render(results: Results, figures: dict[str, str]) -> str:
     """The whole page; ``figures`` maps figure names to paths relative to the page."""
     lines = header(results)
@@ -735,12 +794,14 @@ def render(results: Results, figures: dict[str, str]) -> str:
     lines += engine_section(results)
     lines += persistence_section(results, figures)
     lines += crash_section(results)
+    lines += backup_section(results)
     lines += http_section(results)
     lines += hostile_section(results)
     lines += watch_section(results, figures)
     lines += queues_section(results, figures)
     lines += routers_section(results)
     lines += spark_section(results)
+    lines += history_section(results)
     lines += micro_section(results)
     lines += failures_section(results)
     return "\n".join(lines).rstrip() + "\n"

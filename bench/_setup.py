@@ -17,7 +17,13 @@ from pathlib import Path
 from _machine import ROOT, which
 
 # tool on PATH -> Debian package that ships it
-DEBIAN_TOOLS = {"redis-server": "redis-server", "wrk": "wrk", "nats-server": "nats-server"}
+DEBIAN_TOOLS = {
+    "redis-server": "redis-server",
+    "redis-benchmark": "redis-tools",
+    "redis-cli": "redis-tools",
+    "wrk": "wrk",
+    "nats-server": "nats-server",
+}
 # importable module -> the distribution that provides it (checked against the bench extra)
 PY_MODULES = {"matplotlib": "matplotlib", "nats": "nats-py", "redis": "redis"}
 

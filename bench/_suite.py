@@ -30,6 +30,8 @@ class Bench:
     precheck: Callable[[], str | None] = field(default=lambda: None)
     # scripts that print a table but cannot (yet) write JSON: parse the table instead
     stdout_parser: Callable[[str], dict[str, Any] | None] | None = None
+    # seconds a full run of this one may take when run_all is given no --timeout
+    full_timeout_s: float | None = None
 
 
 def _needs(*tools: str, modules: tuple[str, ...] = ()) -> Callable[[], str | None]:
@@ -96,6 +98,13 @@ BENCHES: tuple[Bench, ...] = (
         precheck=_needs("wrk", "redis-server", modules=("redis",)),
     ),
     Bench(
+        "peers_c",
+        "bench/peers_c.py",
+        "topics-server vs Redis Streams, both driven by C load generators (wrk, redis-benchmark)",
+        full=("--rounds", "3", "--duration", "3"),
+        precheck=_needs("wrk", "redis-server", "redis-benchmark", "redis-cli"),
+    ),
+    Bench(
         "watch",
         "bench/watch.py",
         "SSE watch fan-out vs Redis XREAD BLOCK",
@@ -155,10 +164,24 @@ BENCHES: tuple[Bench, ...] = (
         quick=("--rounds", "2"),
     ),
     Bench(
+        "backup",
+        "bench/backup.py",
+        "write rate (batch 100, fsync and disk) during an online backup vs without (issue 32)",
+        full=("--rounds", "5", "--duration", "3"),
+    ),
+    Bench(
         "hostile",
         "bench/hostile.py",
         "batched writes with 1,000 slowloris + 200 pre-auth body holders attached",
         full=("--rounds", "3", "--duration", "10"),
+    ),
+    Bench(
+        "history",
+        "bench/history.py",
+        "history bigger than memory: cold vs hot diffs, RSS under a full scan, restarts "
+        "(issue 31; the recorded run: 200 M records, ~20 GB of disk, about an hour)",
+        full=("--records", "200000000"),
+        full_timeout_s=4 * 3600.0,
     ),
 )
 

@@ -25,7 +25,8 @@ import ujson
 
 from topics._core import IMPLEMENTATION, crc32c, encode_batch, iter_frames
 from topics._storage.fs import RealFs
-from topics._storage.segment_files import SegmentWriter, mark_deleted, segment_path
+from topics._storage.segment_edits import mark_deleted
+from topics._storage.segment_files import SegmentWriter, segment_path
 
 SALT = 0x5EED
 LIMITS = (1 << 20, 1 << 16, 64, 256, 256)

@@ -31,7 +31,7 @@ from topics._clock import Clock
 from topics._facade import place
 from topics.engine import Engine, open_engine
 from topics.queue_types import job_record
-from topics.settings import Limits
+from topics.settings import Limits, with_cache_bytes
 from topics.types import WriteResult
 
 __all__ = ["SyncEngine", "open"]
@@ -78,7 +78,9 @@ class SyncEngine:
         *,
         clock: Clock | None = None,
         limits: Limits | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
+        limits = with_cache_bytes(limits, cache_bytes)
         self._ready = threading.Event()
         self._stop: trio.Event | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -195,12 +197,18 @@ class SyncEngine:
 
 
 def open(
-    data_dir: str | None = None, *, clock: Clock | None = None, limits: Limits | None = None
+    data_dir: str | None = None,
+    *,
+    clock: Clock | None = None,
+    limits: Limits | None = None,
+    cache_bytes: int | None = None,
 ) -> SyncEngine:
     """Open topics for synchronous use.
 
     Args:
         data_dir: the data directory, or None for memory-only use (tests, scratch).
+        cache_bytes: memory for older history read back from segment files (default
+            ``TOPICS_CACHE_BYTES``, else 256 MiB); see docs/OPERATIONS.md.
 
     Example::
 
@@ -208,4 +216,4 @@ def open(
             db.write("orders", [{"data": {"sku": "A1"}}])
             print(db.diff("orders", from_seq=0).records)
     """
-    return SyncEngine(data_dir, clock=clock, limits=limits)
+    return SyncEngine(data_dir, clock=clock, limits=limits, cache_bytes=cache_bytes)

@@ -101,6 +101,8 @@ ROUTE_SCOPES: Mapping[tuple[str, str], frozenset[Scope]] = {
     # Redrive writes to queues it names itself and deletes from the dead-letter topic.
     ("POST", "/v0/topics/{topic}/redrive"): _ADMIN,
     ("PUT", "/v0/routers/{router}"): _ADMIN,
+    # A backup reads every topic of every tenant.
+    ("GET", "/v0/backup"): _ADMIN,
 }
 
 

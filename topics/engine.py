@@ -5,7 +5,7 @@ The class is a table: each public method is the method of the same concern's pla
 its signature and docstring (the API reference) are written once beside the code that
 does the work: ``_topic_ops`` (the topic set, record deletes, gauges), ``_writes``,
 ``_read_ops`` (the diff), ``_router_set``, ``_queue_ops``, ``_job_ops``, ``_cursor_ops``,
-``_watch_ops`` and ``_durability``, all over one ``_appender``. Results are
+``_watch_ops``, ``_durability`` and ``_backup_ops``, all over one ``_appender``. Results are
 ``topics.types`` classes; errors are ``topics.errors`` classes carrying the wire code.
 
 Rules:
@@ -31,6 +31,7 @@ from ._persistence.appender import Appender
 from ._storage.fs import Fs, RealFs
 from .cursors.ops import CursorOps
 from .log.quotas import quotas_for
+from .ops.backups import BackupOps
 from .ops.durability import Durability, open_data_dir
 from .ops.read_ops import ReadOps
 
@@ -41,7 +42,7 @@ from .ops.writes import Writes
 from .queues.job_ops import JobOps
 from .queues.ops import QueueOps
 from .routers.ops import Routers
-from .settings import Limits
+from .settings import Limits, with_cache_bytes
 from .watch.ops import WatchOps
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class Engine:
             app, durability, self._router_set, self._queue_ops, self._cursor_ops
         )
         self._sweep_retention = self._topic_ops.sweep_retention
+        self._backup_ops = BackupOps(app)
         bind_parts(self)  # engine.write is self._writes.write from here on (_facade rule 2)
 
     # -- topics (§1), writes (§2), reads (§3), deletes (§5) ----------------------------
@@ -145,6 +147,8 @@ class Engine:
     statistics = Via("_topic_ops", TopicOps.statistics)
     storage_gauges = Via("_durability", Durability.storage_gauges)
     wal_statistics = Via("_durability", Durability.wal_statistics)
+    open_backup = Via("_backup_ops", BackupOps.open_backup)
+    backup = Via("_backup_ops", BackupOps.backup)
 
     @property
     def ready(self) -> bool:
@@ -241,6 +245,7 @@ async def open_engine(
     limits: Limits | None = None,
     fs: Fs | None = None,
     wait_ready: bool = True,
+    cache_bytes: int | None = None,
 ) -> AsyncIterator[Engine]:
     """Open an engine for the duration of an ``async with`` block.
 
@@ -252,6 +257,9 @@ async def open_engine(
         fs: the file-system seam (tests pass a fake disk).
         wait_ready: finish recovery before returning (library use). A server passes False
             to listen at once and answer 503 not_ready while recovery runs.
+        cache_bytes: memory for sealed segments read back from their files (default
+            ``TOPICS_CACHE_BYTES``, else 256 MiB; ``Limits.cache_bytes``). ``disk`` and
+            ``fsync`` topics keep older history in their files, not in memory.
 
     Resource handling: the WAL writer, checkpointing and the retention sweep live in one
     nursery that closes with the block; closing flushes the WAL and writes a final
@@ -260,7 +268,7 @@ async def open_engine(
     Raises:
         DataDirLockedError: another process has the data directory open.
     """
-    engine = Engine(clock=clock, limits=limits)
+    engine = Engine(clock=clock, limits=with_cache_bytes(limits, cache_bytes))
     # Taken before the nursery opens, so a held lock is a plain DataDirLockedError.
     storage = open_data_dir(fs if fs is not None else RealFs(), data_dir) if data_dir else None
     try:

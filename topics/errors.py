@@ -36,6 +36,7 @@ __all__ = [
     "RouterCycleError",
     "RouterNotFoundError",
     "ShuttingDownError",
+    "StorageUnavailableError",
     "ThrottledError",
     "TopicExistsIncompatibleError",
     "TopicFullError",
@@ -323,3 +324,26 @@ class InsufficientStorageError(TopicsError):
 
     code = "insufficient_storage"
     status = 507
+
+
+# 503 storage_unavailable (our extension, issue 31) -----------------------------------
+
+
+class StorageUnavailableError(TopicsError):
+    """A read needed a segment file that could not be opened or read (EMFILE, EIO, ...).
+
+    Only the call that needed the file fails; the server keeps serving and the next call
+    reads the file again, so retrying after ``Retry-After`` is safe.
+    """
+
+    code = "storage_unavailable"
+    status = 503
+
+    @classmethod
+    def for_read(cls, path: str, exc: OSError) -> StorageUnavailableError:
+        reason = exc.strerror or type(exc).__name__
+        return cls(
+            f"a segment file could not be read ({reason}); retry shortly",
+            detail={"file": path.rsplit("/", 1)[-1], "errno": exc.errno},
+            retry_after=1.0,
+        )

@@ -9,6 +9,10 @@ Rules:
    manifest and of those files; the reader then retries with the newer manifest (a few
    times), and only reports a real error.
 2. The view is a snapshot as of ``refresh()``; call it again to see newer records.
+3. Sealed segments of ``disk``/``fsync`` topics are read from their files when a diff
+   needs them, through a cache of ``cache_bytes`` (issue 31). A file the writer removed
+   since the snapshot (retention, a deleted topic) makes that diff refresh the view and
+   try again, as rule 1 does for recovery.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from ._names import check_topic_name
 from ._persistence.recovery import recover
 from ._persistence.store import StorePaths
 from ._storage.fs import Fs, RealFs, StorageCorruptionError
-from .errors import TopicNotFoundError
+from ._storage.segment_cache import DEFAULT_CACHE_BYTES, SegmentCache
+from .errors import StorageUnavailableError, TopicNotFoundError
+from .log.cold_segment import ColdSource
 from .log.reads import read_bounds, read_diff
 from .log.registry import TopicRegistry
 from .log.topic_log import TopicLog
-from .settings import Limits
+from .settings import Limits, with_cache_bytes
 from .types import DiffResult
 
 __all__ = ["Reader"]
@@ -46,9 +52,12 @@ class Reader:
         page = reader.diff("orders", from_seq=0, limit=1000)
     """
 
-    def __init__(self, path: str, *, fs: Fs | None = None) -> None:
+    def __init__(self, path: str, *, fs: Fs | None = None, cache_bytes: int | None = None) -> None:
         self._fs = fs if fs is not None else RealFs()
         self._paths = StorePaths.for_dir(path)
+        limits = with_cache_bytes(None, cache_bytes)
+        capacity = limits.cache_bytes if limits is not None else DEFAULT_CACHE_BYTES
+        self._cold = ColdSource(self._fs, self._paths.segments, SegmentCache(capacity))
         if not self._fs.exists(self._paths.root):
             raise FileNotFoundError(f"no topics data directory at {self._paths.root}")
         self._registry = TopicRegistry()
@@ -60,7 +69,11 @@ class Reader:
         """Reload the newest durable state (rule 1)."""
         for attempt in range(_RETRIES):
             try:
-                self._registry = recover(self._fs, self._paths, repair=False).registry
+                # A cached copy carries the old view's retired prefix and deletes.
+                self._cold.cache.clear()
+                self._registry = recover(
+                    self._fs, self._paths, repair=False, cold=self._cold
+                ).registry
                 return
             except (StorageCorruptionError, FileNotFoundError):
                 if attempt == _RETRIES - 1:
@@ -116,7 +129,6 @@ class Reader:
             to_seq=to_seq,
             where=where,
         )
-        log = self._topic(topic)
         limit = min(u64("limit", limit) or DEFAULT_LIMIT, MAX_LIMIT)
         flags = (
             (RENDER_TAGS if bool_arg("include_tags", include_tags) else 0)
@@ -125,7 +137,17 @@ class Reader:
         )
         skip = node_set(node, self._max_node_bytes)
         now = SystemClock().now_ms()
-        return read_diff(log, from_seq, limit, skip, flags, DIFF_BYTE_BUDGET, None, bounds, now)
+        for attempt in range(_RETRIES):
+            log = self._topic(topic)
+            try:
+                return read_diff(
+                    log, from_seq, limit, skip, flags, DIFF_BYTE_BUDGET, None, bounds, now
+                )
+            except (StorageUnavailableError, StorageCorruptionError):
+                if attempt == _RETRIES - 1:
+                    raise
+                self.refresh()  # rule 3: the writer may have removed the file
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self._registry = TopicRegistry()

@@ -12,9 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ._storage.segment_cache import DEFAULT_CACHE_BYTES
 from .query.where import DEFAULT_MAX_COST
 
-__all__ = ["Limits"]
+__all__ = ["Limits", "with_cache_bytes"]
 
 # Resource caps (§11) may be 0 = unlimited; everything else must be >= 1.
 _ZERO_MEANS_UNLIMITED = frozenset(
@@ -35,6 +36,7 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_producers_per_topic",
         "max_where_ms",
         "where_cpu_share",
+        "cache_bytes",
     }
 )
 # The frame stores tag/node lengths in 16 bits.
@@ -76,6 +78,10 @@ class Limits:
     # Not a contract limit: segment file handles the store keeps open (_storage/handles.py),
     # so descriptors stay bounded however many topics there are.
     max_open_files: int = 256
+    # Not a contract limit (issue 31): bytes of sealed segments kept in memory after a
+    # read loaded them from their files (_storage/segment_cache.py); 0 keeps only the
+    # segment in use. docs/OPERATIONS.md says how to size it.
+    cache_bytes: int = DEFAULT_CACHE_BYTES
     # Not a contract limit: changes are refused (507 insufficient_storage) while the data
     # directory's file system has less free space than this (_storage/space.py); 0 = off.
     min_free_bytes: int = 64 << 20
@@ -132,3 +138,26 @@ class Limits:
             self.max_tag_bytes,
             self.max_node_bytes,
         )
+
+
+def with_cache_bytes(
+    limits: Limits | None, cache_bytes: int | None, env: Mapping[str, str] | None = None
+) -> Limits | None:
+    """The limits an embedded engine opens with, given ``cache_bytes=`` (issue 31).
+
+    ``cache_bytes`` wins; without it, an engine opened without ``limits`` takes
+    ``TOPICS_CACHE_BYTES`` from the environment (the server reads every variable), and
+    one opened with ``limits`` keeps theirs.
+    """
+    if cache_bytes is None:
+        if limits is not None:
+            return limits
+        env = os.environ if env is None else env
+        raw = env.get(Limits.env_var("cache_bytes"), "").strip()
+        if not raw:
+            return None
+        try:
+            cache_bytes = int(raw)
+        except ValueError:
+            raise ValueError(f"TOPICS_CACHE_BYTES={raw!r} is not an integer") from None
+    return dataclasses.replace(limits if limits is not None else Limits(), cache_bytes=cache_bytes)

@@ -62,6 +62,7 @@ from topics.errors import (
 
 from .. import ws
 from . import (
+    backup_routes,
     console_routes,
     cursor_routes,
     openapi,
@@ -105,6 +106,7 @@ ROUTE_MODULES: tuple[ModuleType, ...] = (
     ws,
     console_routes,
     cursor_routes,
+    backup_routes,
 )
 
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")

@@ -31,6 +31,7 @@ import ujson
 from .. import _args
 from .._clock import Clock
 from .._core import FrameError, encode_batch
+from .._storage.damage import DamageRegistry
 from .._storage.wal import WalError, WalFullError
 from ..config import TopicConfig, parse_config
 from ..errors import (
@@ -78,6 +79,8 @@ class Appender:
         self.total_bytes = 0
         self.store: Store | None = None
         self.space: DiskSpace | None = None  # the free-space reading, with a data directory
+        # Files found damaged (recovery, cold reads, the scrub): /v0/health and /v0/metrics.
+        self.damage = DamageRegistry()
         self.recovery_progress = 1.0
         self.closed = False
         # The engine's own nursery (set by open_engine): background services start here.

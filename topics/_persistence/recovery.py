@@ -34,6 +34,10 @@ Rules:
    records comes back empty with its eviction floor at head+1 (readers below get a
    tombstone with reason ``restart``: the loss is involuntary for them, and it is what
    the class promises, not capacity; ``_log`` rule 3a).
+8. A sealed segment of a ``disk``/``fsync`` topic whose counters the manifest recorded
+   is not read: it becomes a ``ColdSegment`` (``log/cold_segment.py``) read through the
+   cache when a read needs it, so start-up time and memory do not grow with history.
+   One sealed before counters were recorded is read once and then goes cold too.
 7. With ``repair=True``, segment files that no manifest on disk lists (neither the loaded
    one nor the older generation kept as its fallback) are removed before the engine
    writes again: files of a checkpoint that crashed before its manifest, and files of
@@ -58,9 +62,12 @@ from .._storage.manifest import (
     manifest_name,
     read_manifest_body,
 )
+from .._storage.segment_cache import SegmentCache
 from .._storage.segment_files import parse_segment_name, read_segment, segment_path
 from .._storage.wal_reader import scan_wal, wal_files
 from ..config import parse_config
+from ..log.cold_log import swap_in_cold
+from ..log.cold_segment import ColdSource
 from ..log.gap_markers import GapMarker
 from ..log.producer_state import (
     ProducerState,
@@ -70,6 +77,7 @@ from ..log.producer_state import (
 )
 from ..log.registry import TopicRegistry
 from ..log.topic_log import TopicLog
+from .cold import COLD_CLASSES, cold_from_buffer, cold_from_manifest
 from .segment_work import SegmentFileState
 from .store import StorePaths
 
@@ -105,12 +113,16 @@ def recover(
     repair: bool,
     progress: Callable[[float], None] | None = None,
     handed_out: Mapping[int, int] | None = None,
+    cold: ColdSource | None = None,
 ) -> Recovered:
     """Rebuild state from ``paths.root``; ``repair`` truncates a torn WAL tail (writers only).
 
     ``handed_out``: topic id -> the head each topic had reached when the last process
-    died, when known for sure (``heads.read_heads``, rule 4a).
+    died, when known for sure (``heads.read_heads``, rule 4a). ``cold``: where sealed
+    segments are read from on demand (rule 8; the store passes its cache).
     """
+    if cold is None:
+        cold = ColdSource(fs, paths.segments, SegmentCache())
     report = progress or (lambda _: None)
     loaded = load_manifest(fs, paths.manifest) if fs.exists(paths.manifest) else None
     body: dict[str, Any] = {"covered_lsn": 0, "topics": []}
@@ -123,7 +135,7 @@ def recover(
     out.extension_sections = dict(body.get("extensions") or {})
     topics = body["topics"]
     for i, topic in enumerate(topics):
-        _load_topic(fs, paths, topic, out)
+        _load_topic(fs, paths, topic, out, cold)
         report(0.5 * (i + 1) / max(1, len(topics)))
     if repair and fs.exists(paths.segments):
         _remove_unlisted_segments(fs, paths, out)
@@ -204,7 +216,7 @@ def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None
     removed = False
     for name in fs.listdir(paths.segments):
         stem = name
-        for suffix in (".tmp", ".idx"):
+        for suffix in (".tmp", ".idx", ".tags"):  # .seg.idx.tmp, .seg.tags.tmp too
             if stem.endswith(suffix):
                 stem = stem[: -len(suffix)]
         owner = parse_segment_name(stem)
@@ -215,12 +227,21 @@ def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None
         fs.sync_dir(paths.segments)
 
 
-def _load_topic(fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered) -> None:
+def _load_topic(
+    fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered, cold: ColdSource
+) -> None:
     config = parse_config(topic["config"], None, topic["name"])
     log = TopicLog(topic["name"], int(topic["id"]), config)
+    stays_hot = config.durability not in COLD_CLASSES
+    earliest = int(topic["earliest"])
     for seg_info in topic["segments"]:
         base, length = int(seg_info["base"]), int(seg_info["length"])
         path = segment_path(paths.segments, log.topic_id, base)
+        if seg_info["sealed"] and "live" in seg_info and not stays_hot:
+            # Rule 8: the manifest holds what the log needs; the frames stay in the file.
+            log.adopt_segment(cold_from_manifest(cold, log, seg_info, earliest))
+            out.files[(log.topic_id, base)] = SegmentFileState(path, length, True)
+            continue
         data = read_segment(fs, path, verify=True, max_length=length)
         if len(data.frames) != length:
             raise StorageCorruptionError(
@@ -242,7 +263,13 @@ def _load_topic(fs: Fs, paths: StorePaths, topic: dict[str, Any], out: Recovered
     log.last_ts = int(topic["last_ts"])
     log.last_write_ts = topic.get("last_write_ts")
     log.last_read_ts = topic.get("last_read_ts")
-    log.finish_load(int(topic["earliest"]))
+    log.finish_load(earliest)
+    if not stays_hot:
+        for held in list(log.segments):
+            state = out.files.get((log.topic_id, held.base_seq))
+            if type(held) is SegmentBuffer and held.sealed and state is not None and state.sealed:
+                # Sealed by a version that did not record its counters: read once, here.
+                swap_in_cold(log, held, cold_from_buffer(cold, log, held, set()))
     log.producers = load_producers(topic.get("producers"))
     log.restore_gaps(
         [GapMarker(int(g[0]), g[1], int(g[2]), int(g[3]), int(g[4])) for g in topic.get("gaps", ())]

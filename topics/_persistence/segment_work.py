@@ -5,7 +5,8 @@ Split from store.py, which calls these with its file system seam and handle cach
 rules are store.py's: 3 (bytes and flags synced before the manifest that lists them),
 5 (a failed checkpoint is safe to retry: writers reopen at their durable length), 6 (an
 empty segment gets no file) and 8 (the space check before anything is written, and the
-files a failed pass created are removed so they do not hold a full disk).
+files a failed pass created are removed so they do not hold a full disk). A seal writes
+the segment's tag index just before its index (``tag_index.py`` rule 2).
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ import ujson
 
 from .._storage.fs import Fs
 from .._storage.handles import HandleCache
+from .._storage.segment_edits import mark_deleted, remove_segment
 from .._storage.segment_files import (
     SegmentWriter,
     index_size,
-    mark_deleted,
     open_for_append,
-    remove_segment,
     segment_path,
+)
+from .._storage.tag_index import (
+    encode_tag_index,
+    estimated_tag_index_size,
+    tag_index_path,
+    tagged_frames,
+    write_tag_index,
 )
 
 if TYPE_CHECKING:
@@ -81,7 +88,12 @@ class SegmentWork:
     flag_offsets: list[int]
     seal: bool
     state: SegmentFileState | None
-    grows: int  # bytes the disk loses to this work: new frames and the seal's index
+    grows: int  # bytes the disk loses to this work: new frames, the seal's index and tags
+    # The SegmentBuffer itself when this work seals it: the worker thread reads its tags
+    # for the tag index. Unlike ``data`` this needs no copy: a sealed buffer never grows
+    # or moves again, and the only bytes that still change are delete flags, which the
+    # tags file does not hold (tag_index.py rule 1). Each ``tag_at`` runs under the GIL.
+    tags_of: Any | None = None
 
 
 def check_room(space: DiskSpace | None, work: list[SegmentWork], body: dict[str, Any]) -> None:
@@ -125,7 +137,9 @@ def segment_work(
         flag_offsets=sorted(flags),
         seal=seal,
         state=state,
-        grows=len(data) + (index_size(seg.count) if seal else 0),
+        grows=len(data)
+        + (index_size(seg.count) + estimated_tag_index_size(seg.count) if seal else 0),
+        tags_of=seg if seal else None,
     )
 
 
@@ -187,9 +201,25 @@ def _write_segment(fs: Fs, handles: HandleCache, w: SegmentWork, state: SegmentF
         state.writer.sync()
         state.written += len(w.data)
     if w.seal and state.writer is not None:
+        _write_tags(fs, w)
         state.writer.seal()
         state.sealed = True
         state.writer = None
+
+
+def _write_tags(fs: Fs, w: SegmentWork) -> None:
+    """Just before a seal: the segment's tag index, or no tags file when no frame has a tag.
+
+    Renamed before the index exists, and the index's directory fsync makes both names
+    durable (tag_index.py rule 2). A tags file already there was left by a seal that did
+    not finish: it is replaced, or removed for an untagged segment, before the index
+    vouches for the segment again.
+    """
+    tagged = tagged_frames(w.tags_of) if w.tags_of is not None else []
+    if tagged:
+        write_tag_index(fs, w.path, encode_tag_index(w.topic_id, w.base_seq, w.salt, tagged))
+    elif fs.exists(tag_index_path(w.path)):
+        fs.remove(tag_index_path(w.path))
 
 
 def _discard(fs: Fs, handles: HandleCache, path: str) -> None:

@@ -52,6 +52,12 @@ Rules:
    every 30 s, and one more manifest is written while the WAL still holds entries behind
    the newest one (rule 3 trims only behind the older): a topic deleted to get space back
    frees its segment files and WAL bytes within seconds, with no other write to drive it.
+11. History bigger than memory (issue 31; ``cold.py``): once a checkpoint's manifest is
+   durable, every sealed in-memory segment of a ``disk``/``fsync`` topic whose file that
+   checkpoint left sealed and whole is swapped for a ``ColdSegment``, read back through
+   ``self.cold``'s byte-bounded cache on demand. The manifest records its counters
+   (cold.py rule 2), so recovery does not read it. Delete flags a cold segment takes in
+   memory stay in its ``pending`` set until a checkpoint has written them to the file.
 """
 
 from __future__ import annotations
@@ -64,12 +70,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from .._core import SegmentBuffer
 from .._storage import entries
 from .._storage.fs import Fs, is_no_space
 from .._storage.handles import DEFAULT_MAX_OPEN_FILES, HandleCache, out_of_descriptors
 from .._storage.heads import HeadTable
 from .._storage.manifest import write_manifest
+from .._storage.segment_cache import SegmentCache
 from .._storage.wal import Wal, WalError, WalFullError, WalTicket
+from ..log.cold_log import swap_in_cold
+from ..log.cold_segment import ColdSegment, ColdSource
 from ..log.gap_markers import GapMarker
 from ..log.producer_state import (
     ProducerClaim,
@@ -79,6 +89,7 @@ from ..log.producer_state import (
 )
 from ..log.registry import TopicRegistry
 from ..log.topic_log import TopicLog
+from .cold import COLD_CLASSES, cold_from_buffer, has_tag, segment_entry
 from .segment_work import (
     NoRoomError,
     SegmentFileState,
@@ -166,8 +177,11 @@ class Store:
         generation: int,
         *,
         max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        cold: ColdSource | None = None,
     ) -> None:
         self.fs = fs
+        # Where sealed segments are read back from (rule 11); shared with recovery.
+        self.cold = cold if cold is not None else ColdSource(fs, paths.segments, SegmentCache())
         self.handles = HandleCache(fs, max_open_files)  # rule 7
         self.paths = paths
         self.wal = wal
@@ -192,6 +206,16 @@ class Store:
         # The WAL was last trimmed below this LSN (rule 10 writes one more manifest while
         # the space is low and entries up to the newest manifest's covered LSN remain).
         self._trimmed_below = 0
+        # The sealed in-memory segments of ``disk``/``fsync`` topics the running checkpoint
+        # snapshotted, with whether they hold tags (rule 11).
+        self._sealed_hot: list[tuple[TopicLog, SegmentBuffer, bool]] = []
+        # The cold segments whose delete flags the running checkpoint writes.
+        self._flushing: list[tuple[ColdSegment, set[int]]] = []
+        # Online backups streaming this directory (backup.py): while any runs, checkpoints
+        # neither trim the WAL nor remove superseded segment files; the next checkpoint
+        # with something to write does both (what was skipped is still behind the older
+        # manifest).
+        self.pins = 0
 
     def after_recovery(self, covered: int, files: dict[tuple[int, int], SegmentFileState]) -> None:
         """Adopt what recovery found: the loaded manifest is the fallback for the next one."""
@@ -373,6 +397,7 @@ class Store:
             covered = self.wal.next_lsn - 1
             pending = self._pending.deleted
             idle = not pending and not final
+            self._sealed_hot, self._flushing = [], []
             work, body = self._snapshot(registry, covered, final)
             keep = {w.key for w in work}
             if idle and self._unchanged(work, body, keep):
@@ -403,11 +428,14 @@ class Store:
             )
             self.generation = generation
             self._written_body = body
+            self._go_cold()
             prev_covered, prev_keep = self._prev_covered, self._prev_keep
             self._prev_covered, self._prev_keep = covered, keep
+            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
+            if self.pins:
+                return  # a backup is reading these files (backup.py)
             await trio.to_thread.run_sync(self.wal.trim, prev_covered + 1, abandon_on_cancel=False)
             self._trimmed_below = prev_covered + 1
-            self._wal_bytes_at_checkpoint = self.wal.statistics().bytes_written_total
             dropped = [
                 (key, self.files.pop(key))
                 for key in list(self.files)
@@ -422,6 +450,21 @@ class Store:
                 # so the next checkpoint removes it instead of leaving it until a restart.
                 for key, state in dropped:
                     self.files.setdefault(key, state)
+
+    def _go_cold(self) -> None:
+        """Rule 11, once the manifest that lists their counters is durable: cold segments
+        forget the delete flags this checkpoint wrote, and sealed in-memory segments whose
+        files are sealed and whole leave memory."""
+        for cold, idxs in self._flushing:
+            cold.flushed(idxs)
+        self._flushing = []
+        for log, seg, tagged in self._sealed_hot:
+            state = self.files.get((log.topic_id, seg.base_seq))
+            if log.deleted or state is None or not state.sealed or state.written != seg.nbytes:
+                continue
+            pending = set(self._pending.deleted.get((log.topic_id, seg.base_seq), ()))
+            swap_in_cold(log, seg, cold_from_buffer(self.cold, log, seg, pending, tagged=tagged))
+        self._sealed_hot = []
 
     def _unchanged(
         self, work: list[SegmentWork], body: dict[str, Any], keep: set[tuple[int, int]]
@@ -449,20 +492,7 @@ class Store:
         topics: list[dict[str, Any]] = []
         for name in registry.names:
             log = registry.topics[name]
-            segments: list[dict[str, Any]] = []
-            if log.config.durability != "ephemeral":
-                for seg in log.segments:
-                    if seg.nbytes == 0 and (log.topic_id, seg.base_seq) not in self.files:
-                        continue  # rule 6
-                    work.append(segment_work(self.files, self.paths.segments, log, seg, pending))
-                    segments.append(
-                        {
-                            "base": seg.base_seq,
-                            "salt": seg.salt,
-                            "length": seg.nbytes,
-                            "sealed": seg.sealed,
-                        }
-                    )
+            segments = self._segments_of(log, pending, work)
             topics.append(
                 {
                     "id": log.topic_id,
@@ -501,6 +531,30 @@ class Store:
             "extensions": {ext.key: ext.snapshot() for ext in self.extensions},
         }
         return work, body
+
+    def _segments_of(
+        self, log: TopicLog, pending: dict[tuple[int, int], set[int]], work: list[SegmentWork]
+    ) -> list[dict[str, Any]]:
+        """``log``'s manifest entries, adding its segments' work to ``work`` (rules 6, 11)."""
+        segments: list[dict[str, Any]] = []
+        if log.config.durability == "ephemeral":
+            return segments
+        goes_cold = log.config.durability in COLD_CLASSES
+        for seg in log.segments:
+            key = (log.topic_id, seg.base_seq)
+            if seg.nbytes == 0 and key not in self.files:
+                continue  # rule 6
+            tagged: bool | None = None
+            if isinstance(seg, ColdSegment):
+                tagged = seg.tagged
+                if pending.get(key):
+                    self._flushing.append((seg, set(pending[key])))
+            elif seg.sealed and goes_cold:
+                tagged = has_tag(seg)
+                self._sealed_hot.append((log, seg, tagged))
+            work.append(segment_work(self.files, self.paths.segments, log, seg, pending))
+            segments.append(segment_entry(seg, tagged))
+        return segments
 
     async def aclose(self, registry: TopicRegistry) -> None:
         """Final checkpoint (clean shutdown: exact heads, no watermark gaps), close the WAL."""

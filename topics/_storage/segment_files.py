@@ -16,7 +16,8 @@ Rule 2: a segment's frames are exactly the bytes after its header; ``length`` co
 Rule 3: sealed <=> ``<path>.idx`` exists. The index is written only after the frames are
   synced, under a temp name, fsynced, renamed and the directory synced, so an index never
   describes bytes that are not durable. A sealed segment never changes again except for
-  trailer bytes (deletion flags).
+  trailer bytes (deletion flags). A sealed segment with tagged frames also has a tag
+  index ``<path>.tags`` (``tag_index.py``), renamed into place before the index is.
 Rule 4: reading never returns bad bytes silently: a bad header, a sealed segment that
   disagrees with its index or fails a frame CRC, or a missing durable prefix raises
   :class:`SegmentCorruptionError`. Only an unsealed segment read without ``max_length``
@@ -48,12 +49,12 @@ __all__ = [
     "SegmentData",
     "SegmentWriter",
     "index_size",
-    "mark_deleted",
     "open_for_append",
     "parse_segment_name",
+    "read_header",
     "read_segment",
-    "remove_segment",
     "segment_path",
+    "write_atomically",
 ]
 
 SEGMENT_MAGIC = b"TOPICSEG"
@@ -66,7 +67,8 @@ HEADER_SIZE = _HEADER.size  # 40
 _INDEX_HEADER = struct.Struct("<8sHHIQQII")
 _U32 = struct.Struct("<I")
 _SUFFIX = ".seg"
-_INDEX_SUFFIX = ".idx"
+INDEX_SUFFIX = ".idx"
+TAGS_SUFFIX = ".tags"  # the tag index (tag_index.py), which removal takes along
 _U32_MAX = 0xFFFFFFFF
 
 
@@ -112,7 +114,7 @@ def _encode_header(topic_id: int, base_seq: int, salt: int) -> bytes:
     return head[:-4] + _U32.pack(crc32c(head[:-4]))
 
 
-def _read_header(handle: FileHandle, path: str) -> tuple[int, int, int]:
+def read_header(handle: FileHandle, path: str) -> tuple[int, int, int]:
     """(topic_id, base_seq, salt) of a checked header."""
     raw = handle.read_at(0, HEADER_SIZE)
     if len(raw) < HEADER_SIZE:
@@ -248,14 +250,14 @@ class SegmentWriter:
             OSError: the open, truncate or sync failed.
         """
         cache = _cache_for(fs, handles)
-        if cache.fs.exists(path + _INDEX_SUFFIX):
+        if cache.fs.exists(path + INDEX_SUFFIX):
             raise ValueError(f"segment {path} is sealed; it cannot be appended to")
         # A fresh descriptor: whatever a cached one saw (a failed write) is not carried over.
         cache.discard(path)
         handle = cache.acquire(path, write=True)
         ok = False
         try:
-            topic_id, base_seq, salt = _read_header(handle, path)
+            topic_id, base_seq, salt = read_header(handle, path)
             frames = _read_exact(handle, path, durable_length)
             try:
                 offsets = frame_offsets(frames, salt, verify)
@@ -395,8 +397,8 @@ class SegmentWriter:
             self._length,
         )
         body = head + offsets
-        _write_atomically(
-            self._fs, self.path + _INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
+        write_atomically(
+            self._fs, self.path + INDEX_SUFFIX, body + _U32.pack(crc32c(body, self.salt))
         )
         self._sealed = True
         self._handles.discard(self.path)  # only delete flags touch it again: one-shot opens
@@ -421,7 +423,14 @@ def open_for_append(
     )
 
 
-def _write_atomically(fs: Fs, path: str, data: bytes) -> None:
+def write_atomically(fs: Fs, path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` by ``data`` through ``<path>.tmp``: write, fsync, rename, and with
+    ``sync_dir`` a directory fsync (without it the new name is durable only after the
+    caller's next directory fsync of the same directory).
+
+    Raises:
+        OSError: a write, sync or rename failed (the final name is untouched then).
+    """
     tmp = path + ".tmp"
     if fs.exists(tmp):
         # A fresh inode, never one whose earlier write or fsync may have failed.
@@ -433,7 +442,8 @@ def _write_atomically(fs: Fs, path: str, data: bytes) -> None:
     finally:
         handle.close()
     fs.rename(tmp, path)
-    fs.sync_dir(posixpath.dirname(path))
+    if sync_dir:
+        fs.sync_dir(posixpath.dirname(path))
 
 
 def _read_exact(handle: FileHandle, path: str, length: int) -> bytes:
@@ -485,9 +495,9 @@ def read_segment(
     """
     handle = fs.open(path)
     try:
-        topic_id, base_seq, salt = _read_header(handle, path)
+        topic_id, base_seq, salt = read_header(handle, path)
         available = handle.size() - HEADER_SIZE
-        sealed = fs.exists(path + _INDEX_SUFFIX)
+        sealed = fs.exists(path + INDEX_SUFFIX)
         if sealed:
             frames = _read_exact(handle, path, available)
         elif max_length is not None:
@@ -518,7 +528,7 @@ def _check_index(
     frames: bytes,
     spans: list[tuple[int, int]],
 ) -> None:
-    idx_path = path + _INDEX_SUFFIX
+    idx_path = path + INDEX_SUFFIX
     handle = fs.open(idx_path)
     try:
         raw = handle.read_at(0, handle.size())
@@ -546,52 +556,3 @@ def _check_index(
             f"says {length} bytes in {count} frames",
             path=path,
         )
-
-
-def mark_deleted(fs: Fs, path: str, frame_end_offsets: list[int], *, sync: bool = True) -> None:
-    """Flip the trailer byte of each given frame to 1 (deleted), in place, then fdatasync.
-
-    The trailer is outside the frame CRC and the index, so the segment still verifies.
-
-    Args:
-        fs: the file system seam.
-        path: the segment's data file (sealed or active).
-        frame_end_offsets: for each frame, ``offset + frame_len`` within the frames.
-        sync: fdatasync before returning (the delete is durable when this returns).
-
-    Raises:
-        SegmentCorruptionError: bad header.
-        ValueError: an offset outside the segment's frames.
-        OSError: the write or fdatasync failed.
-    """
-    handle = fs.open(path, write=True)
-    try:
-        _read_header(handle, path)  # never flip a byte in a file that is not a segment
-        frames_length = handle.size() - HEADER_SIZE
-        for end in frame_end_offsets:
-            if not 0 < end <= frames_length:
-                raise ValueError(f"frame end {end} is outside the segment's frames")
-        for end in frame_end_offsets:
-            handle.write_at(HEADER_SIZE + end - 1, b"\x01")
-        if sync:
-            handle.sync_data()
-    finally:
-        handle.close()
-
-
-def remove_segment(
-    fs: Fs, path: str, *, sync: bool = True, handles: HandleCache | None = None
-) -> None:
-    """Remove a segment's data file, then its index (a missing file is fine).
-
-    Data first: an index left alone by a crash describes nothing and is ignored, while a
-    data file left without its index would read as an active segment. A handle ``handles``
-    holds for it is closed first (a cached handle never outlives the file's name).
-    """
-    if handles is not None:
-        handles.discard(path)
-    for p in (path, path + _INDEX_SUFFIX, path + _INDEX_SUFFIX + ".tmp"):
-        if fs.exists(p):
-            fs.remove(p)
-    if sync:
-        fs.sync_dir(posixpath.dirname(path))

@@ -5,10 +5,9 @@ returned ticket; the single writer task ``run()`` takes everything queued, write
 with one ``pwrite`` and, when any taken frame asked for it (or the periodic tick is due),
 one ``fdatasync``, both in one worker-thread call (a write alone: Rule 8); then it
 resolves the tickets.
-The format and the reader live in ``wal_reader``, the tickets, batches, errors and
-statistics in ``wal_tickets`` (both re-exported here), the disk calls in ``wal_io``.
-(docs/STORAGE_FORMATS.md, "Writer (group commit)"; STYLE §5: request tasks never own a
-durability step.)
+The reader is ``wal_reader``, tickets and statistics ``wal_tickets`` (both re-exported
+here), the disk calls ``wal_io`` (docs/STORAGE_FORMATS.md, "Writer (group commit)"; STYLE
+§5: request tasks never own a durability step).
 
 Rule 1: LSNs are assigned in ``submit()`` order, consecutively, and frames reach the file
   in LSN order: only the writer task writes, one batch at a time.
@@ -19,10 +18,8 @@ Rule 3: ``sync=False`` frames are covered by the periodic tick: every written by
   write and the fsync itself (the bound on their loss window).
 Rule 4 (fsyncgate): any fsync error, and any write error other than a full disk (Rule 9),
   fails every ticket of that batch, and of everything queued behind it, with
-  :class:`WalError`, and the Wal becomes read-only for good: no retry, no later write.
-  After a failed fsync the kernel may have dropped the dirty pages while marking them
-  clean, so nothing later could be trusted. The way on is recovery
-  (``scan_wal(repair=True)``, then ``Wal.create`` of a new file).
+  :class:`WalError`, and the Wal becomes read-only for good (a failed fsync may have
+  dropped dirty pages marked clean); the way on is recovery and a new Wal.
 Rule 5: rotation happens between batches: the old file is synced before the new one is
   created, and the new file's header is synced (file and directory) before any frame
   goes in. So every file but the newest is whole on disk.
@@ -30,10 +27,9 @@ Rule 6: state is changed only on the trio thread, between awaits; the worker thr
   what it needs as arguments and returns what changed (no shared mutation, no locks).
 Rule 7: a cancelled writer never abandons a disk call midway (``abandon_on_cancel=False``);
   a batch it took but could not finish fails with WalError, so no ticket ever hangs.
-Rule 8: only batches that fsync, rotate or are large go to a worker thread. A batch that just
-  writes (``sync=False`` frames between ticks: the disk class under load) is written by the
-  writer task on the trio thread, one ``pwrite`` into the page cache; its encoding held
-  the GIL in the worker anyway, so the thread bought no parallelism, only hand-off cost.
+Rule 8: only batches that fsync, rotate or are large go to a worker thread; one that just
+  writes (the disk class under load) is one ``pwrite`` into the page cache on the trio
+  thread (in the worker it held the GIL anyway: hand-off cost, no parallelism).
 Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) that fails
   with ENOSPC/EDQUOT is cut back first: the file is truncated to its length before the
   write (a rotated file that failed is removed), so no partial frame stays behind. If the
@@ -45,12 +41,10 @@ Rule 9 (a disk that fills): a frame *write* (or the creation of a rotated file) 
   with :class:`WalFullError` at once: its outcome is unknown until space returns. The
   owner refuses new changes meanwhile (``full``). A cut that fails, or a full disk seen by
   an fsync, is Rule 4. Closing while stalled makes one last attempt, then fails the rest.
-  A rotation that cannot open its new file for want of a descriptor (EMFILE/ENFILE)
-  stalls the same way: nothing was created, and the shortage passes.
-Rule 10: :meth:`Wal.rotate_soon` makes the next batch start a new file whatever the size
-  of the current one. Only closed files can be trimmed, so a store short of space asks for
-  it when a topic is deleted: the bytes of that topic in the current file can then go with
-  the next two checkpoints instead of waiting for the file to fill (store.py rule 10).
+  A rotation short of descriptors (EMFILE/ENFILE) stalls the same way.
+Rule 10: :meth:`Wal.rotate_soon` makes the next batch start a new file. Only closed files
+  can be trimmed, so a store short of space asks for it when a topic is deleted (its bytes
+  go with the next two checkpoints, not when the file fills; store.py rule 10).
 """
 
 from __future__ import annotations
@@ -149,8 +143,7 @@ class Wal:
         self._fs = fs
         self._dir = dir
         self._file = current
-        # (file_no, first_lsn or None if its header could not be read), oldest first.
-        self._closed_files = closed_files
+        self._closed_files = closed_files  # (file_no, first_lsn or None), oldest first
         self._max_file_bytes = max_file_bytes
         self._sync_interval_s = sync_interval_ms / 1000
         self._max_queue_bytes = max_queue_bytes
@@ -167,8 +160,7 @@ class Wal:
         self._sync_requested = False
         self._rotate_requested = False  # Rule 10
         self._failure: BaseException | None = None
-        # Rule 9: the batch waiting for disk space (retried first), the backoff before its
-        # next attempt, and an event that cuts the backoff short when the Wal closes.
+        # Rule 9: the stalled batch (retried first), its backoff, and what cuts it short.
         self._stalled: WalBatch | None = None
         self._retry_delay_s = RETRY_MIN_S
         self._close_requested = trio.Event()
@@ -549,6 +541,15 @@ class Wal:
         finally:
             del self._closed_files[:removed]
         return removed
+
+    def backup_files(self) -> tuple[list[tuple[int, int | None, int | None]], int]:
+        """For an online backup (``_persistence/backup.py``): ``(file_no, first_lsn,
+        length)`` of every file, oldest first (length None: closed, whole; the current
+        file's: the end of its last applied batch), and the last LSN they hold."""
+        files = [(no, first, None) for no, first in self._closed_files]
+        return [*files, (self._file.file_no, self._file.first_lsn, self._file.size)], (
+            self._written_lsn
+        )
 
     def statistics(self) -> WalStatistics:
         """A frozen snapshot of the counters (read by ``/v0/metrics``)."""

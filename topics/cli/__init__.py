@@ -10,6 +10,8 @@
     topics router put|get|ls|rm ...    topics queue claim|ack|nack|extend ...
     topics jobs schedule jobs '{"n": 1}' --in 5m --dedupe-key n1
     topics dlq ls jobs.dlq             topics dlq redrive jobs.dlq [--to jobs] [--origin jobs]
+    topics verify ./data               (no server: reads the data directory, topics/cli/verify_cmd.py)
+    topics backup nightly.tar          topics restore nightly.tar ./data   (offline)
 
 Global options, before or after the subcommand (topics/cli/args.py): ``--url`` (default
 ``$TOPICS_URL``, else ``http://127.0.0.1:4000``; ``host:port`` and ``:port`` too),
@@ -27,7 +29,8 @@ Rules:
 3. Errors go to stderr as ``topics: <code>: <message> (request id <id>)``; with ``--json``
    the error object is also printed on stdout. Exit codes: 0 ok, 1 other server error,
    2 usage, 3 not found, 4 conflict (also an ack/nack/extend that found a lease not held),
-   5 throttled/unavailable (after retries), 6 cannot reach the server, 130 interrupted.
+   5 throttled/unavailable (after retries), 6 cannot reach the server, 130 interrupted
+   (``verify`` has its own: 0 clean, 1 damage found, 2 could not run).
    Flags are never abbreviated; an unknown one is a usage error naming the closest flag
    (topics/cli/suggest.py).
 4. ``write`` reads JSON lines (stdin or a file) and sends each line's bytes verbatim as a
@@ -39,6 +42,7 @@ Rules:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -97,6 +101,12 @@ def report(exc: TopicsError, as_json: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``topics`` command line; returns the exit code (rule 3)."""
     args = parse_command_line(build_parser(), argv)
+    local: Callable[[argparse.Namespace], int] | None = getattr(args, "local", None)
+    if local is not None:  # reads files on this machine (verify): no server, no client
+        try:
+            return local(args)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     run: Callable[[Session], int | None] = args.run
     retry = RetryPolicy(timeout_s=max(args.timeout, 1.0))
     try:

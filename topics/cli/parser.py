@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from topics.cli import cursors, records, work
+from topics.cli import backup_cmds, cursors, records, verify_cmd, work
 from topics.cli import topic_cmds as topics_cmds
 from topics.cli.args import add_global_options
 from topics.cli.suggest import Parser
@@ -68,9 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = Parser(  # no abbreviations, here and in every subparser (_cli_suggest rule 1)
         prog="topics",
-        description="Talk to a topics server (the /v0 HTTP API).",
+        description="Talk to a topics server (the /v0 HTTP API); `verify` checks a data "
+        "directory on this machine.",
         epilog="exit codes: 0 ok, 1 server error, 2 usage, 3 not found, 4 conflict (or a lease "
-        "not held), 5 throttled/unavailable, 6 cannot connect, 130 interrupted",
+        "not held), 5 throttled/unavailable, 6 cannot connect, 130 interrupted; verify: 0 "
+        "clean, 1 damage found, 2 could not run",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -158,6 +160,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=records.tail)
     p = sub.add_parser("health", help="server liveness")
     p.set_defaults(run=topics_cmds.health)
+    p = sub.add_parser(
+        "verify",
+        help="check a data directory's checksums, indexes and manifests (read-only, on this "
+        "machine, safe beside a running server)",
+        description="Check every CRC, index and manifest of DATA_DIR without a server. Exit "
+        "0 clean (advice findings are printed), 1 damage found, 2 could not run.",
+    )
+    p.add_argument("data_dir", metavar="DATA_DIR", help="the server's data directory")
+    p.set_defaults(local=verify_cmd.run)
+    p = sub.add_parser("backup", help="save an online backup of the server's data (admin)")
+    p.add_argument("file", metavar="FILE", help="the tar to write (- for stdout)")
+    p.set_defaults(run=backup_cmds.backup_cmd)
+    p = sub.add_parser("restore", help="restore a backup into a data directory (offline)")
+    p.add_argument("file", metavar="FILE", help="a tar saved by topics backup")
+    p.add_argument("data_dir", metavar="DATA_DIR", help="the directory a server will open")
+    p.add_argument("--force", action="store_true",
+                   help="replace the data of a non-empty DATA_DIR")  # fmt: skip
+    p.set_defaults(run=backup_cmds.restore_cmd)
 
     router = sub.add_parser("router", help="routers: put, get, ls, rm")
     rsub = router.add_subparsers(dest="router_command", required=True, metavar="COMMAND")

@@ -8,13 +8,14 @@ arguments and result types are those of the in-process API.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import anyio
 import httpx
 
 from . import _protocol as p
 from ._api import ClientAPI
+from ._backup import download_backup_async
 from ._retry import RetryPolicy
 from ._sync import Client
 from ._transport import Exchange, make_settings
@@ -98,6 +99,13 @@ class AsyncClient(ClientAPI, driver="async"):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    async def backup(self, file: str | BinaryIO) -> int:
+        """Save an online backup of the server's data directory (``GET /v0/backup``, admin)
+        to ``file``, a path (written as ``<path>.tmp``, then renamed) or a binary file;
+        returns its length. Restore it with ``topics restore`` (docs/OPERATIONS.md).
+        Not retried."""
+        return await download_backup_async(self._http, self.settings, file)
 
     async def _run(self, call: p.Call[T]) -> T:
         """Send ``call``, retrying per the policy; return its parsed result or raise."""

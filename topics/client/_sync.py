@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import httpx
 
 from . import _protocol as p
 from ._api import ClientAPI
+from ._backup import download_backup
 from ._retry import RetryPolicy
 from ._transport import Exchange, make_settings
 
@@ -113,6 +114,13 @@ class Client(ClientAPI, driver="sync"):
                     return exchange.result(resp)
                 failure = resp
             time.sleep(exchange.wait_s(failure))
+
+    def backup(self, file: str | BinaryIO) -> int:
+        """Save an online backup of the server's data directory (``GET /v0/backup``, admin)
+        to ``file``, a path (written as ``<path>.tmp``, then renamed) or a binary file;
+        returns its length. Restore it with ``topics restore`` (docs/OPERATIONS.md).
+        Not retried."""
+        return download_backup(self._http, self.settings, file)
 
     def ws(self) -> WebSocket:
         """Open the JSON WebSocket data plane (``/v0/ws``); see :class:`topics.client.WebSocket`."""

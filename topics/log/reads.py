@@ -15,6 +15,7 @@ an eviction tombstone wins, and covers any marker below ``earliest_seq``.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,10 +23,12 @@ from .. import _args
 from ..errors import InvalidRequestError
 from ..query.where import DEFAULT_MAX_COST, Predicate, compile_where
 from ..types import DiffResult, Tombstone, TombstoneReason
+from .cold_segment import Segment
 from .gap_markers import GapMarker
 from .topic_log import ReadWindow, TopicLog
 
 __all__ = [
+    "frame_seq_by_ts",
     "ReadBounds",
     "gap_tombstone",
     "read_bounds",
@@ -66,14 +69,14 @@ class ReadBounds:
         """The resolved ``from_seq`` (rule 1); ``from_seq`` itself without ``from_ts``."""
         if self.from_ts is None:
             return from_seq
-        last, _ = log.frame_seq_by_ts(self.from_ts)
+        last, _ = frame_seq_by_ts(log, self.from_ts)
         return 0 if last is None or last < log.earliest else last
 
     def end(self, log: TopicLog, now_ms: int) -> int | None:
         """The last seq the read may reach (rule 2), or None: not bounded / not known yet."""
         end = self.to_seq
         if self.to_ts is not None:
-            _, after = log.frame_seq_by_ts(self.to_ts + 1)
+            _, after = frame_seq_by_ts(log, self.to_ts + 1)
             # The first *live* record past to_ts (deleted ones in between read for free).
             live = log.next_live(after) if after is not None else log.head + 1
             if live <= log.head:
@@ -246,3 +249,33 @@ def read_diff(
         lag=max(0, head - nxt) if bounded else head - nxt,
         records_scanned=window.examined,
     )
+
+
+def frame_seq_by_ts(log: TopicLog, ts_ms: int) -> tuple[int | None, int | None]:
+    """``(last, first)``: the seqs of the last held frame with ``$ts < ts_ms`` and of
+    the first with ``$ts >= ts_ms`` (None when there is none), dead frames included.
+
+    A binary search over the segments, then over one segment's frames (rule 5: ``$ts``
+    never decreases along seqs); segments already dropped are unknown.
+    """
+    segs = log.segments
+    n = len(segs)
+    if n and segs[-1].count == 0:  # a fresh tail holds nothing yet (last_ts -1)
+        n -= 1
+    i = bisect.bisect_left(segs, ts_ms, 0, n, key=_last_ts)
+    if i == n:
+        last = segs[n - 1] if n else None
+        return (last.base_seq + last.count - 1 if last is not None else None), None
+    seg = segs[i]
+    idx = seg.first_ts_at_least(ts_ms)
+    first = seg.base_seq + idx
+    if idx:
+        return first - 1, first
+    if i == 0:
+        return None, first
+    prev = segs[i - 1]
+    return prev.base_seq + prev.count - 1, first
+
+
+def _last_ts(seg: Segment) -> int:
+    return int(seg.last_ts)

@@ -20,8 +20,9 @@ Rules (docs/SEMANTICS.md has the user-facing version):
    ``restart_floor`` to the same seq, so a reader below gets reason ``restart``, not
    ``cap``, until later cap/TTL loss passes it.
 4. ``count``/``bytes`` are the live records and the sum of their frame lengths. Every
-   live tagged record has exactly one entry in ``trie``; a record leaving the live set
-   leaves the trie in the same step.
+   live tagged record of an in-memory segment has exactly one entry in ``trie``; a record
+   leaving the live set leaves the trie in the same step. A sealed segment that lives in
+   its file (``cold_segment.py``) keeps its tags in its tag index file instead.
 5. ``$ts`` never decreases along seqs, so TTL expiry is always a prefix of the log.
 6. A gap marker (``add_gap``; routers' ``source_trim``, docs/ROUTERS.md) is a seq that holds
    no record: the tail segment is sealed first, so a marker always falls between two
@@ -41,6 +42,7 @@ Rules (docs/SEMANTICS.md has the user-facing version):
 from __future__ import annotations
 
 import bisect
+import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
@@ -52,6 +54,7 @@ import trio
 from .._core import SegmentBuffer, TagTrie
 from ..config import TopicConfig
 from ..types import TombstoneReason
+from .cold_segment import Segment
 from .gap_markers import GapMarker, first_gap_from, keep_new_gap, kept_gaps
 
 if TYPE_CHECKING:
@@ -63,8 +66,10 @@ __all__ = ["DedupeEntry", "ReadWindow", "TopicLog"]
 
 #: A segment stops taking appends once it holds this many bytes (soft: a batch is never
 #: split, so one big batch may overshoot). Small enough that retention frees memory
-#: promptly, large enough that per-segment bookkeeping is noise.
-SEGMENT_TARGET_BYTES = 1 << 20
+#: promptly, large enough that per-segment bookkeeping is noise. The test suites' tiny
+#: cache pass (scripts/test) shrinks it through ``_TOPICS_TEST_SEGMENT_BYTES`` so that
+#: segments seal, go cold and are evicted within a few records, child processes included.
+SEGMENT_TARGET_BYTES = int(os.environ.get("_TOPICS_TEST_SEGMENT_BYTES") or 1 << 20)
 
 
 class DedupeEntry(NamedTuple):
@@ -92,7 +97,7 @@ class TopicLog:
         self.name = name
         self.topic_id = topic_id
         self.config = config
-        self.segments: list[SegmentBuffer] = []
+        self.segments: list[Segment] = []
         self.bases: list[int] = []
         self.head = 0
         self.earliest = 1
@@ -166,9 +171,9 @@ class TopicLog:
         The caller encodes the batch with this segment's salt, then calls ``append``.
         """
         seg = self.segments[-1] if self.segments else None
-        if seg is not None and not seg.sealed and seg.nbytes < SEGMENT_TARGET_BYTES:
-            return seg
-        if seg is not None and not seg.sealed:
+        if type(seg) is SegmentBuffer and not seg.sealed:
+            if seg.nbytes < SEGMENT_TARGET_BYTES:
+                return seg
             seg.seal()
         fresh = SegmentBuffer(self.head + 1, secrets.randbits(32))
         self.segments.append(fresh)
@@ -293,8 +298,11 @@ class TopicLog:
                     break  # nothing live is left at all
                 self._drop_front_segment()
                 continue
-            n, size, _ = seg.retire_to(i + 1, self.trie)
-            last_live = seg.base_seq + i
+            # Every live record of a sealed segment goes when the caps would take them
+            # one by one anyway: at once, so a cold one is dropped without reading it.
+            whole = seg.sealed and (over_n >= seg.live_count or over_b >= seg.live_bytes)
+            n, size, last = seg.retire_to(seg.count if whole else i + 1, self.trie)
+            last_live = seg.base_seq + (last if whole else i)
             self.count -= n
             self.bytes -= size
             over_n -= n
@@ -337,14 +345,14 @@ class TopicLog:
             n, size, last = seg.retire_to(end, self.trie)
             total_n += n
             total_b += size
+            self.count -= n  # per segment: a cold segment that cannot be read stops the loop
+            self.bytes -= size
             if last >= 0:
                 last_live = seg.base_seq + last
             if seg.retired >= seg.count and seg.sealed:
                 self._drop_front_segment()
             else:
                 break
-        self.count -= total_n
-        self.bytes -= total_b
         return total_n, total_b, last_live
 
     def _drop_front_segment(self) -> None:
@@ -424,31 +432,6 @@ class TopicLog:
                     return seg.base_seq + j
         return self.head + 1
 
-    def frame_seq_by_ts(self, ts_ms: int) -> tuple[int | None, int | None]:
-        """``(last, first)``: the seqs of the last held frame with ``$ts < ts_ms`` and of
-        the first with ``$ts >= ts_ms`` (None when there is none), dead frames included.
-
-        A binary search over the segments, then over one segment's frames (rule 5: ``$ts``
-        never decreases along seqs); segments already dropped are unknown.
-        """
-        segs = self.segments
-        n = len(segs)
-        if n and segs[-1].count == 0:  # a fresh tail holds nothing yet (last_ts -1)
-            n -= 1
-        i = bisect.bisect_left(segs, ts_ms, 0, n, key=_last_ts)
-        if i == n:
-            last = segs[n - 1] if n else None
-            return (last.base_seq + last.count - 1 if last is not None else None), None
-        seg = segs[i]
-        idx = seg.first_ts_at_least(ts_ms)
-        first = seg.base_seq + idx
-        if idx:
-            return first - 1, first
-        if i == 0:
-            return None, first
-        prev = segs[i - 1]
-        return prev.base_seq + prev.count - 1, first
-
     def skip_to(self, head: int) -> None:
         """Advance the head past seqs that may have been handed out but were lost (a crash
         after a watermark, or appends never logged). Readers below get a tombstone: the loss
@@ -462,7 +445,7 @@ class TopicLog:
         self.cap_floor = max(self.cap_floor, head + 1)
         self._settle_front()
 
-    def adopt_segment(self, seg: SegmentBuffer) -> None:
+    def adopt_segment(self, seg: Segment) -> None:
         """Attach a segment loaded from disk (recovery, in seq order)."""
         self.segments.append(seg)
         self.bases.append(seg.base_seq)
@@ -473,6 +456,8 @@ class TopicLog:
         self.count = sum(seg.live_count for seg in self.segments)
         self.bytes = sum(seg.live_bytes for seg in self.segments)
         for seg in self.segments:
+            if type(seg) is not SegmentBuffer:
+                continue  # a cold segment's tags are in its tag index file (cold_log.py)
             for i in range(seg.count):
                 if seg.is_live(i):
                     tag = seg.tag_at(i)
@@ -587,7 +572,3 @@ class TopicLog:
         else:
             next_from = self.head if end is None else min(end, self.head)
         return ReadWindow(b"[" + b",".join(parts) + b"]", emitted, examined, next_from)
-
-
-def _last_ts(seg: SegmentBuffer) -> int:
-    return int(seg.last_ts)

@@ -38,8 +38,10 @@ from .._persistence.recovery import recover
 from .._persistence.store import Store, StoreExtension, StorePaths
 from .._storage.fs import DirLock, Fs, RealFs
 from .._storage.heads import HeadTable, read_heads
+from .._storage.segment_cache import SegmentCache
 from .._storage.space import DiskSpace
 from .._storage.wal import Wal, WalStatistics, WalTicket
+from ..log.cold_segment import ColdSource
 
 if TYPE_CHECKING:
     from ..log.producer_state import ProducerClaim
@@ -102,12 +104,23 @@ class Durability:
         return await app.wait(ticket)
 
     def storage_gauges(self) -> dict[str, int]:
-        """The ``topics_storage_*`` gauges of /v0/metrics (0s for a memory-only engine)."""
+        """The ``topics_storage_*`` and ``topics_cache_*`` series of /v0/metrics (0s for a
+        memory-only engine)."""
         space = self._app.space
+        store = self._app.store
+        cache = store.cold.cache.statistics() if store is not None else None
         return {
             "topics_storage_degraded": int(self._app.storage_state() != "ok"),
             "topics_storage_free_bytes": (space.free_bytes or 0) if space is not None else 0,
             "topics_storage_min_free_bytes": space.min_free_bytes if space is not None else 0,
+            "topics_storage_damaged_files": len(self._app.damage),
+            "topics_cache_bytes": cache.bytes if cache else 0,
+            "topics_cache_capacity_bytes": cache.capacity if cache else 0,
+            "topics_cache_segments": cache.entries if cache else 0,
+            "topics_cache_hits_total": cache.hits if cache else 0,
+            "topics_cache_misses_total": cache.misses if cache else 0,
+            "topics_cache_evictions_total": cache.evictions if cache else 0,
+            "topics_cache_load_errors_total": cache.load_errors if cache else 0,
         }
 
     def reserved(self, log: TopicLog, records: object) -> bool:
@@ -235,11 +248,18 @@ class Durability:
         # Only a real file system has a page cache that outlives the process (heads.py).
         real = isinstance(fs, RealFs)
         handed_out = read_heads(paths.root) if real else None
+        # One cache of sealed segments read back from their files, shared by recovery
+        # (which reads the few a WAL replay touches) and the store (issue 31).
+        cold = ColdSource(fs, paths.segments, SegmentCache(app.limits.cache_bytes), app.damage)
         rec = await trio.to_thread.run_sync(
-            lambda: recover(fs, paths, repair=True, progress=progress, handed_out=handed_out)
+            lambda: recover(
+                fs, paths, repair=True, progress=progress, handed_out=handed_out, cold=cold
+            )
         )
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
-        store = Store(fs, paths, wal, rec.generation, max_open_files=app.limits.max_open_files)
+        store = Store(
+            fs, paths, wal, rec.generation, max_open_files=app.limits.max_open_files, cold=cold
+        )
         store.after_recovery(rec.covered_lsn, rec.files)
         for ext in extensions:
             logged = [(k, p) for k, p in rec.extension_entries if k in ext.entry_types]

@@ -26,6 +26,7 @@ from .. import _args
 from .._names import check_topic_name
 from ..config import parse_config
 from ..errors import InvalidRequestError, TopicExistsIncompatibleError, TopicNotEmptyError
+from ..log.cold_log import tagged_seqs
 from ..log.registry import decode_list_cursor, encode_list_cursor
 from ..types import (
     DeleteRecordsResult,
@@ -215,8 +216,7 @@ class TopicOps:
                 ticket = app.store.log_delete_before(log, bound)
         else:
             op, operand = spec
-            trie = log.trie
-            seqs = trie.pop_exact(operand, bound) if op == "Eq" else trie.pop_prefix(operand, bound)
+            seqs = tagged_seqs(log, op, operand, bound)
             deleted, ticket = app.delete_seqs(log, seqs)
         fsync_ms = 0.0
         if ticket is not None and log.config.durability == "fsync":

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._core import SegmentBuffer
+from ..log.cold_segment import Segment
 
 if TYPE_CHECKING:
     from .._storage.wal import WalTicket
@@ -26,7 +26,7 @@ class Taken:
     """One job handed out by a claim pass (before it is leased)."""
 
     seq: int
-    seg: SegmentBuffer
+    seg: Segment
     idx: int
 
 

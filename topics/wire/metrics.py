@@ -96,6 +96,15 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "free space is below TOPICS_MIN_FREE_BYTES, or the WAL failed.",
     "topics_storage_free_bytes": "Free bytes on the data directory's file system (last reading).",
     "topics_storage_min_free_bytes": "The free-space reserve (TOPICS_MIN_FREE_BYTES).",
+    "topics_storage_damaged_files": "Files found damaged (recovery, reads, the scrub); "
+    "/v0/health names them and `topics verify DATA_DIR` lists them.",
+    "topics_cache_bytes": "Bytes of sealed segments held in the block cache (issue 31).",
+    "topics_cache_capacity_bytes": "The block cache's budget (TOPICS_CACHE_BYTES).",
+    "topics_cache_segments": "Segments and tag indexes held in the block cache.",
+    "topics_cache_hits_total": "Reads of a sealed segment the block cache answered.",
+    "topics_cache_misses_total": "Reads of a sealed segment that loaded it from its file.",
+    "topics_cache_evictions_total": "Entries the block cache dropped to stay in budget.",
+    "topics_cache_load_errors_total": "Segment loads that failed (unreadable or damaged file).",
 }
 
 _WAL_METRICS: tuple[tuple[str, Literal["counter", "gauge"], str], ...] = (
@@ -251,7 +260,7 @@ def render_prometheus(
     for cls, count in sorted(stats.topics_by_class.items()):
         lines.append(f'{_BY_CLASS}{{class="{_escape(cls)}"}} {count}')
     for name, help_text, value in _aggregates(stats, extras):
-        family(name, "gauge", help_text)
+        family(name, "counter" if name.endswith("_total") else "gauge", help_text)
         lines.append(f"{name} {_num(value)}")
     for name, attr, help_text in _TOPIC_METRICS:
         family(name, "gauge", help_text)

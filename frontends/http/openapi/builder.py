@@ -64,7 +64,7 @@ TAGS = [
     ("websocket", "The JSON-over-WebSocket data plane (§7.x)."),
     ("queues", "Lease-based job delivery on type:queue topics (§10)."),
     ("cursors", "Named consumer cursors: a consumer group's position kept by the server."),
-    ("probes", "Liveness, readiness and metrics (§8)."),
+    ("probes", "Liveness, readiness and metrics (§8); online backup."),
     ("meta", "This document."),
 ]
 

@@ -6,7 +6,7 @@ from topics.probe_types import HealthResult, ReadyResult
 from topics.wire.jsonschema import result_schema
 from topics.wire.metrics import MetricFamily, metric_families
 
-from .errors import AUTH, response_headers
+from .errors import AUTH, GATE, response_headers
 from .operation import Operation, ok_response
 from .schema import Schema, obj, ref, with_perf
 
@@ -131,6 +131,31 @@ OPERATIONS: tuple[Operation, ...] = (
             }
         },
         errors=(*AUTH, "internal"),
+    ),
+    Operation(
+        op_id="backup",
+        tag="probes",
+        summary="Online backup of the data directory (a tar stream)",
+        description="Admin, with no name prefix allowlist (a backup holds every tenant's "
+        "topics). The server keeps serving reads and writes meanwhile. The snapshot holds "
+        "every write acknowledged before the request and, for every topic, a prefix of its "
+        "writes; a WAL flush is its barrier. The body is a POSIX tar whose first member "
+        "BACKUP (JSON) lists the rest; Content-Length is exact. Restore it offline with "
+        "`topics restore FILE DATA_DIR` (docs/OPERATIONS.md). One backup at a time: "
+        "another answers 429 throttled (detail.limit = concurrent_backups); a memory-only "
+        "server answers 400 invalid_request (detail.reason = memory_only).",
+        ok={
+            "200": {
+                "description": "The archive (Content-Disposition names a file).",
+                "headers": response_headers(200),
+                "content": {
+                    "application/x-tar": {
+                        "schema": {"type": "string", "format": "binary"},
+                    }
+                },
+            }
+        },
+        errors=(*GATE, "invalid_request"),
     ),
     Operation(
         op_id="openapi",

@@ -42,9 +42,14 @@ def test_targets_are_judged_from_the_numbers(results: dict[str, Any]) -> None:
     bare = v["batched writes >= 85 % of the bare-ASGI request rate (same bytes)"]
     assert (bare.met, bare.measured.split()[0]) == (False, "55%")
     # the better redis-py set-up per round: 120k/80k = 1.5, 100k/50k = 2.0 -> 1.75
-    redis = v["batched writes >= 1.5x redis-py pipelined XADD (its better set-up)"]
+    redis = v[
+        f"batched writes >= 1.5x redis-py pipelined XADD (its better set-up), {nb.CLIENT_BOUND}"
+    ]
     assert (redis.met, redis.measured.split()[0]) == (True, "1.75x")
-    diff = v["HTTP diff limit 1000 >= 2x redis-py XRANGE COUNT 1000 (one decoded client each)"]
+    diff = v[
+        "HTTP diff limit 1000 >= 2x redis-py XRANGE COUNT 1000 (one decoded client each), "
+        + nb.CLIENT_BOUND
+    ]
     assert (diff.met, diff.measured.split()[0]) == (True, "2.25x")
     assert v["p99 write->deliver <= 60 ms at 1000 watchers"].met is False
     assert v["p99 <= Redis XREAD BLOCK's p99, 1 watcher"].met is False
@@ -56,14 +61,17 @@ def test_targets_are_judged_from_the_numbers(results: dict[str, Any]) -> None:
     assert v[
         "recovery time-to-ready <= 2 s per million records (worst case run)"
     ].measured.startswith("0.30 s")
-    push = "topics over HTTP, push (GET .../work stream + ack) >= Redis consumer groups, jobs/s"
+    push = (
+        "topics over HTTP, push (GET .../work stream + ack) >= Redis consumer groups "
+        f"(redis-py, {nb.CLIENT_BOUND}), jobs/s"
+    )
     assert v[f"{push}, 16 workers, pipeline"].met is True
     assert v[f"{push}, 16 workers, drain"].met is False
     # topics 1.00 ms against the trio relay's 0.60 ms at 1 watcher (issue 15)
     trio = v["p99 <= 1.25x the trio relay's p99, 1 watcher"]
     assert (trio.met, trio.measured) == (False, "1.00 ms vs 0.60 ms (1.67x)")
-    assert sum(x.met is True for x in v.values()) == 17
-    assert sum(x.met is False for x in v.values()) == 6
+    assert sum(x.met is True for x in v.values()) == 19
+    assert sum(x.met is False for x in v.values()) == 7
     # The fixture has no 10,000 point and floors only at 1 watcher.
     unmeasured = {t for t, x in v.items() if x.met is None}
     assert unmeasured >= {
@@ -140,10 +148,14 @@ def test_peers_sit_side_by_side_with_ratios_from_the_same_run(results: dict[str,
     systems = [row.system for row in nb.queue_rows(results)]
     assert systems == ["topics", "topics", "Redis", "NATS"]
     page = _report.render(results, {})
-    # topics HTTP batched (110k) / NATS publish (25k), in the writes table
+    # a peer driven by a Python client gives no ratio (issue 33): its client is measured
     assert "| NATS | JetStream publish_async" in page
-    assert "| 25,000 | 4.40x |" in page
-    assert "| topics | HTTP, one Python client (httpx), 100 per request | 40,000 | — |" in page
+    assert "| 25,000 | none: client-bound |" in page
+    assert "4.40x" not in page  # topics HTTP batched (110k) / NATS publish (25k)
+    assert (
+        f"| topics | HTTP, one httpx client, 100 per request: {nb.CLIENT_BOUND} | 40,000 | — |"
+        in page
+    )
     # watch: topics p99 / Redis p99 at 100 watchers = 7 / 9
     assert "| 100 | 1.50 / 7.00 | 2.00 / 9.00 | 7.00 / 20.00 | 0.78x | 0.35x |" in page
     assert "60,000 (incomplete)" in page
@@ -304,3 +316,42 @@ def test_every_benchmark_script_exists_and_takes_json_and_quick() -> None:
         for arg in bench.quick:
             if arg.startswith("--"):
                 assert f'"{arg}"' in text, (bench.name, arg)
+
+
+def test_c_driven_peers_give_the_ratios_and_judge_issue_33(results: dict[str, Any]) -> None:
+    """bench/peers_c.py's rows: medians of per-round ratios, the targets from them, and the
+    headline taken from them alone."""
+    v = _verdicts(results)
+    single = v["single-record writes, 16 connections >= 0.5x redis-benchmark XADD -P 1 -c 16"]
+    assert (single.met, single.measured) == (False, "0.25x (rounds 0.20x-0.30x)")
+    batch = v["batched writes of 100, 16 connections >= 1.0x redis-benchmark XADD -P 100 -c 16"]
+    assert (batch.met, batch.measured) == (True, "1.05x (rounds 0.90x-1.20x)")
+    cpu = v["server CPU per single-record write <= 40 µs (16 connections)"]
+    assert (cpu.met, cpu.measured) == (True, "40.0 µs (Redis 5.0 µs)")
+    page = _report.render(results, {})
+    assert (
+        "**Headline** (bench/peers_c.py, the run its section names): topics-server ÷ Redis "
+        "Streams (AOF everysec), both driven by a C load generator (wrk / redis-benchmark), "
+        "same connections, pipeline depth and payload: batched writes of 100 **1.05x**, "
+        "single-record writes at 16 connections **0.25x**, at 1 connection **0.20x**, mixed "
+        "read/write **0.50x**."
+    ) in page
+    assert (
+        "| single-record writes, 16 connections | wrk -c16, 1 record per POST / redis-benchmark "
+        "-c 16 -P 1 XADD | 11,000 | 45,000 | **0.25x** (0.20-0.30) | 11,000 | 45,000 | "
+        "1.10 / 5.50 | 0.10 / 0.60 | 40.0 | 5.0 |"
+    ) in page
+    assert "| topics ÷ Redis | **0.50x** (0.50-0.50) |" in page
+    assert "NATS: no C-driven rows (the `nats` CLI is not on PATH)" in page
+    # the C-driven section comes first; in the table of every rate, only the C-driven Redis
+    # row gets a ratio, taken from topics measured beside it
+    assert page.index("### C load generators") < page.index("### Every rate")
+    assert "| 200,000 | 1.05x (its peers_c topics row ÷ this) |" in page
+
+
+def test_a_run_without_peers_c_has_no_headline(results: dict[str, Any]) -> None:
+    del results["benchmarks"]["peers_c"]
+    page = _report.render(results, {})
+    assert "**Headline**" not in page
+    v = _verdicts(results)
+    assert v["server CPU per single-record write <= 40 µs (16 connections)"].met is None

@@ -18,12 +18,12 @@ from topics._clock import ManualClock
 from topics._core import encode_batch
 from topics._storage.fs import Buffer, DirLock, FileHandle, Fs
 from topics._storage.handles import HandleCache, out_of_descriptors
+from topics._storage.segment_edits import remove_segment
 from topics._storage.segment_files import (
     HEADER_SIZE,
     SegmentWriter,
     open_for_append,
     read_segment,
-    remove_segment,
     segment_path,
 )
 from topics.engine import open_engine

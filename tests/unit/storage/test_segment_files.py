@@ -13,15 +13,14 @@ import ujson
 from tests.support.fakedisk import FakeDisk, SimulatedCrash
 from topics._core import FrameError, SegmentBuffer, encode_batch, iter_frames
 from topics._storage.fs import Fs, RealFs
+from topics._storage.segment_edits import mark_deleted, remove_segment
 from topics._storage.segment_files import (
     HEADER_SIZE,
     SegmentCorruptionError,
     SegmentWriter,
-    mark_deleted,
     open_for_append,
     parse_segment_name,
     read_segment,
-    remove_segment,
     segment_path,
 )
 
@@ -313,9 +312,12 @@ def test_crash_during_seal_leaves_a_readable_unsealed_segment() -> None:
             assert data.frames == _write_sealed(_disk())[1]
 
 
-def test_remove_segment_removes_data_and_index() -> None:
+def test_remove_segment_removes_data_index_and_tags() -> None:
     disk = _disk()
     path, _ = _write_sealed(disk)
+    for leftover in (".tags", ".tags.tmp", ".idx.tmp"):  # the tag index (tag_index.py), temps
+        disk.open(path + leftover, create=True).close()
+    disk.sync_dir(D)
     remove_segment(disk, path)
     assert disk.listdir(D) == []
     remove_segment(disk, path)  # idempotent

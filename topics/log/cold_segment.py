@@ -1,0 +1,419 @@
+"""A sealed segment that lives in its file: the log holds its counters, not its bytes (issue 31).
+
+Role: once a checkpoint has written and sealed a ``disk``/``fsync`` topic's segment and
+the manifest lists it, the store swaps the in-memory ``SegmentBuffer`` for a
+``ColdSegment``. It answers every question the log and the subsystems ask of a segment
+(``TopicLog`` and the queue, router and watch code call the same methods on both kinds),
+from a few integers when it can and otherwise from the segment's frames, loaded through
+the store's byte-bounded cache (``_storage/segment_cache.py``).
+
+Rules:
+1. What stays in memory is per segment, never per record: seq range, salt, last ``$ts``,
+   the live count and bytes, the retired prefix, whether the segment has tags, and the
+   frame indexes deleted since the last checkpoint flipped their flags on disk
+   (``pending``; emptied by that checkpoint, ``store.py``).
+2. The loaded copy is made to agree with those counters: the retired prefix and the
+   pending deletes are applied to every copy read from the file, so evicting it loses
+   nothing (segment_cache rule 2).
+3. The file may hold MORE delete flags than the counters know: a checkpoint newer than the
+   manifest recovery loaded flipped them before it failed, and the WAL still holds those
+   deletes. The first load adopts the file's flags and moves the owner's ``count`` and
+   ``bytes`` by the difference, which is what recovery did when it read every segment;
+   the replayed delete then finds the record already gone. Fewer flags than counted is
+   a bug, logged, and the counters win (a deleted record is never revived).
+4. Questions answered without the file: ``first_live``/``is_live`` when nothing or
+   everything after the retired prefix is live, and retiring a whole segment whose
+   records are all live (cap and TTL drop old segments without reading them).
+5. A file that cannot be read fails the one call that needed it with
+   ``StorageUnavailableError`` (503, retry): the server stays up and the next call reads
+   again. Frames that fail their checks raise ``StorageCorruptionError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._core import FrameError, SegmentBuffer
+from .._storage.damage import DamageRegistry
+from .._storage.fs import Fs, StorageCorruptionError
+from .._storage.sealed_reads import read_sealed_frames
+from .._storage.segment_cache import SegmentCache
+from .._storage.segment_files import SegmentCorruptionError, segment_path
+from ..errors import StorageUnavailableError
+
+if TYPE_CHECKING:
+    from .._core._ext import _Keep as Keep
+    from .._storage.tag_index import TagIndex
+
+__all__ = ["ColdSegment", "ColdSource", "Segment", "is_cold"]
+
+log = logging.getLogger("topics.storage")
+
+# What a cached copy costs beyond its frames: the u32 offset per frame and the object.
+_PER_FRAME = 4
+_OVERHEAD = 128
+
+
+class ColdSource:
+    """What the cold segments of one store share: its file system, segments directory,
+    cache, and the registry of damaged files (``_storage/damage.py``, issue 32)."""
+
+    __slots__ = ("cache", "damage", "fs", "segments_dir")
+
+    def __init__(
+        self,
+        fs: Fs,
+        segments_dir: str,
+        cache: SegmentCache,
+        damage: DamageRegistry | None = None,
+    ) -> None:
+        self.fs = fs
+        self.segments_dir = segments_dir
+        self.cache = cache
+        self.damage = damage if damage is not None else DamageRegistry()
+
+
+class ColdSegment:
+    """A sealed segment read from its file on demand (the module docstring's rules)."""
+
+    __slots__ = (
+        "base_seq",
+        "count",
+        "last_ts",
+        "live_bytes",
+        "live_count",
+        "nbytes",
+        "on_adjust",
+        "pending",
+        "retired",
+        "salt",
+        "source",
+        "tagged",
+        "topic_id",
+    )
+
+    sealed = True
+
+    def __init__(
+        self,
+        source: ColdSource,
+        topic_id: int,
+        base_seq: int,
+        salt: int,
+        *,
+        count: int,
+        nbytes: int,
+        last_ts: int,
+        live_count: int,
+        live_bytes: int,
+        retired: int,
+        tagged: bool | None,
+        pending: set[int] | None = None,
+        on_adjust: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.topic_id = topic_id
+        self.base_seq = base_seq
+        self.salt = salt
+        self.count = count
+        self.nbytes = nbytes
+        self.last_ts = last_ts
+        self.live_count = live_count
+        self.live_bytes = live_bytes
+        self.retired = retired
+        # True: a tags file sits beside the segment; False: no frame has a tag; None:
+        # unknown (sealed before tag files existed): derive it from the frames.
+        self.tagged = tagged
+        self.pending: set[int] = pending if pending is not None else set()
+        # Told (live records, live bytes) the file's flags took away (rule 3).
+        self.on_adjust = on_adjust
+
+    @classmethod
+    def from_buffer(
+        cls,
+        source: ColdSource,
+        topic_id: int,
+        seg: SegmentBuffer,
+        *,
+        tagged: bool | None,
+        pending: set[int],
+        on_adjust: Callable[[int, int], None] | None = None,
+    ) -> ColdSegment:
+        """The cold twin of a sealed in-memory segment whose file is sealed and synced;
+        the buffer itself goes into the cache (it is the freshest copy there is)."""
+        cold = cls(
+            source,
+            topic_id,
+            seg.base_seq,
+            seg.salt,
+            count=seg.count,
+            nbytes=seg.nbytes,
+            last_ts=seg.last_ts,
+            live_count=seg.live_count,
+            live_bytes=seg.live_bytes,
+            retired=seg.retired,
+            tagged=tagged,
+            pending=pending,
+            on_adjust=on_adjust,
+        )
+        source.cache.put(cold.key, seg, cold._cost())
+        return cold
+
+    # -- identity -------------------------------------------------------------------
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.topic_id, self.base_seq)
+
+    @property
+    def path(self) -> str:
+        return segment_path(self.source.segments_dir, self.topic_id, self.base_seq)
+
+    def _cost(self) -> int:
+        return self.nbytes + _PER_FRAME * self.count + _OVERHEAD
+
+    # -- the loaded copy (rules 2, 3, 5) --------------------------------------------
+
+    def loaded(self) -> SegmentBuffer:
+        """The segment's frames, from the cache or read from the file now."""
+        buf = self.source.cache.get(self.key)
+        if buf is None:
+            buf = self._load()
+            self.source.cache.put(self.key, buf, self._cost())
+        return buf  # type: ignore[return-value]
+
+    def _load(self) -> SegmentBuffer:
+        path = self.path
+        try:
+            frames = read_sealed_frames(
+                self.source.fs,
+                path,
+                topic_id=self.topic_id,
+                base_seq=self.base_seq,
+                salt=self.salt,
+                length=self.nbytes,
+            )
+            buf = SegmentBuffer.from_frames(frames, self.base_seq, self.salt, verify=True)
+        except FrameError as exc:
+            self.source.cache.load_errors += 1
+            raise SegmentCorruptionError(f"bad frame: {exc}", path=path) from None
+        except StorageCorruptionError:
+            self.source.cache.load_errors += 1
+            raise
+        except OSError as exc:
+            self.source.cache.load_errors += 1
+            raise StorageUnavailableError.for_read(path, exc) from exc
+        if buf.count != self.count:
+            raise SegmentCorruptionError(
+                f"segment holds {buf.count} frames; the manifest recorded {self.count}",
+                path=path,
+            )
+        buf.seal()
+        buf.retire_to(self.retired, None)
+        for i in self.pending:
+            buf.mark_deleted(i, None)
+        self._agree(buf)
+        return buf
+
+    def _agree(self, buf: SegmentBuffer) -> None:
+        """Rule 3."""
+        dn = buf.live_count - self.live_count
+        db = buf.live_bytes - self.live_bytes
+        if dn == 0 and db == 0:
+            return
+        if dn > 0:
+            log.error(
+                "segment %s has %d more live records than counted; keeping the count",
+                self.path,
+                dn,
+            )
+            return
+        self.live_count += dn
+        self.live_bytes += db
+        if self.on_adjust is not None:
+            self.on_adjust(dn, db)
+
+    # -- counters answered from memory (rule 4) --------------------------------------
+
+    def _dense(self) -> bool:
+        """Every record after the retired prefix is live."""
+        return self.live_count == self.count - self.retired
+
+    def first_live(self, start: int) -> int:
+        start = max(start, self.retired)
+        if start >= self.count or self.live_count == 0:
+            return self.count
+        if self._dense():
+            return start
+        return self.loaded().first_live(start)
+
+    def is_live(self, i: int) -> bool:
+        if i < self.retired or i >= self.count or self.live_count == 0 or i in self.pending:
+            return False
+        if self._dense():
+            return True
+        return self.loaded().is_live(i)
+
+    def retire_to(self, i: int, trie: object = None) -> tuple[int, int, int]:
+        """As ``SegmentBuffer.retire_to``; a cold segment's tags are not in the trie."""
+        i = min(max(i, self.retired), self.count)
+        if i <= self.retired:
+            return 0, 0, -1
+        if self.live_count == 0 or (i == self.count and self._dense()):
+            out = (self.live_count, self.live_bytes, self.count - 1 if self.live_count else -1)
+            cached = self.source.cache.peek(self.key)
+            if cached is not None:
+                cached.retire_to(i, None)  # type: ignore[attr-defined]
+            self.retired = i
+            self.live_count = 0 if i == self.count else self.live_count
+            self.live_bytes = 0 if i == self.count else self.live_bytes
+            self._forget_pending()
+            return out
+        buf = self.loaded()
+        n, size, last = buf.retire_to(i, None)
+        self.retired = buf.retired
+        self.live_count -= n
+        self.live_bytes -= size
+        self._forget_pending()
+        return n, size, last
+
+    def _forget_pending(self) -> None:
+        # A retired frame stays retired on every reload: its pending flag is not needed
+        # to rebuild the live set (the store keeps its own list of flags to write).
+        if self.pending:
+            self.pending = {i for i in self.pending if i >= self.retired}
+
+    def mark_deleted(self, i: int, trie: object = None) -> int:
+        if i < self.retired or i >= self.count or i in self.pending or self.live_count == 0:
+            return 0
+        buf = self.loaded()
+        size = buf.mark_deleted(i, None)
+        if size:
+            self.live_count -= 1
+            self.live_bytes -= size
+            self.pending.add(i)
+        return int(size)
+
+    def flushed(self, idxs: set[int]) -> None:
+        """A checkpoint made these delete flags durable in the file (rule 1)."""
+        if self.pending:
+            self.pending -= idxs
+
+    def seal(self) -> None:
+        """Already sealed."""
+
+    def append(self, frames: object) -> int:
+        raise ValueError(f"segment {self.path} is sealed")
+
+    # -- everything else reads the frames ------------------------------------------
+
+    def frame_len(self, i: int) -> int:
+        return self.loaded().frame_len(i)
+
+    def ts_at(self, i: int) -> int:
+        return self.loaded().ts_at(i)
+
+    def tag_at(self, i: int) -> bytes | None:
+        return self.loaded().tag_at(i)
+
+    def node_at(self, i: int) -> bytes | None:
+        return self.loaded().node_at(i)
+
+    def offset_of(self, i: int) -> int:
+        return self.loaded().offset_of(i)
+
+    def frame(self, i: int) -> bytes:
+        return self.loaded().frame(i)
+
+    def decode(
+        self, i: int
+    ) -> tuple[int, int, bytes | None, bytes | None, bytes | None, bytes, bool]:
+        return self.loaded().decode(i)
+
+    def first_ts_at_least(self, ts_ms: int) -> int:
+        return self.loaded().first_ts_at_least(ts_ms)
+
+    def view(self) -> memoryview:
+        return self.loaded().view()
+
+    def render(
+        self,
+        start: int,
+        limit: int,
+        max_bytes: int,
+        skip_nodes: frozenset[bytes] | None,
+        flags: int,
+        stop: int = -1,
+        keep: Keep | None = None,
+    ) -> tuple[bytes, int, int, int]:
+        if start >= self.count or self.live_count == 0:
+            # Nothing live from here: walk to the end (or ``stop``) without reading.
+            end = self.count if stop < 0 else min(stop, self.count)
+            return b"", 0, 0, max(start, end)
+        return self.loaded().render(start, limit, max_bytes, skip_nodes, flags, stop, keep)
+
+    # -- tags (issue 31 item 3) -----------------------------------------------------
+
+    def tagged_seqs(self, op: str, operand: bytes, below: int) -> list[int]:
+        """Live seqs below ``below`` whose tag equals (``op == "Eq"``) or starts with
+        ``operand``, from the segment's tag index file (or its frames when it has none)."""
+        if self.tagged is False or self.live_count == 0 or below <= self.base_seq:
+            return []
+        index = self._tag_index()
+        idxs = index.exact(operand) if op == "Eq" else index.prefix(operand)
+        end = min(below - self.base_seq, self.count)
+        return [self.base_seq + i for i in idxs if self.retired <= i < end and self.is_live(i)]
+
+    def _tag_index(self) -> TagIndex:
+        from .._storage.tag_index import (
+            decode_tag_index,
+            encode_tag_index,
+            read_tag_index,
+            tagged_frames,
+        )
+
+        key = (self.topic_id, self.base_seq, "tags")
+        cache = self.source.cache
+        index: Any = cache.get(key)
+        if index is None:
+            if self.tagged:
+                try:
+                    index = read_tag_index(
+                        self.source.fs,
+                        self.path,
+                        topic_id=self.topic_id,
+                        base_seq=self.base_seq,
+                        salt=self.salt,
+                        frame_count=self.count,
+                    )
+                except (FileNotFoundError, StorageCorruptionError) as exc:
+                    # The frames hold the same tags; only the shortcut is gone or damaged.
+                    log.warning(
+                        "tag index of %s unusable (%s); using the frames. `topics verify "
+                        "DATA_DIR` lists damaged files",
+                        self.path,
+                        exc,
+                    )
+                    self.tagged = None
+                except OSError as exc:
+                    raise StorageUnavailableError.for_read(self.path + ".tags", exc) from exc
+            if index is None:
+                tid, base, salt = self.topic_id, self.base_seq, self.salt
+                raw = encode_tag_index(tid, base, salt, tagged_frames(self.loaded()))
+                index = decode_tag_index(
+                    raw, path=self.path, topic_id=tid, base_seq=base, salt=salt
+                )
+            cache.put(key, index, index.nbytes)
+        return index  # type: ignore[no-any-return]
+
+
+def is_cold(seg: object) -> bool:
+    """Whether ``seg`` is a :class:`ColdSegment` (the log's segments are one of two kinds)."""
+    return type(seg) is ColdSegment
+
+
+#: A log's segment: in memory (the open tail, and sealed ones until a checkpoint wrote
+#: them, or every segment of a ``memory``/``ephemeral`` topic) or in its file.
+Segment = SegmentBuffer | ColdSegment
