@@ -213,6 +213,11 @@ def _aggregates(
     ]
 
 
+def _aggregate_kind(name: str) -> Literal["counter", "gauge"]:
+    """An aggregate's TYPE: a ``_total`` is a counter (the naming convention)."""
+    return "counter" if name.endswith("_total") else "gauge"
+
+
 def _topic_values(stats: EngineStatistics, attr: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for gauge in stats.topic_gauges:
@@ -260,7 +265,7 @@ def render_prometheus(
     for cls, count in sorted(stats.topics_by_class.items()):
         lines.append(f'{_BY_CLASS}{{class="{_escape(cls)}"}} {count}')
     for name, help_text, value in _aggregates(stats, extras):
-        family(name, "counter" if name.endswith("_total") else "gauge", help_text)
+        family(name, _aggregate_kind(name), help_text)
         lines.append(f"{name} {_num(value)}")
     for name, attr, help_text in _TOPIC_METRICS:
         family(name, "gauge", help_text)
@@ -342,7 +347,7 @@ def metric_families() -> Sequence[MetricFamily]:
         json_type: Literal["integer", "number"] = (
             "number" if isinstance(value, float) else "integer"
         )
-        out.append(MetricFamily(name, "gauge", help_text, (), json_type))
+        out.append(MetricFamily(name, _aggregate_kind(name), help_text, (), json_type))
     out += [MetricFamily(n, "gauge", h, ("topic",), "integer") for n, _, h in _TOPIC_METRICS]
     out.append(MetricFamily(_TRUNCATED, "gauge", _TRUNCATED_HELP, (), "integer"))
     out += [
