@@ -169,6 +169,17 @@ def _le(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
 
 
+# The extra gauges ``_aggregates`` places itself (with a fallback from the engine's stats).
+_EXPLICIT_EXTRAS = frozenset(
+    {
+        "topics_routers",
+        "topics_queue_leases_in_flight",
+        "topics_sse_connections",
+        "topics_watch_sessions",
+    }
+)
+
+
 def _aggregates(
     stats: EngineStatistics, extras: Mapping[str, float | int] | None
 ) -> list[tuple[str, str, float | int | bool]]:
@@ -200,12 +211,10 @@ def _aggregates(
         ),
         *(
             (name, EXTRA_GAUGES[name], extra.get(name, 0))
-            for name in (
-                "topics_sse_direct_streams",
-                "topics_storage_degraded",
-                "topics_storage_free_bytes",
-                "topics_storage_min_free_bytes",
-            )
+            # Every other declared gauge, in declaration order: a new one renders without
+            # an edit here (the storage, cache and scrub series come this way).
+            for name in EXTRA_GAUGES
+            if name not in _EXPLICIT_EXTRAS
         ),
         ("topics_ready", "1 once recovery finished and the server is ready.", stats.ready),
         ("topics_recovery_progress", "Recovery progress, 0.0-1.0.", stats.recovery_progress),

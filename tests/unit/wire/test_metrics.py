@@ -55,6 +55,15 @@ EXTENSION_NAMES = {
     "topics_cursor_lag",
     "topics_cursor_seq",
     "topics_topic_queue_scheduled",
+    # Issues 31 and 32: the block cache and damaged files.
+    "topics_storage_damaged_files",
+    "topics_cache_bytes",
+    "topics_cache_capacity_bytes",
+    "topics_cache_segments",
+    "topics_cache_hits_total",
+    "topics_cache_misses_total",
+    "topics_cache_evictions_total",
+    "topics_cache_load_errors_total",
 }
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[a-z]+="(?:[^"\\]|\\.)*"\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
