@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import ujson
 
+import topics.log.cold_segment as cold_segment
 import topics.log.topic_log as topic_log
 from topics._clock import ManualClock
 from topics._storage.fs import RealFs
@@ -33,9 +34,11 @@ START_MS = 1_700_000_000_000
 TINY_CACHE = 2048
 
 
-@pytest.fixture(autouse=True)
-def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, params=["whole", "blocks"])
+def small_segments(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """1 KiB segments; read whole, or in blocks of a few frames (cold_segment rule 6)."""
     monkeypatch.setattr(topic_log, "SEGMENT_TARGET_BYTES", 1024)
+    monkeypatch.setattr(cold_segment, "BLOCK_BYTES", 1 << 20 if request.param == "whole" else 200)
 
 
 @asynccontextmanager

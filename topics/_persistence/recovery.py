@@ -123,7 +123,21 @@ def recover(
     """
     if cold is None:
         cold = ColdSource(fs, paths.segments, SegmentCache())
-    report = progress or (lambda _: None)
+    cold.recovering = True  # whole-segment loads while the WAL replays (cold_segment rule 6)
+    try:
+        return _recover(fs, paths, repair, progress or (lambda _: None), handed_out, cold)
+    finally:
+        cold.recovering = False
+
+
+def _recover(
+    fs: Fs,
+    paths: StorePaths,
+    repair: bool,
+    report: Callable[[float], None],
+    handed_out: Mapping[int, int] | None,
+    cold: ColdSource,
+) -> Recovered:
     loaded = load_manifest(fs, paths.manifest) if fs.exists(paths.manifest) else None
     body: dict[str, Any] = {"covered_lsn": 0, "topics": []}
     generation = 0

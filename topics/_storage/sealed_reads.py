@@ -10,16 +10,41 @@ carry their own lengths, and ``topics verify`` and recovery check the index.
 
 from __future__ import annotations
 
-from .fs import Fs
-from .segment_files import HEADER_SIZE, SegmentCorruptionError, read_header
+import array
+import struct
+import sys
 
-__all__ = ["read_sealed_frames"]
+from topics._core import crc32c
+
+from .fs import Fs
+from .segment_files import (
+    HEADER_SIZE,
+    INDEX_MAGIC,
+    INDEX_SUFFIX,
+    SEGMENT_FORMAT_VERSION,
+    SegmentCorruptionError,
+    read_header,
+)
+
+__all__ = ["read_sealed_frames", "read_sealed_offsets"]
+
+# The index file's header (docs/STORAGE_FORMATS.md, "Index file"): magic, version, reserved,
+# salt, topic_id, base_seq, frame_count, frames_length; then u32 offsets, then a CRC.
+_INDEX_HEADER = struct.Struct("<8sHHIQQII")
 
 
 def read_sealed_frames(
-    fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int, length: int
+    fs: Fs,
+    path: str,
+    *,
+    topic_id: int,
+    base_seq: int,
+    salt: int,
+    length: int,
+    start: int = 0,
 ) -> bytes:
-    """The ``length`` frame bytes of the sealed segment at ``path``.
+    """The ``length`` frame bytes from frame offset ``start`` of the sealed segment at
+    ``path`` (a whole segment, or one block of its frames for the cache).
 
     Raises:
         SegmentCorruptionError: a bad header, another segment's header, or fewer bytes
@@ -30,7 +55,7 @@ def read_sealed_frames(
     handle = fs.open(path)
     try:
         ident = read_header(handle, path)
-        data = handle.read_at(HEADER_SIZE, length) if length else b""
+        data = handle.read_at(HEADER_SIZE + start, length) if length else b""
     finally:
         handle.close()
     if ident != (topic_id, base_seq, salt):
@@ -42,8 +67,47 @@ def read_sealed_frames(
         )
     if len(data) != length:
         raise SegmentCorruptionError(
-            f"segment holds {len(data)} frame bytes, {length} were recorded",
+            f"segment holds {start + len(data)} frame bytes, {start + length} were recorded",
             path=path,
-            offset=HEADER_SIZE + len(data),
+            offset=HEADER_SIZE + start + len(data),
         )
     return data
+
+
+def read_sealed_offsets(
+    fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int, count: int, length: int
+) -> array.array[int]:
+    """The frame offsets of the sealed segment at ``path``, from its index file, checked
+    against the identity and size the manifest recorded: what lets the cache read one
+    block of a segment instead of all of it.
+
+    Raises:
+        FileNotFoundError: no index (the caller reads whole segments instead).
+        SegmentCorruptionError: an index that fails its checksum or does not match.
+    """
+    idx_path = path + INDEX_SUFFIX
+    handle = fs.open(idx_path)
+    try:
+        raw = handle.read_at(0, handle.size())
+    finally:
+        handle.close()
+    size = _INDEX_HEADER.size
+    if len(raw) != size + 4 * count + 4 or crc32c(raw[:-4], salt) != int.from_bytes(
+        raw[-4:], "little"
+    ):
+        raise SegmentCorruptionError("segment index fails its checksum", path=idx_path)
+    magic, version, _, i_salt, i_topic, i_base, i_count, i_length = _INDEX_HEADER.unpack_from(raw)
+    if (magic, version, i_salt, i_topic, i_base, i_count, i_length) != (
+        INDEX_MAGIC,
+        SEGMENT_FORMAT_VERSION,
+        salt,
+        topic_id,
+        base_seq,
+        count,
+        length,
+    ):
+        raise SegmentCorruptionError("segment index does not match its segment", path=idx_path)
+    offsets = array.array("I", raw[size : size + 4 * count])
+    if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+        offsets.byteswap()
+    return offsets

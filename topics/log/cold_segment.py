@@ -24,6 +24,12 @@ Rules:
 4. Questions answered without the file: ``first_live``/``is_live`` when nothing or
    everything after the retired prefix is live, and retiring a whole segment whose
    records are all live (cap and TTL drop old segments without reading them).
+6. Reads load one block (about ``BLOCK_BYTES`` of whole frames, found with the offsets
+   of the segment's index file, itself cached) rather than the whole segment, so a diff
+   far back reads about what it returns. Changes (deletes, retiring part of a segment)
+   and everything during recovery load the whole segment, where rule 3's check runs:
+   once recovery has replayed the WAL the file's flags are the truth, so a block needs
+   no such check. Every cached copy of a frame takes a change made to it.
 5. A file that cannot be read fails the one call that needed it with
    ``StorageUnavailableError`` (503, retry): the server stays up and the next call reads
    again. Frames that fail their checks raise ``StorageCorruptionError``.
@@ -31,14 +37,17 @@ Rules:
 
 from __future__ import annotations
 
+import array
+import bisect
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core import FrameError, SegmentBuffer
 from .._storage.damage import DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
-from .._storage.sealed_reads import read_sealed_frames
+from .._storage.sealed_reads import read_sealed_frames, read_sealed_offsets
 from .._storage.segment_cache import SegmentCache
 from .._storage.segment_files import SegmentCorruptionError, segment_path
 from ..errors import StorageUnavailableError
@@ -55,12 +64,17 @@ log = logging.getLogger("topics.storage")
 _PER_FRAME = 4
 _OVERHEAD = 128
 
+#: The unit of a cold read (rule 6): the frames that start within one aligned 128 KiB of
+#: the segment's frame bytes. About 1,000 records of 100 B: what one diff returns. The
+#: tiny cache test pass (scripts/test) shrinks it with ``_TOPICS_TEST_BLOCK_BYTES``.
+BLOCK_BYTES = int(os.environ.get("_TOPICS_TEST_BLOCK_BYTES") or 128 << 10)
+
 
 class ColdSource:
     """What the cold segments of one store share: its file system, segments directory,
     cache, and the registry of damaged files (``_storage/damage.py``, issue 32)."""
 
-    __slots__ = ("cache", "damage", "fs", "segments_dir")
+    __slots__ = ("cache", "damage", "fs", "recovering", "segments_dir")
 
     def __init__(
         self,
@@ -73,6 +87,8 @@ class ColdSource:
         self.segments_dir = segments_dir
         self.cache = cache
         self.damage = damage if damage is not None else DamageRegistry()
+        # True while recovery replays the WAL: reads then load whole segments (rule 6).
+        self.recovering = False
 
 
 class ColdSegment:
@@ -81,6 +97,7 @@ class ColdSegment:
     __slots__ = (
         "base_seq",
         "count",
+        "index_ok",
         "last_ts",
         "live_bytes",
         "live_count",
@@ -129,6 +146,8 @@ class ColdSegment:
         self.pending: set[int] = pending if pending is not None else set()
         # Told (live records, live bytes) the file's flags took away (rule 3).
         self.on_adjust = on_adjust
+        # False once the index file proved missing or damaged: whole loads only (rule 6).
+        self.index_ok = True
 
     @classmethod
     def from_buffer(
@@ -247,14 +266,21 @@ class ColdSegment:
             return self.count
         if self._dense():
             return start
-        return self.loaded().first_live(start)
+        while start < self.count:
+            buf, first = self._piece(start)
+            j = buf.first_live(start - first)
+            if j < buf.count:
+                return first + j
+            start = first + buf.count
+        return self.count
 
     def is_live(self, i: int) -> bool:
         if i < self.retired or i >= self.count or self.live_count == 0 or i in self.pending:
             return False
         if self._dense():
             return True
-        return self.loaded().is_live(i)
+        buf, first = self._piece(i)
+        return buf.is_live(i - first)
 
     def retire_to(self, i: int, trie: object = None) -> tuple[int, int, int]:
         """As ``SegmentBuffer.retire_to``; a cold segment's tags are not in the trie."""
@@ -266,6 +292,7 @@ class ColdSegment:
             cached = self.source.cache.peek(self.key)
             if cached is not None:
                 cached.retire_to(i, None)  # type: ignore[attr-defined]
+            self._drop_blocks()
             self.retired = i
             self.live_count = 0 if i == self.count else self.live_count
             self.live_bytes = 0 if i == self.count else self.live_bytes
@@ -277,6 +304,7 @@ class ColdSegment:
         self.live_count -= n
         self.live_bytes -= size
         self._forget_pending()
+        self._drop_blocks()
         return n, size, last
 
     def _forget_pending(self) -> None:
@@ -288,8 +316,11 @@ class ColdSegment:
     def mark_deleted(self, i: int, trie: object = None) -> int:
         if i < self.retired or i >= self.count or i in self.pending or self.live_count == 0:
             return 0
-        buf = self.loaded()
-        size = buf.mark_deleted(i, None)
+        buf, first = self._piece(i)  # whole during recovery (rule 3)
+        size = buf.mark_deleted(i - first, None)
+        for other, at in self._copies(i):
+            if other is not buf:
+                other.mark_deleted(i - at, None)
         if size:
             self.live_count -= 1
             self.live_bytes -= size
@@ -309,28 +340,138 @@ class ColdSegment:
 
     # -- everything else reads the frames ------------------------------------------
 
+    def _offsets(self) -> array.array[int] | None:
+        """The frame offsets from the index file (cached), or None: read whole segments."""
+        if not self.index_ok:
+            return None
+        key = (self.topic_id, self.base_seq, "idx")
+        cache = self.source.cache
+        offsets: Any = cache.get(key)
+        if offsets is None:
+            try:
+                offsets = read_sealed_offsets(
+                    self.source.fs,
+                    self.path,
+                    topic_id=self.topic_id,
+                    base_seq=self.base_seq,
+                    salt=self.salt,
+                    count=self.count,
+                    length=self.nbytes,
+                )
+            except (FileNotFoundError, StorageCorruptionError) as exc:
+                log.warning("index of %s unusable (%s); reading it whole", self.path, exc)
+                self.index_ok = False
+                return None
+            except OSError as exc:
+                self.source.cache.load_errors += 1
+                raise StorageUnavailableError.for_read(self.path + ".idx", exc) from exc
+            cache.put(key, offsets, _PER_FRAME * self.count + _OVERHEAD)
+        return offsets  # type: ignore[no-any-return]
+
+    def _piece(self, i: int) -> tuple[SegmentBuffer, int]:
+        """A loaded copy holding frame ``i`` and the index of its first frame (rule 6)."""
+        cache = self.source.cache
+        whole = cache.peek(self.key)
+        if whole is not None or self.nbytes <= BLOCK_BYTES or self.source.recovering:
+            return self.loaded(), 0
+        offsets = self._offsets()
+        if offsets is None:
+            return self.loaded(), 0
+        block = offsets[i] // BLOCK_BYTES
+        key = (self.topic_id, self.base_seq, block)
+        piece: Any = cache.get(key)
+        if piece is None:
+            piece = self._load_block(offsets, block)
+            cache.put(key, piece, piece[0].nbytes + _PER_FRAME * piece[0].count + _OVERHEAD)
+        return piece  # type: ignore[no-any-return]
+
+    def _load_block(self, offsets: array.array[int], block: int) -> tuple[SegmentBuffer, int]:
+        first = bisect.bisect_left(offsets, block * BLOCK_BYTES)
+        end = bisect.bisect_left(offsets, (block + 1) * BLOCK_BYTES)
+        start = offsets[first]
+        stop = offsets[end] if end < self.count else self.nbytes
+        path = self.path
+        try:
+            frames = read_sealed_frames(
+                self.source.fs,
+                path,
+                topic_id=self.topic_id,
+                base_seq=self.base_seq,
+                salt=self.salt,
+                length=stop - start,
+                start=start,
+            )
+            buf = SegmentBuffer.from_frames(frames, self.base_seq + first, self.salt, verify=True)
+        except FrameError as exc:
+            self.source.cache.load_errors += 1
+            raise SegmentCorruptionError(f"bad frame: {exc}", path=path) from None
+        except StorageCorruptionError:
+            self.source.cache.load_errors += 1
+            raise
+        except OSError as exc:
+            self.source.cache.load_errors += 1
+            raise StorageUnavailableError.for_read(path, exc) from exc
+        if buf.count != end - first:
+            raise SegmentCorruptionError(
+                f"frames {first}..{end - 1} do not match the segment's index", path=path
+            )
+        buf.seal()
+        if self.retired > first:
+            buf.retire_to(self.retired - first, None)
+        for p in self.pending:
+            if first <= p < end:
+                buf.mark_deleted(p - first, None)
+        return buf, first
+
+    def _copies(self, i: int) -> list[tuple[SegmentBuffer, int]]:
+        """Every cached copy holding frame ``i`` (rule 6: a change reaches them all)."""
+        cache = self.source.cache
+        out: list[tuple[SegmentBuffer, int]] = []
+        whole: Any = cache.peek(self.key)
+        if whole is not None:
+            out.append((whole, 0))
+        offsets: Any = cache.peek((self.topic_id, self.base_seq, "idx"))
+        if offsets is not None:
+            piece: Any = cache.peek((self.topic_id, self.base_seq, offsets[i] // BLOCK_BYTES))
+            if piece is not None:
+                out.append(piece)
+        return out
+
+    def _drop_blocks(self) -> None:
+        """Forget the cached blocks (a change was made to the whole copy only)."""
+        cache = self.source.cache
+        for block in range(self.nbytes // BLOCK_BYTES + 1):
+            cache.discard((self.topic_id, self.base_seq, block))
+
     def frame_len(self, i: int) -> int:
-        return self.loaded().frame_len(i)
+        buf, first = self._piece(i)
+        return buf.frame_len(i - first)
 
     def ts_at(self, i: int) -> int:
-        return self.loaded().ts_at(i)
+        buf, first = self._piece(i)
+        return buf.ts_at(i - first)
 
     def tag_at(self, i: int) -> bytes | None:
-        return self.loaded().tag_at(i)
+        buf, first = self._piece(i)
+        return buf.tag_at(i - first)
 
     def node_at(self, i: int) -> bytes | None:
-        return self.loaded().node_at(i)
+        buf, first = self._piece(i)
+        return buf.node_at(i - first)
 
     def offset_of(self, i: int) -> int:
-        return self.loaded().offset_of(i)
+        offsets = self._offsets() if self.nbytes > BLOCK_BYTES else None
+        return offsets[i] if offsets is not None else self.loaded().offset_of(i)
 
     def frame(self, i: int) -> bytes:
-        return self.loaded().frame(i)
+        buf, first = self._piece(i)
+        return buf.frame(i - first)
 
     def decode(
         self, i: int
     ) -> tuple[int, int, bytes | None, bytes | None, bytes | None, bytes, bool]:
-        return self.loaded().decode(i)
+        buf, first = self._piece(i)
+        return buf.decode(i - first)
 
     def first_ts_at_least(self, ts_ms: int) -> int:
         return self.loaded().first_ts_at_least(ts_ms)
@@ -348,11 +489,29 @@ class ColdSegment:
         stop: int = -1,
         keep: Keep | None = None,
     ) -> tuple[bytes, int, int, int]:
-        if start >= self.count or self.live_count == 0:
+        """As ``SegmentBuffer.render``, block by block (rule 6)."""
+        end = self.count if stop < 0 else min(stop, self.count)
+        i = max(start, self.retired)
+        if i >= end or self.live_count == 0:
             # Nothing live from here: walk to the end (or ``stop``) without reading.
-            end = self.count if stop < 0 else min(stop, self.count)
             return b"", 0, 0, max(start, end)
-        return self.loaded().render(start, limit, max_bytes, skip_nodes, flags, stop, keep)
+        parts: list[bytes] = []
+        emitted = examined = size = 0
+        while i < end and examined < limit and size < max_bytes:
+            buf, first = self._piece(i)
+            local_stop = min(end - first, buf.count)
+            frag, e, x, nxt = buf.render(
+                i - first, limit - examined, max_bytes - size, skip_nodes, flags, local_stop, keep
+            )
+            if e:
+                parts.append(frag)
+                size += len(frag)
+            emitted += e
+            examined += x
+            i = first + nxt
+            if nxt < local_stop:
+                break  # the limit or the byte budget ended it inside this block
+        return b",".join(parts), emitted, examined, i
 
     # -- tags (issue 31 item 3) -----------------------------------------------------
 
