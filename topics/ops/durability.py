@@ -253,7 +253,13 @@ class Durability:
         cold = ColdSource(fs, paths.segments, SegmentCache(app.limits.cache_bytes), app.damage)
         rec = await trio.to_thread.run_sync(
             lambda: recover(
-                fs, paths, repair=True, progress=progress, handed_out=handed_out, cold=cold
+                fs,
+                paths,
+                repair=True,
+                progress=progress,
+                handed_out=handed_out,
+                cold=cold,
+                damage=app.damage,
             )
         )
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
