@@ -133,15 +133,7 @@ def recover(
     if cold is None:
         cold = ColdSource(fs, paths.segments, SegmentCache())
     report = progress or (lambda _: None)
-    failed: list[tuple[str, str]] = []
-    loaded = load_manifest(fs, paths.manifest, failed) if fs.exists(paths.manifest) else None
-    if damage is not None and loaded is not None:
-        for name, why in failed:  # newer generations that do not validate: fallen back
-            damage.report(_manifest_damage(name, why, loaded[0]))
-    body: dict[str, Any] = {"covered_lsn": 0, "topics": []}
-    generation = 0
-    if loaded is not None:
-        generation, body = loaded
+    generation, body = _load_base(fs, paths, damage)
     registry = TopicRegistry()
     registry.next_id = int(body.get("next_topic_id", 1))
     out = Recovered(registry, generation, int(body["covered_lsn"]), int(body["covered_lsn"]), -1)
@@ -152,35 +144,7 @@ def recover(
         report(0.5 * (i + 1) / max(1, len(topics)))
     if repair and fs.exists(paths.segments):
         _remove_unlisted_segments(fs, paths, out)
-    skips: WalSkips | None = None
-    if fs.exists(paths.wal):
-        replay = _Replay(out)
-        skips = replay.skips = WalSkips(paths.root, out.covered_lsn, damage, replay.by_id.keys)
-        # Only a writer skips damaged entries: a Reader beside it would read the same
-        # bytes differently from one retry to the next, so it refuses them (rule 3).
-        scan = scan_wal(
-            fs,
-            paths.wal,
-            from_lsn=out.covered_lsn + 1,
-            repair=repair,
-            on_skip=skips.add if repair else None,
-        )
-        for entry in scan:
-            if entry.lsn != out.last_lsn + 1 and not (
-                entry.lsn > out.last_lsn and skips.explains(out.last_lsn + 1, entry.lsn - 1)
-            ):
-                # A reader raced a checkpoint that trimmed the WAL (it retries with the
-                # newer manifest); for the writer this means lost WAL files.
-                raise StaleManifestError(
-                    f"WAL continues at LSN {entry.lsn} but the manifest covers up to {out.covered_lsn}",
-                    path=paths.wal,
-                )
-            replay.apply(entry.entry_type, entry.payload)
-            out.last_lsn = entry.lsn
-        out.last_lsn = max(out.last_lsn, skips.max_lsn)  # new entries go above the lost ones
-        # Listed after the scan: a repair may have removed a newest file with a torn header.
-        numbers = wal_files(fs, paths.wal)
-        out.last_file_no = numbers[-1] if numbers else -1
+    skips = _replay_wal(fs, paths, out, repair, damage) if fs.exists(paths.wal) else None
     if repair:
         if skips is not None and skips.lost:
             for log, marker in skips.corrupt_heads(registry.topics.values(), handed_out):
@@ -192,6 +156,55 @@ def recover(
                 _repair_head(log, out, handed_out)
     report(1.0)
     return out
+
+
+def _load_base(
+    fs: Fs, paths: StorePaths, damage: DamageRegistry | None
+) -> tuple[int, dict[str, Any]]:
+    """Rule 1: the newest valid manifest (generation 0, empty, in a fresh directory);
+    newer generations that do not validate are reported."""
+    failed: list[tuple[str, str]] = []
+    loaded = load_manifest(fs, paths.manifest, failed) if fs.exists(paths.manifest) else None
+    if loaded is None:
+        return 0, {"covered_lsn": 0, "topics": []}
+    if damage is not None:
+        for name, why in failed:
+            damage.report(_manifest_damage(name, why, loaded[0]))
+    return loaded
+
+
+def _replay_wal(
+    fs: Fs, paths: StorePaths, out: Recovered, repair: bool, damage: DamageRegistry | None
+) -> WalSkips:
+    """Rules 2-3: replay the WAL after the manifest's covered LSN into ``out``."""
+    replay = _Replay(out)
+    skips = replay.skips = WalSkips(paths.root, out.covered_lsn, damage, replay.by_id.keys)
+    # Only a writer skips damaged entries: a Reader beside it would read the same
+    # bytes differently from one retry to the next, so it refuses them (rule 3).
+    scan = scan_wal(
+        fs,
+        paths.wal,
+        from_lsn=out.covered_lsn + 1,
+        repair=repair,
+        on_skip=skips.add if repair else None,
+    )
+    for entry in scan:
+        if entry.lsn != out.last_lsn + 1 and not (
+            entry.lsn > out.last_lsn and skips.explains(out.last_lsn + 1, entry.lsn - 1)
+        ):
+            # A reader raced a checkpoint that trimmed the WAL (it retries with the
+            # newer manifest); for the writer this means lost WAL files.
+            raise StaleManifestError(
+                f"WAL continues at LSN {entry.lsn} but the manifest covers up to {out.covered_lsn}",
+                path=paths.wal,
+            )
+        replay.apply(entry.entry_type, entry.payload)
+        out.last_lsn = entry.lsn
+    out.last_lsn = max(out.last_lsn, skips.max_lsn)  # new entries go above the lost ones
+    # Listed after the scan: a repair may have removed a newest file with a torn header.
+    numbers = wal_files(fs, paths.wal)
+    out.last_file_no = numbers[-1] if numbers else -1
+    return skips
 
 
 def _repair_head(log: TopicLog, out: Recovered, handed_out: Mapping[int, int] | None) -> None:
@@ -367,29 +380,9 @@ class _Replay:
             self.out.registry.remove(log.name)
             del self.by_id[log.topic_id]
         elif kind == entries.GAP:
-            # A head jump an earlier recovery logged: redo it at the same seq.
-            seq, lost_from, lost_to = values[1], values[2], values[3]
-            damaged = self._resolve(log) == "corrupt" or entries.gap_is_corrupt(values)
-            if seq > log.head:
-                log.head = seq - 1
-                reason: TombstoneReason = "corrupt" if damaged else "crash"
-                log.add_gap(reason, lost_to - lost_from + 1, lost_from, lost_to)
+            self._gap(log, values)
         elif kind == entries.HEAD:
-            # Exactly this head, nothing handed out above it (entries.py rule 5). Above the
-            # replayed head only after a silent jump, or for an ephemeral topic's records.
-            head = values[1]
-            if log.config.durability == "ephemeral":
-                if head > log.head:  # records handed out in memory, gone (rule 6)
-                    log.skip_to(head)
-                    log.restart_floor = log.cap_floor
-            elif self._resolve(log) == "corrupt" and head > log.head:
-                # The skipped run may have held appends up to this head: not silent.
-                lost_from = log.head + 1
-                log.head = head - 1
-                log.add_gap("corrupt", head - lost_from + 1, lost_from, head)
-            else:
-                log.skip_silently(head)
-            log.watermark = head
+            self._head(log, values[1])
         elif kind == entries.WATERMARK:
             log.watermark = max(log.watermark, values[1])
         elif kind == entries.DELETE_BEFORE:
@@ -402,6 +395,31 @@ class _Replay:
             log.replay_expiry(values[1], values[2])
         else:
             raise StorageCorruptionError(f"unknown WAL entry type {kind}", path="wal")
+
+    def _gap(self, log: TopicLog, values: tuple[int, ...]) -> None:
+        # A head jump an earlier recovery logged: redo it at the same seq.
+        seq, lost_from, lost_to = values[1], values[2], values[3]
+        damaged = self._resolve(log) == "corrupt" or entries.gap_is_corrupt(values)
+        if seq > log.head:
+            log.head = seq - 1
+            reason: TombstoneReason = "corrupt" if damaged else "crash"
+            log.add_gap(reason, lost_to - lost_from + 1, lost_from, lost_to)
+
+    def _head(self, log: TopicLog, head: int) -> None:
+        # Exactly this head, nothing handed out above it (entries.py rule 5). Above the
+        # replayed head only after a silent jump, or for an ephemeral topic's records.
+        if log.config.durability == "ephemeral":
+            if head > log.head:  # records handed out in memory, gone (rule 6)
+                log.skip_to(head)
+                log.restart_floor = log.cap_floor
+        elif self._resolve(log) == "corrupt" and head > log.head:
+            # The skipped run may have held appends up to this head: not silent.
+            lost_from = log.head + 1
+            log.head = head - 1
+            log.add_gap("corrupt", head - lost_from + 1, lost_from, head)
+        else:
+            log.skip_silently(head)
+        log.watermark = head
 
     def _topic_put(self, body: dict[str, Any]) -> None:
         name, topic_id = body["name"], int(body["id"])
