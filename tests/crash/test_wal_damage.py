@@ -239,3 +239,25 @@ async def test_a_topic_with_no_entry_after_the_damage_gets_a_widened_corrupt_ran
     async with open_engine(ROOT, clock=ManualClock(START_MS), fs=disk) as engine:
         _, stones = await _read_all(engine, "q")
         assert any(t.reason == "corrupt" and t.gap_from == seqs[0] for t in stones)
+
+
+async def test_a_topic_created_in_the_damaged_entries_is_missing_and_said_to_be(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    disk, acked = await _crashed_disk()
+    put = next(
+        e
+        for e in scan_wal(disk, WAL, repair=False)
+        if e.entry_type == entries.TOPIC_PUT and entries.decode_topic_put(e.payload)["name"] == "q"
+    )
+    assert put.file_no != wal_files(disk, WAL)[-1]
+    disk.poke(wal_path(WAL, put.file_no), put.offset + 25, b"\xaa")
+    caplog.set_level(logging.ERROR, logger="topics.storage")
+    async with open_engine(ROOT, clock=ManualClock(START_MS), fs=disk) as engine:
+        assert "q" not in engine._registry.topics
+        for name in ("a", "b"):
+            records, _ = await _read_all(engine, name)
+            assert {s: records[s] for s in acked[name]} == acked[name]
+        [damage] = _wal_damage(engine)
+        assert "topic creations" in damage.detail
+    assert any("append to topics no readable entry" in r.getMessage() for r in caplog.records)

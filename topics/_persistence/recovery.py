@@ -201,6 +201,7 @@ def _replay_wal(
         replay.apply(entry.entry_type, entry.payload)
         out.last_lsn = entry.lsn
     out.last_lsn = max(out.last_lsn, skips.max_lsn)  # new entries go above the lost ones
+    skips.log_orphans()
     # Listed after the scan: a repair may have removed a newest file with a torn header.
     numbers = wal_files(fs, paths.wal)
     out.last_file_no = numbers[-1] if numbers else -1
@@ -441,6 +442,8 @@ class _Replay:
     def _append(self, entry: entries.AppendEntry) -> None:
         log = self.by_id.get(entry.topic_id)
         if log is None:
+            if self.skips is not None and self.skips.lost:
+                self.skips.orphans += 1
             return
         n = len(iter_frames(entry.frames, entry.salt, verify=False))
         first = frame_seq(entry.frames, 0)

@@ -22,16 +22,19 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 
 from .._core import FRAME_HEADER_SIZE, FRAME_TRAILER_SIZE
-from .._storage.damage import Damage, DamageRegistry
+from .._storage.damage import VERIFY_HINT, Damage, DamageRegistry
 from .._storage.wal_reader import WalSkip
 from ..log.gap_markers import GapMarker
 from ..log.topic_log import TopicLog
 
 __all__ = ["WalSkips"]
+
+_logger = logging.getLogger("topics.storage")
 
 # The fewest bytes one record takes in an APPEND entry, so skipped bytes bound the seqs.
 _MIN_RECORD_BYTES = FRAME_HEADER_SIZE + FRAME_TRAILER_SIZE
@@ -59,6 +62,7 @@ class WalSkips:
         self.runs: list[tuple[int, int | None]] = []  # (first, last) LSNs lost
         self.seq_bound = 0  # seqs the runs could have held (rule 3)
         self.unresolved: set[int] = set()  # topic ids (rule 2)
+        self.orphans = 0  # appends after a run to topics it may have created (rule 4)
 
     @property
     def lost(self) -> bool:
@@ -79,6 +83,16 @@ class WalSkips:
         self.seq_bound += _seq_bound(skip, first)
         if self.damage is not None:
             self.damage.report(self._damage(skip, first))
+
+    def log_orphans(self) -> None:
+        """Rule 4, after the replay: appends of topics no entry read created."""
+        if self.orphans:
+            _logger.error(
+                "%d WAL entries after the skipped ones append to topics no readable entry "
+                "creates (created in the skipped entries?): their records are not recovered; %s",
+                self.orphans,
+                VERIFY_HINT,
+            )
 
     def explains(self, first: int, last: int) -> bool:
         """True when LSNs ``first..last`` (a jump in the scan) all lie in skipped runs."""

@@ -119,10 +119,12 @@ async def test_a_healthy_directory_under_a_writer_and_checkpoints_reports_nothin
             n = 0
             while scrub.passes_total < 6:
                 for name in ("a", "b"):
-                    await engine.write(name, [{"data": {"n": n, "pad": "x" * 200}}] * 20)
+                    batch = [{"data": {"n": n, "pad": "x" * 200}, "tag": f"t{n % 3}"}] * 20
+                    await engine.write(name, batch)
                 n += 1
-                if n % 5 == 0:
+                if n % 5 == 0:  # floors move, segments drop, delete flags flip in place
                     await engine.delete_records("a", before_seq=n * 10)
+                    await engine.delete_records("b", match="t1")
                     await engine._store.checkpoint(engine._registry)
                 await trio.sleep(0.001)
         assert scrub.bytes_total > 0
