@@ -43,6 +43,7 @@ TombstoneReason = Literal[
     "recreated",
     "source_trim",
     "crash",
+    "corrupt",
     "restart",
     "from_seq_too_old",
     "unreadable",

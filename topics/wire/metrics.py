@@ -98,6 +98,10 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "topics_storage_min_free_bytes": "The free-space reserve (TOPICS_MIN_FREE_BYTES).",
     "topics_storage_damaged_files": "Files found damaged (recovery, reads, the scrub); "
     "/v0/health names them and `topics verify DATA_DIR` lists them.",
+    "topics_scrub_bytes_total": "Bytes the online scrub has read (TOPICS_SCRUB_BYTES_PER_S; "
+    "0 while it is off).",
+    "topics_scrub_passes_total": "Passes the online scrub has finished over the segment and "
+    "closed WAL files.",
     "topics_cache_bytes": "Bytes of sealed segments held in the block cache (issue 31).",
     "topics_cache_capacity_bytes": "The block cache's budget (TOPICS_CACHE_BYTES).",
     "topics_cache_segments": "Segments and tag indexes held in the block cache.",

@@ -64,6 +64,9 @@ EXTENSION_NAMES = {
     "topics_cache_misses_total",
     "topics_cache_evictions_total",
     "topics_cache_load_errors_total",
+    # Issue 32: the online scrub's progress.
+    "topics_scrub_bytes_total",
+    "topics_scrub_passes_total",
 }
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[a-z]+="(?:[^"\\]|\\.)*"\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
