@@ -43,6 +43,7 @@ from hypercorn.config import Config as HypercornConfig
 
 from topics import __version__
 from topics._storage.fs import StorageCorruptionError
+from topics._storage.manifest import ManifestCorruptionError
 from topics.auth import KeyStore
 from topics.engine import open_engine
 from topics.settings import Limits
@@ -386,6 +387,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Recovery refused a file before changing anything: one line that says which file,
         # why, and what to do, not a traceback.
         for bad in refused.exceptions:
+            if isinstance(bad, ManifestCorruptionError):  # its message says what to do
+                newer = "unsupported format version" in str(bad)
+                print(
+                    f"topics-server: cannot open the data directory {cfg.data_dir}: {bad}. "
+                    "Nothing in it was changed."
+                    + (' See docs/OPERATIONS.md, "Upgrades and rollbacks".' if newer else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
             print(
                 f"topics-server: cannot open the data directory {cfg.data_dir}: {bad}. "
                 "Nothing in it was changed. A newer format version means a newer release "

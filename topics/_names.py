@@ -10,15 +10,16 @@ import re
 
 from .errors import InvalidRequestError
 
-__all__ = ["check_router_name", "check_topic_name"]
+__all__ = ["ROUTER_NAME_RE", "TOPIC_NAME_RE", "check_router_name", "check_topic_name"]
 
-_TOPIC_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
-_ROUTER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:>-]{0,254}")
+# Public: the OpenAPI document's name patterns are these (frontends/http/openapi/schema.py).
+TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
+ROUTER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:>-]{0,254}")
 
 
 def check_topic_name(name: object, field: str = "topic") -> str:
     """Return ``name`` if it is a valid topic name, else raise invalid_request."""
-    if not isinstance(name, str) or _TOPIC_RE.fullmatch(name) is None:
+    if not isinstance(name, str) or TOPIC_NAME_RE.fullmatch(name) is None:
         raise InvalidRequestError(
             f"{field}: {name!r} is not a valid topic name "
             "(1-255 chars of A-Z a-z 0-9 . _ : -, starting alphanumeric)",
@@ -29,7 +30,7 @@ def check_topic_name(name: object, field: str = "topic") -> str:
 
 def check_router_name(name: object, field: str = "router") -> str:
     """Return ``name`` if it is a valid router name (topic charset plus '>')."""
-    if not isinstance(name, str) or _ROUTER_RE.fullmatch(name) is None:
+    if not isinstance(name, str) or ROUTER_NAME_RE.fullmatch(name) is None:
         raise InvalidRequestError(
             f"{field}: {name!r} is not a valid router name "
             "(1-255 chars of A-Z a-z 0-9 . _ : - >, starting alphanumeric)",

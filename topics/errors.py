@@ -45,7 +45,9 @@ __all__ = [
     "TopicsError",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
+    "FAMILY_CODES",
     "error_class_for_code",
+    "registered_codes",
 ]
 
 _REGISTRY: dict[str, type[TopicsError]] = {}
@@ -62,6 +64,9 @@ class TopicsError(Exception):
 
     code: ClassVar[str] = "internal"
     status: ClassVar[int] = 500
+    #: True for a code that only travels inside a stream (an SSE ``event: error`` or a
+    #: WebSocket error frame) and is never an HTTP answer's status.
+    stream_only: ClassVar[bool] = False
     #: The X-Request-ID of the HTTP exchange that produced this error (set by the client).
     request_id: str | None = None
 
@@ -103,6 +108,12 @@ _REGISTRY["internal"] = TopicsError
 def error_class_for_code(code: str) -> type[TopicsError]:
     """The class registered for a wire code; unknown codes map to :class:`TopicsError`."""
     return _REGISTRY.get(code, TopicsError)
+
+
+def registered_codes() -> dict[str, type[TopicsError]]:
+    """Every registered code and its class, in registration order (the OpenAPI document's
+    list of codes is made from it). A code registers when its module is imported."""
+    return dict(_REGISTRY)
 
 
 class InternalError(TopicsError):
@@ -219,6 +230,10 @@ class UnsupportedMediaTypeError(TopicsError):
 class ConflictError(TopicsError):
     code = "conflict"
     status = 409
+
+
+#: Codes of family bases: a client catches the family, no frontend answers with its code.
+FAMILY_CODES = frozenset({ConflictError.code})
 
 
 class RouterCycleError(ConflictError):

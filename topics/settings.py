@@ -37,6 +37,7 @@ _ZERO_MEANS_UNLIMITED = frozenset(
         "max_where_ms",
         "where_cpu_share",
         "cache_bytes",
+        "scrub_bytes_per_s",
     }
 )
 # The frame stores tag/node lengths in 16 bits.
@@ -94,6 +95,9 @@ class Limits:
     # The percent of the event loop one key's filtered diffs may take when it sends them
     # back to back (0 = no pacing; topics/ops/where_pacing.py).
     where_cpu_share: int = 5
+    # Not a contract limit (issue 32): bytes per second the online scrub re-reads segment
+    # and closed WAL files at to find rot before a read does (topics/ops/scrub.py); 0 = off.
+    scrub_bytes_per_s: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

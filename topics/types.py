@@ -43,10 +43,10 @@ TombstoneReason = Literal[
     "recreated",
     "source_trim",
     "crash",
+    "corrupt",
     "restart",
     "from_seq_too_old",
     "unreadable",
-    "corrupt",
 ]
 
 

@@ -10,11 +10,11 @@ and shape however many watchers receive it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from .errors import ConflictError, TopicsError
-from .result_fields import Computed, computed, wire
+from .result_fields import Computed, computed, off_wire, wire
 from .types import Tombstone
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "BacklogExceededEvent",
     "CaughtUpEvent",
     "EndReachedEvent",
+    "FRAMED_EVENT_TYPES",
+    "FramedEvent",
     "JoinRefusedEvent",
     "RecordBatch",
     "SessionGoneError",
@@ -31,6 +33,7 @@ __all__ = [
     "TopicDeletedEvent",
     "TopicWatermarks",
     "WatchCreated",
+    "WATCH_EVENT_TYPES",
     "WatchEvent",
     "WatchSettings",
     "WatchStatistics",
@@ -45,6 +48,7 @@ class SessionGoneError(TopicsError):
 
     code = "session_gone"
     status = 410
+    stream_only = True
 
 
 class SlowConsumerError(TopicsError):
@@ -54,6 +58,7 @@ class SlowConsumerError(TopicsError):
 
     code = "slow_consumer"
     status = 408
+    stream_only = True
 
 
 class BacklogExceededError(ConflictError):
@@ -153,21 +158,48 @@ class WatchStatistics:
     connections: int
 
 
+# The watch events below are the frames of both streams: ``FRAME`` names the WebSocket op
+# (the SSE event name is it with "-" for "_"), the wire fields are the frame's members and
+# ``to_dict`` builds them (topics/wire/sse.py and ws.py send it; the OpenAPI document's
+# frame schemas are made from the fields). ``cursor`` is where the watcher stands after
+# the frame: the SSE ``id:`` line, not a member.
+_CURSOR = "where the watcher stands after the frame (the SSE id:), not a member"
+_TOPIC = "The watched topic."
+_HEAD = "The topic's head."
+
+
 @dataclass(slots=True, eq=False)
 class RecordBatch:
     """Records of one topic after ``from_seq`` up to ``to_seq`` (a ``record`` frame).
 
     ``records_json`` is the JSON array of the stored fragments. Shared: never mutate it;
-    ``cursor`` is where a watcher stands after receiving it.
+    ``cursor`` is where a watcher stands after receiving it. Its frames are built from the
+    bytes (``topics.wire.sse.record_frame``, ``topics.wire.ws.record_frame``), not a dict.
     """
 
-    topic: str
-    from_seq: int
-    to_seq: int
-    head_seq: int
-    records_json: bytes
-    record_count: int
-    _frames: dict[str, Any] = field(default_factory=dict, repr=False)
+    FRAME: ClassVar[str] = "record"
+
+    topic: str = wire(_TOPIC, schema="TopicName")
+    from_seq: int = wire("The seq these records follow (exclusive).", schema="Seq")
+    to_seq: int = wire("The last seq this batch covers.", schema="Seq")
+    head_seq: int = wire(_HEAD, schema="Seq")
+    records_json: bytes = wire(
+        "The records, in seq order (CloudEvents for a topic whose format is cloudevents).",
+        name="records",
+        schema={
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"$ref": "#/components/schemas/Record"},
+                    {"$ref": "#/components/schemas/CloudEvent"},
+                ]
+            },
+        },
+    )
+    record_count: int = off_wire("the length of records")
+    _frames: dict[str, Any] = off_wire(
+        "the frames built from it (a cache)", default_factory=dict, repr=False
+    )
 
     @property
     def cursor(self) -> int:
@@ -185,27 +217,46 @@ class RecordBatch:
 class TombstoneEvent:
     """Records ``[gap_from, gap_to]`` are lost to this watcher; ``cursor`` is ``gap_to``."""
 
-    topic: str
-    tombstone: Tombstone
-    cursor: int
+    FRAME: ClassVar[str] = "tombstone"
+
+    topic: str = wire(_TOPIC, schema="TopicName")
+    tombstone: Tombstone = wire("The lost range.", flatten=True)
+    cursor: int = off_wire(_CURSOR)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, **self.tombstone.to_dict()}
 
 
 @dataclass(frozen=True, slots=True)
 class CaughtUpEvent:
     """The topic is drained to ``head_seq`` (a backlog -> live transition)."""
 
-    topic: str
-    head_seq: int
-    cursor: int
+    FRAME: ClassVar[str] = "caught_up"
+
+    topic: str = wire(_TOPIC, schema="TopicName")
+    head_seq: int = wire("The head it is drained to.", schema="Seq")
+    cursor: int = off_wire(_CURSOR)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "head_seq": self.head_seq}
 
 
 @dataclass(frozen=True, slots=True)
 class TopicDeletedEvent:
     """The topic was deleted while watched: terminal for that topic only."""
 
-    topic: str
-    head_seq: int
-    cursor: int
+    FRAME: ClassVar[str] = "topic_deleted"
+
+    topic: str = wire(_TOPIC, schema="TopicName")
+    head_seq: int = wire("Its head when it was deleted.", schema="Seq")
+    cursor: int = off_wire(_CURSOR)
+
+    WIRE_COMPUTED: ClassVar[tuple[Computed, ...]] = (
+        computed("reason", "Why it left the watch.", schema={"type": "string", "const": "deleted"}),
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "head_seq": self.head_seq, "reason": "deleted"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,10 +264,22 @@ class TopicAddedEvent:
     """A topic created under a watched ``topic_prefix`` joined the watch after ``cursor``
     (its starting cursor: 0, so its first records are delivered too)."""
 
-    topic: str
-    prefix: str
-    head_seq: int
-    cursor: int
+    FRAME: ClassVar[str] = "topic_added"
+
+    topic: str = wire("The topic that joined.", schema="TopicName")
+    prefix: str = wire("The topic_prefix it joined under.")
+    head_seq: int = wire(_HEAD, schema="Seq")
+    cursor: int = wire(
+        "Its records follow this seq (0: all of them).", name="from_seq", schema="Seq"
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "prefix": self.prefix,
+            "from_seq": self.cursor,
+            "head_seq": self.head_seq,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,11 +289,32 @@ class JoinRefusedEvent:
     is delivered and no cursor moves (``cursor`` is 0); it joins no later, so a consumer
     that wants it watches it elsewhere or frees room and subscribes again."""
 
-    topic: str
-    prefix: str
-    head_seq: int
-    max_watch_topics: int
-    cursor: int = 0
+    FRAME: ClassVar[str] = "join_refused"
+
+    topic: str = wire("The topic that did not join.", schema="TopicName")
+    prefix: str = wire("The topic_prefix it was created under.")
+    head_seq: int = wire(_HEAD, schema="Seq")
+    max_watch_topics: int = wire(
+        "The topics a watch may hold (TOPICS_MAX_WATCH_TOPICS).", schema={"minimum": 0}
+    )
+    cursor: int = off_wire("always 0: no cursor moves (the frame has no id:)", default=0)
+
+    WIRE_COMPUTED: ClassVar[tuple[Computed, ...]] = (
+        computed(
+            "reason",
+            "Why it did not join.",
+            schema={"type": "string", "enum": ["max_watch_topics"]},
+        ),
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "prefix": self.prefix,
+            "head_seq": self.head_seq,
+            "reason": "max_watch_topics",
+            "max_watch_topics": self.max_watch_topics,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,12 +323,23 @@ class BacklogExceededEvent:
     the records ``(from_seq, head_seq]`` are not replayed and ``cursor`` is ``head_seq``
     (re-snapshot, then take the live records that follow)."""
 
-    topic: str
-    from_seq: int
-    head_seq: int
-    backlog: int
-    max_backlog: int
-    cursor: int
+    FRAME: ClassVar[str] = "backlog_exceeded"
+
+    topic: str = wire(_TOPIC, schema="TopicName")
+    from_seq: int = wire("Where the watch asked to start.", schema="Seq")
+    head_seq: int = wire("The head it continues from.", schema="Seq")
+    backlog: int = wire("Seqs between from_seq and head_seq.", schema="Seq")
+    max_backlog: int = wire("The watch's limit.", schema="Seq")
+    cursor: int = off_wire(_CURSOR)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "from_seq": self.from_seq,
+            "head_seq": self.head_seq,
+            "backlog": self.backlog,
+            "max_backlog": self.max_backlog,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,14 +347,23 @@ class EndReachedEvent:
     """The topic's ``to_seq``/``to_ts`` end was reached at ``cursor`` (issue 18): terminal
     for that topic only; it leaves the session (a resumed stream does not read it again)."""
 
-    topic: str
-    head_seq: int
-    cursor: int
+    FRAME: ClassVar[str] = "end_reached"
+
+    topic: str = wire(_TOPIC, schema="TopicName")
+    head_seq: int = wire(_HEAD, schema="Seq")
+    cursor: int = wire(
+        "Delivered up to this seq: a later read of the topic starts here.",
+        name="next_from_seq",
+        schema="Seq",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "next_from_seq": self.cursor, "head_seq": self.head_seq}
 
 
-WatchEvent = (
-    RecordBatch
-    | TombstoneEvent
+#: A watch event whose frame is its ``to_dict`` (every one but the record batch).
+FramedEvent = (
+    TombstoneEvent
     | CaughtUpEvent
     | TopicDeletedEvent
     | TopicAddedEvent
@@ -267,3 +371,17 @@ WatchEvent = (
     | BacklogExceededEvent
     | EndReachedEvent
 )
+WatchEvent = RecordBatch | FramedEvent
+
+#: The watch event types framed from ``to_dict``, in the order the document lists them.
+FRAMED_EVENT_TYPES: tuple[type[FramedEvent], ...] = (
+    TombstoneEvent,
+    CaughtUpEvent,
+    TopicDeletedEvent,
+    EndReachedEvent,
+    TopicAddedEvent,
+    JoinRefusedEvent,
+    BacklogExceededEvent,
+)
+#: Every watch event type: the frames of the SSE watch stream and the WebSocket.
+WATCH_EVENT_TYPES: tuple[type[WatchEvent], ...] = (RecordBatch, *FRAMED_EVENT_TYPES)

@@ -76,6 +76,7 @@ from . import (
 from .asgi import Message, Receive, Scope, Send
 from .connection import connection_of
 from .errors import reply_for
+from .query_params import TOKEN
 from .requests import (
     BODY_BUFFERED,
     ROUTED,
@@ -282,13 +283,13 @@ class TopicsHttpApp:
 
     def _authenticate(self, ctx: RequestContext, route: Route) -> None:
         token: bytes | str = bearer_token(ctx.headers.get(b"authorization"))
-        if not token and ctx.query_string and "token" in ctx.query:
+        if not token and ctx.query_string and TOKEN.name in ctx.query:
             if not route.query_token:
                 raise UnauthorizedError(
                     "?token= is accepted only on SSE stream GETs; "
                     "send Authorization: Bearer <key> instead"
                 )
-            token = ctx.query["token"]
+            token = ctx.query[TOKEN.name]
         if not token:
             raise UnauthorizedError("missing API key; send Authorization: Bearer <key>")
         principal = self.state.keys.authenticate(token)

@@ -57,6 +57,7 @@ from topics.wire.sse import (
 from .asgi import Receive, Send
 from .direct import chunk
 from .direct_stream import DirectStream
+from .query_params import WORK_LEASE_MS, WORK_MAX, WORK_NODE
 from .respond import finish
 from .state import Reply, RequestContext
 from .streams import StreamReply, accepts_event_stream
@@ -86,11 +87,11 @@ async def open_work(ctx: RequestContext) -> Reply:
             "the /work stream is text/event-stream; send Accept: text/event-stream",
             detail={"accept": accept.decode("latin-1")},
         )
-    node = ctx.query_str("node")
+    node = ctx.query_str(WORK_NODE)
     if node is None:
         raise InvalidRequestError.for_field("node", "is required (the worker's identity)")
-    want = ctx.query_int("max", 1)
-    lease_ms = ctx.query_int("lease_ms", 0) if ctx.query_str("lease_ms") else None
+    want = ctx.query_int(WORK_MAX, 1)
+    lease_ms = ctx.query_int(WORK_LEASE_MS, 0) if ctx.query_str(WORK_LEASE_MS) else None
     engine = ctx.engine
     async with engine.open_work_session(ctx.name, node=node, max=want, lease_ms=lease_ms):
         pass  # establishment errors surface here, before any byte is streamed

@@ -26,6 +26,7 @@ from typing import Any
 
 from topics.wire.requests import ACK, CLAIM, EXTEND, NACK, REDRIVE
 
+from .query_params import WORK_LEASE_MS, WORK_MAX, WORK_NODE
 from .queue_fast import HEARTBEAT_S, open_work
 from .requests import decode_json_object
 from .routing import Route
@@ -133,7 +134,15 @@ async def redrive(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", WORK_PATTERN, open_work, fast=True, query_token=True, op="openWorkStream"),
+    Route(
+        "GET",
+        WORK_PATTERN,
+        open_work,
+        fast=True,
+        query_token=True,
+        query=(WORK_NODE, WORK_MAX, WORK_LEASE_MS),
+        op="openWorkStream",
+    ),
     Route("POST", "/v0/topics/{topic}/claim", claim, fast=True, body=True, op="claimJobs"),
     Route(
         "POST", "/v0/topics/{topic}/ack", ack, fast=True, body=True, pressure="never", op="ackJobs"

@@ -41,6 +41,7 @@ from topics.types import DiffResult
 from topics.wire.envelope import json_bytes
 from topics.wire.requests import DELETE_RECORDS, DIFF, WRITE
 
+from .query_params import RETURN_SEQS
 from .requests import ClientDisconnected, decode_json_object
 from .routing import Route
 from .state import Reply, RequestContext
@@ -85,7 +86,7 @@ async def write_records(ctx: RequestContext) -> Reply:
             key = header.decode("utf-8", "replace")
     return_seqs: object = fields.get("return_seqs")
     if return_seqs is None:
-        return_seqs = ctx.query_bool("return_seqs", True)
+        return_seqs = ctx.query_bool(RETURN_SEQS, True)
     result = await ctx.engine.write(
         ctx.name,
         records,
@@ -296,6 +297,7 @@ ROUTES = (
         fast=True,
         body=True,
         pressure="handler",
+        query=(RETURN_SEQS,),
         op="writeRecords",
     ),
     Route("POST", "/v0/topics/{topic}/diff", diff_records, fast=True, body=True, op="diffRecords"),

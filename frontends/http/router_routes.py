@@ -20,6 +20,7 @@ from topics.errors import ForbiddenError, RouterNotFoundError
 from topics.router_types import RouterSummary
 
 from .listing import filtered_page
+from .query_params import CURSOR, PAGE_SIZE, PREFIX, ROUTER_DEST, ROUTER_SOURCE
 from .requests import decode_json_object
 from .routing import Route
 from .state import Reply, RequestContext
@@ -78,8 +79,8 @@ async def _check_existing(ctx: RequestContext) -> None:
 
 async def list_routers(ctx: RequestContext) -> Reply:
     """GET /v0/routers — one page of routers, filtered to the key's allowlist (rule 3)."""
-    source = ctx.query_str("source") or None
-    dest = ctx.query_str("dest") or None
+    source = ctx.query_str(ROUTER_SOURCE) or None
+    dest = ctx.query_str(ROUTER_DEST) or None
     engine = ctx.engine
     principal = ctx.principal
 
@@ -93,9 +94,9 @@ async def list_routers(ctx: RequestContext) -> Reply:
 
     routers, next_cursor = await filtered_page(
         principal,
-        ctx.query_str("prefix") or None,
-        ctx.query_int("page_size", 100),
-        ctx.query_str("cursor") or None,
+        ctx.query_str(PREFIX) or None,
+        ctx.query_int(PAGE_SIZE, 100),
+        ctx.query_str(CURSOR) or None,
         max_page_size=_MAX_PAGE_SIZE,
         fetch=fetch,
         visible=lambda r: all(principal.may_touch(n) for n in (r.router, r.source, r.dest)),
@@ -107,7 +108,13 @@ async def list_routers(ctx: RequestContext) -> Reply:
 
 
 ROUTES = (
-    Route("GET", "/v0/routers", list_routers, op="listRouters"),
+    Route(
+        "GET",
+        "/v0/routers",
+        list_routers,
+        query=(PREFIX, ROUTER_SOURCE, ROUTER_DEST, PAGE_SIZE, CURSOR),
+        op="listRouters",
+    ),
     Route("PUT", "/v0/routers/{router}", put_router, body=True, op="putRouter"),
     Route("GET", "/v0/routers/{router}", get_router, op="getRouter"),
     Route("DELETE", "/v0/routers/{router}", delete_router, op="deleteRouter"),

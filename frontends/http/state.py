@@ -39,6 +39,7 @@ from topics.wire.envelope import json_bytes, performance
 
 from .accepting import AcceptWatch
 from .pressure import PressureMonitor
+from .query_params import QueryParam
 
 __all__ = ["TAIL_KEY", "Handler", "HttpSettings", "HttpState", "Reply", "RequestContext", "Route"]
 
@@ -260,9 +261,13 @@ class RequestContext:
             )
         return self._query
 
-    def query_bool(self, name: str, default: bool) -> bool:
+    # The readers take a parameter's declaration (frontends/http/query_params.py), so the
+    # document lists what the handlers read.
+
+    def query_bool(self, param: QueryParam, default: bool) -> bool:
         if not self.query_string:
             return default
+        name = param.name
         raw = self.query.get(name)
         if raw is None:
             return default
@@ -273,7 +278,8 @@ class RequestContext:
             return False
         raise InvalidRequestError.for_field(name, f"must be true or false, got {raw!r}")
 
-    def query_int(self, name: str, default: int) -> int:
+    def query_int(self, param: QueryParam, default: int) -> int:
+        name = param.name
         raw = self.query.get(name) if self.query_string else None
         if raw is None or raw == "":
             return default
@@ -283,8 +289,8 @@ class RequestContext:
             )
         return int(raw)
 
-    def query_str(self, name: str) -> str | None:
-        return self.query.get(name) if self.query_string else None
+    def query_str(self, param: QueryParam) -> str | None:
+        return self.query.get(param.name) if self.query_string else None
 
 
 Handler = Callable[[RequestContext], Awaitable[Reply]]
@@ -306,6 +312,7 @@ class Route:
         pressure: "gate" sheds in the dispatcher under CPU pressure; "handler" leaves it to
             the handler (a write may opt out with ``disable_backpressure``); "never".
         query_token: accept the dev-only ``?token=`` credential (SSE streams only).
+        query: the query parameters the handler reads (frontends/http/query_params.py).
         scopes: the scopes needed (default: ``topics.auth.ROUTE_SCOPES``).
         op: the operationId of the route's entry in the OpenAPI document: an
             ``Operation`` of an area module of ``frontends/http/openapi`` (routing.py rule 4).
@@ -321,6 +328,7 @@ class Route:
     always_auth: bool = False
     pressure: Literal["gate", "handler", "never"] = "gate"
     query_token: bool = False
+    query: tuple[QueryParam, ...] = ()
     scopes: frozenset[Scope] | None = None
     op: str = ""
     api: bool = True

@@ -15,6 +15,7 @@ from topics.engine import MAX_PAGE_SIZE
 from topics.types import TopicSummary
 
 from .listing import filtered_page
+from .query_params import CURSOR, IF_EMPTY, PAGE_SIZE, PREFIX, TOUCH
 from .requests import decode_json_object
 from .routing import Route
 from .state import HttpState, Reply, RequestContext
@@ -32,13 +33,13 @@ async def put_topic(ctx: RequestContext) -> Reply:
 
 async def get_topic(ctx: RequestContext) -> Reply:
     """GET /v0/topics/:topic — topic state (§1.2)."""
-    state = await ctx.engine.get_topic(ctx.name, touch=ctx.query_bool("touch", True))
+    state = await ctx.engine.get_topic(ctx.name, touch=ctx.query_bool(TOUCH, True))
     return ctx.json(state.to_dict())
 
 
 async def delete_topic(ctx: RequestContext) -> Reply:
     """DELETE /v0/topics/:topic — delete the topic and everything in it (§1.4)."""
-    result = await ctx.engine.delete_topic(ctx.name, if_empty=ctx.query_bool("if_empty", False))
+    result = await ctx.engine.delete_topic(ctx.name, if_empty=ctx.query_bool(IF_EMPTY, False))
     return ctx.json(result.to_dict())
 
 
@@ -46,7 +47,7 @@ async def list_topics(ctx: RequestContext) -> Reply:
     """GET /v0/topics — one page of topics, filtered to the key's allowlist (§1.3)."""
     engine = ctx.engine
     principal = ctx.principal
-    touch = ctx.query_bool("touch", False)
+    touch = ctx.query_bool(TOUCH, False)
 
     async def fetch(
         prefix: str | None, page_size: int, cursor: str | None
@@ -58,9 +59,9 @@ async def list_topics(ctx: RequestContext) -> Reply:
 
     topics, next_cursor = await filtered_page(
         principal,
-        ctx.query_str("prefix") or None,
-        ctx.query_int("page_size", 100),
-        ctx.query_str("cursor") or None,
+        ctx.query_str(PREFIX) or None,
+        ctx.query_int(PAGE_SIZE, 100),
+        ctx.query_str(CURSOR) or None,
         max_page_size=MAX_PAGE_SIZE,
         fetch=fetch,
         visible=lambda t: principal.may_touch(t.topic),
@@ -78,8 +79,10 @@ def register(quart_app: object, state: HttpState) -> None:
 
 
 ROUTES = (
-    Route("GET", "/v0/topics", list_topics, op="listTopics"),
+    Route(
+        "GET", "/v0/topics", list_topics, query=(PREFIX, PAGE_SIZE, CURSOR, TOUCH), op="listTopics"
+    ),
     Route("PUT", "/v0/topics/{topic}", put_topic, body=True, op="putTopic"),
-    Route("GET", "/v0/topics/{topic}", get_topic, op="getTopic"),
-    Route("DELETE", "/v0/topics/{topic}", delete_topic, op="deleteTopic"),
+    Route("GET", "/v0/topics/{topic}", get_topic, query=(TOUCH,), op="getTopic"),
+    Route("DELETE", "/v0/topics/{topic}", delete_topic, query=(IF_EMPTY,), op="deleteTopic"),
 )

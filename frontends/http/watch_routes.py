@@ -78,6 +78,7 @@ from topics.wire.requests import WATCH
 from .asgi import Receive, Send
 from .direct import Chunk, RawSocket, chunk, join_chunks, try_send_each
 from .direct_stream import DirectStream, pace
+from .query_params import LENIENT
 from .requests import decode_json_object
 from .respond import finish
 from .routing import Route
@@ -104,6 +105,7 @@ STREAM_HEADERS = [
 ]
 #: The members a watch body accepts (declared in topics/wire/requests.py).
 WATCH_FIELDS = WATCH.names
+_QUERY = (LENIENT,)  # POST /v0/watch's
 
 
 # -- POST /v0/watch -------------------------------------------------------------------------
@@ -117,7 +119,7 @@ async def create_watch(ctx: RequestContext) -> Reply:
     auth = ctx.state.auth_enabled
     result = await ctx.engine.create_watch(
         topics,  # the engine type-checks
-        lenient=ctx.query_bool("lenient", False),
+        lenient=ctx.query_bool(LENIENT, False),
         owner=ctx.principal if auth else None,
         **args,
     )
@@ -579,7 +581,7 @@ def register(quart_app: object, state: HttpState) -> None:
 
 
 ROUTES = (
-    Route("POST", "/v0/watch", create_watch, fast=True, body=True, op="createWatch"),
+    Route("POST", "/v0/watch", create_watch, fast=True, body=True, query=_QUERY, op="createWatch"),
     # Capability-gated (§0.2): the session's key binding decides (401), not a scope.
     Route(
         "GET",

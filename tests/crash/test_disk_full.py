@@ -265,10 +265,12 @@ async def test_the_reserve_refuses_writes_before_the_disk_is_full() -> None:
         assert detail["free_bytes"] == 9_000
         assert engine._registry.topics["f"].head == head
         assert engine.storage_state() == "below_reserve"
-        assert engine.storage_gauges() == {
+        gauges = engine.storage_gauges()
+        assert {k: v for k, v in gauges.items() if k.startswith("topics_storage_")} == {
             "topics_storage_degraded": 1,
             "topics_storage_free_bytes": 9_000,
             "topics_storage_min_free_bytes": 10_000,
+            "topics_storage_damaged_files": 0,
         }
         assert not engine._store.wal.full if engine._store else False
         disk.capacity = None

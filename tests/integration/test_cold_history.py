@@ -9,6 +9,7 @@ and counters, with a cache so small that nearly every read reloads a segment.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import ujson
 
+import topics.log.cold_segment as cold_segment
 import topics.log.topic_log as topic_log
 from topics._clock import ManualClock
 from topics._storage.fs import RealFs
@@ -32,9 +34,11 @@ START_MS = 1_700_000_000_000
 TINY_CACHE = 2048
 
 
-@pytest.fixture(autouse=True)
-def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, params=["whole", "blocks"])
+def small_segments(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """1 KiB segments; read whole, or in blocks of a few frames (cold_segment rule 6)."""
     monkeypatch.setattr(topic_log, "SEGMENT_TARGET_BYTES", 1024)
+    monkeypatch.setattr(cold_segment, "BLOCK_BYTES", 1 << 20 if request.param == "whole" else 200)
 
 
 @asynccontextmanager
@@ -266,3 +270,62 @@ async def test_a_file_with_more_delete_flags_than_counted_wins(tmp_path: Path) -
         assert seg.live_count == seg.count - seg.retired - 1
         assert log.count == count - 1
         assert log.bytes < size
+
+
+class FlakyReads(RealFs):
+    """Fails opening (EMFILE) or reading (EIO) segment files while ``failing`` is set."""
+
+    def __init__(self, error: int) -> None:
+        super().__init__()
+        self.error = error
+        self.failing = False
+
+    def open(self, path: str, *, write: bool = False, create: bool = False) -> Any:
+        if self.failing and path.endswith(".seg") and not write:
+            if self.error == errno.EMFILE:
+                raise OSError(errno.EMFILE, "Too many open files", path)
+            inner = super().open(path, write=write, create=create)
+            return _FailingReads(inner, self.error)
+        return super().open(path, write=write, create=create)
+
+
+class _FailingReads:
+    def __init__(self, inner: Any, error: int) -> None:
+        self._inner, self._error = inner, error
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        if offset > 0:  # the header reads; the frames fail
+            raise OSError(self._error, os.strerror(self._error))
+        return bytes(self._inner.read_at(offset, size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.mark.parametrize("error", [errno.EMFILE, errno.EIO])
+async def test_emfile_and_eio_fail_one_read_and_the_next_one_retries(
+    tmp_path: Path, error: int
+) -> None:
+    clock = ManualClock(START_MS)
+    fs = FlakyReads(error)
+    async with opened(tmp_path, clock, fs=fs) as engine:
+        for i in range(30):
+            await engine.write("t", [{"data": {"i": i * 10 + j}} for j in range(10)])
+        await checkpoint(engine)
+        cache = engine._store.cold.cache  # type: ignore[union-attr]
+        cache.clear()
+        fs.failing = True
+        with pytest.raises(StorageUnavailableError) as caught:
+            await engine.diff("t", from_seq=0, limit=10)
+        assert caught.value.detail is not None
+        assert caught.value.detail["errno"] == error
+        assert cache.load_errors == 1
+        # The tail is in memory: reads near the head do not need a file.
+        log = engine._registry.get("t")
+        assert log is not None
+        tail = log.segments[-1].base_seq
+        assert (await engine.diff("t", from_seq=tail, limit=10)).record_count > 0
+        await engine.write("t", [{"data": "still writable"}])
+        fs.failing = False
+        res = await engine.diff("t", from_seq=0, limit=10)
+        assert [r["data"]["i"] for r in ujson.loads(res.records_json)] == list(range(10))

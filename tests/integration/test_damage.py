@@ -28,7 +28,7 @@ from topics._storage.damage import Damage
 from topics._storage.segment_files import HEADER_SIZE
 from topics.engine import Engine, open_engine
 from topics.log.cold_segment import ColdSegment, is_cold
-from topics.log.damaged import quarantine
+from topics.log.damaged import quarantine, relpath
 
 START_MS = 1_700_000_000_000
 RECORDS = 400
@@ -245,7 +245,7 @@ async def test_quarantine_is_one_function(tmp_path: Path) -> None:
         log = engine._registry.get("a")
         assert log is not None
         first, last = seg.base_seq + 3, seg.base_seq + seg.count - 1
-        quarantine(log, seg, Damage(seg.relpath, "segment", "crc", first_seq=first, offset=99))
+        quarantine(log, seg, Damage(relpath(seg), "segment", "crc", first_seq=first, offset=99))
         seqs, tombs = await read_all(engine, "a")
         assert [(t.reason, t.gap_from, t.gap_to) for t in tombs] == [("corrupt", first, last)]
         assert seqs == [s for s in before if not first <= s <= last]

@@ -42,9 +42,9 @@ from wsproto.events import Message as WsMessage
 
 from topics.auth import ROUTE_SCOPES
 from topics.engine import Engine
-from topics.errors import error_class_for_code
+from topics.errors import FAMILY_CODES, TopicsError, error_class_for_code, registered_codes
 from topics.frontends.http import ROUTE_MODULES, openapi
-from topics.frontends.http.openapi import ERROR_CODES, GENERATED_BY, STREAM_ERROR_CODES
+from topics.frontends.http.openapi import GENERATED_BY, error_codes, stream_error_codes
 from topics.wire.sse import Event, SSEDecoder
 
 from .conftest import InProc, ServerProcess
@@ -171,7 +171,7 @@ class Contract:
         assert not errors, f"{where}: {_describe(errors, decoded)}"
         if response.status_code >= 400:
             error = decoded["error"]
-            assert error["code"] in ERROR_CODES, f"{where}: unknown code {error['code']}"
+            assert error["code"] in error_codes(), f"{where}: unknown code {error['code']}"
             assert error_class_for_code(error["code"]).status == response.status_code, where
             assert error["request_id"] == response.headers["x-request-id"], where
         return decoded
@@ -319,11 +319,92 @@ async def test_served_routes_and_documented_endpoints_agree(inproc: InProc) -> N
 
 
 def test_stream_error_codes_match_their_classes() -> None:
-    import topics.watch_types  # noqa: F401  (registers the stream-only codes)
-
-    for code, status in STREAM_ERROR_CODES.items():
+    for code, status in stream_error_codes().items():
         assert error_class_for_code(code).code == code
         assert error_class_for_code(code).status == status
+        assert error_class_for_code(code).stream_only
+
+
+def _error_frame_codes(doc: dict[str, Any]) -> tuple[set[str], set[str]]:
+    schemas = doc["components"]["schemas"]
+    sse = schemas["SseErrorEvent"]["properties"]["error_code"]["enum"]
+    (ws,) = (
+        frame["properties"]["code"]["enum"]
+        for frame in schemas["WsServerFrame"]["oneOf"]
+        if frame["properties"]["op"] == {"const": "error"}
+    )
+    return set(sse), set(ws)
+
+
+def test_every_registered_error_code_is_documented() -> None:
+    """The codes come from topics.errors' registry: every class but a family base is an
+    HTTP code (x-error-codes, one response and one Error.<code> schema each) or a
+    stream-only one (the SSE and WebSocket error frames), with its class's status."""
+    doc = build_document()
+    schemas = doc["components"]["schemas"]
+    enum = set(schemas["ErrorObject"]["properties"]["code"]["enum"])
+    sse, ws = _error_frame_codes(doc)
+    for code, cls in registered_codes().items():
+        if code in FAMILY_CODES:
+            assert code not in doc["x-error-codes"], code
+            assert code not in sse, code
+            continue
+        assert code in sse, f"{code} missing from the SSE error frame"
+        assert code in ws, f"{code} missing from the WebSocket error frame"
+        if cls.stream_only:
+            assert code not in doc["x-error-codes"], code
+            continue
+        assert doc["x-error-codes"].get(code) == cls.status, f"{code} not documented"
+        assert code in doc["components"]["responses"], code
+        assert code in enum, code
+        assert schemas[f"Error.{code}"]["description"].startswith(f"{cls.status} {code}: ")
+
+
+def test_a_new_error_class_is_documented_by_its_docstring() -> None:
+    """A code added to topics.errors reaches the document without an edit of openapi/."""
+    import topics.errors
+
+    class MadeUpError(TopicsError):
+        """A code this test makes up.
+
+        Only the first paragraph describes it."""
+
+        code = "made_up_for_openapi_test"
+        status = 418
+
+    class MadeUpStreamError(TopicsError):
+        """A stream-only code this test makes up."""
+
+        code = "made_up_stream_code_for_openapi_test"
+        status = 499
+        stream_only = True
+
+    try:
+        doc = build_document()
+        assert doc["x-error-codes"]["made_up_for_openapi_test"] == 418
+        schema = doc["components"]["schemas"]["Error.made_up_for_openapi_test"]
+        assert schema["description"] == "418 made_up_for_openapi_test: A code this test makes up."
+        assert "made_up_stream_code_for_openapi_test" not in doc["x-error-codes"]
+        assert stream_error_codes()["made_up_stream_code_for_openapi_test"] == 499
+        for codes in _error_frame_codes(doc):
+            assert {"made_up_for_openapi_test", "made_up_stream_code_for_openapi_test"} <= codes
+    finally:
+        topics.errors._REGISTRY.pop(MadeUpError.code)
+        topics.errors._REGISTRY.pop(MadeUpStreamError.code)
+
+
+def test_name_patterns_are_the_validators() -> None:
+    """TopicName, RouterName and CursorName carry the regexes the engine validates with."""
+    from topics._names import ROUTER_NAME_RE, TOPIC_NAME_RE
+    from topics.cursors.store import CURSOR_NAME_RE
+
+    schemas = build_document()["components"]["schemas"]
+    for name, regex in (
+        ("TopicName", TOPIC_NAME_RE),
+        ("RouterName", ROUTER_NAME_RE),
+        ("CursorName", CURSOR_NAME_RE),
+    ):
+        assert schemas[name]["pattern"] == f"^{regex.pattern}$", name
 
 
 def test_route_modules_are_the_apps() -> None:

@@ -49,6 +49,7 @@ from topics.types import (
     WriteResult,
 )
 from topics.watch_types import TopicWatermarks, WatchCreated
+from topics.wire.metrics import metric_families
 
 from .conftest import InProc
 
@@ -105,6 +106,32 @@ def test_each_result_schema_lists_its_types_wire_fields_with_descriptions(
     assert members == _wire_names(RESULTS[name])
     for member in members:
         assert schema["properties"][member]["description"].strip(), member
+
+
+def test_the_metrics_snapshot_schema_lists_every_family(document: dict[str, Any]) -> None:
+    """MetricsSnapshot is made from topics.wire.metrics: every family the snapshot carries,
+    required, described by its HELP text."""
+    schema = document["components"]["schemas"]["MetricsSnapshot"]
+    names = [family.name for family in metric_families()]
+    assert list(schema["properties"]) == [*names, "performance"]
+    assert schema["required"] == [*names, "performance"]
+    for family in metric_families():
+        assert schema["properties"][family.name]["description"].startswith(family.help)
+
+
+def test_a_new_metric_reaches_the_snapshot_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A family added to topics.wire.metrics' tables is documented without an edit of
+    frontends/http/openapi/."""
+    import topics.wire.metrics as metrics
+
+    extra = ("made_up_total", "counter", "A WAL counter this test makes up.")
+    monkeypatch.setattr(metrics, "_WAL_METRICS", (*metrics._WAL_METRICS, extra))
+    doc = build_document(route for module in ROUTE_MODULES for route in module.ROUTES)
+    member = doc["components"]["schemas"]["MetricsSnapshot"]["properties"]
+    assert member["topics_wal_made_up_total"] == {
+        "type": "integer",
+        "description": "A WAL counter this test makes up.",
+    }
 
 
 async def _tour(inproc: InProc) -> list[tuple[str, dict[str, Any]]]:

@@ -26,9 +26,9 @@ from typing import Any
 
 from .._core import SegmentBuffer
 from .._storage.damage import Damage
-from .._storage.sealed_reads import read_readable_prefix
+from .._storage.readable_prefix import read_readable_prefix
 from ..log.cold_segment import ColdSegment, ColdSource, Segment
-from ..log.damaged import attach
+from ..log.damaged import attach, relpath
 from ..log.topic_log import TopicLog
 
 __all__ = [
@@ -104,7 +104,7 @@ def cold_from_manifest(
     bad = info.get("damaged")
     if bad is not None:
         cold.damaged = Damage(
-            cold.relpath,
+            relpath(cold),
             "segment",
             str(bad.get("problem", "")),
             topic=log.name,
@@ -162,7 +162,7 @@ def damaged_at_recovery(
     cold.last_ts = max(last_ts, buf.last_ts)
     cold.live_count, cold.live_bytes = buf.live_count, buf.live_bytes
     cold.damaged = Damage(
-        cold.relpath,
+        relpath(cold),
         "segment",
         found.problem,
         topic=log.name,

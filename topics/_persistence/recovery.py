@@ -8,11 +8,12 @@ Rules:
    durable lengths only (bytes past that are not known to be complete).
 2. WAL entries after the manifest's covered LSN are replayed in order through the same
    ``TopicLog`` operations the engine used (docs: entries.py rules 1-4), streaming.
-3. A torn tail of the newest WAL file ends the log (repaired when writable); corruption
-   anywhere else in the WAL raises — it is never served as data. A segment that fails its
-   checks is quarantined instead (issue 32, ``log/damaged.py``, ``cold.py`` rule 4): the
-   engine starts, its readable records are served and readers get a ``corrupt``
-   tombstone over the rest.
+3. A torn tail of the newest WAL file ends the log (repaired when writable). Corruption
+   anywhere else in the WAL raises for a read-only Reader; a writer (``repair=True``)
+   skips the entries it cannot read and isolates what they held (``wal_damage.py``):
+   ``corrupt`` gaps, a ``wal`` Damage, the server starts. A segment that fails its checks
+   is quarantined (issue 32, ``log/damaged.py``, ``cold.py`` rule 4): the engine starts,
+   its readable records are served and readers get a ``corrupt`` tombstone over the rest.
 4. After replay a topic whose durable watermark is above its head had a write in flight
    at the crash (a quiet topic logs a HEAD entry that lowers its watermark to its head,
    entries.py rule 5, so it keeps its head exactly). Its head moves to the watermark, so no
@@ -60,6 +61,7 @@ from typing import Any
 
 from .._core import SegmentBuffer, frame_seq, iter_frames
 from .._storage import entries
+from .._storage.damage import Damage, DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
 from .._storage.manifest import (
     load_manifest,
@@ -83,9 +85,11 @@ from ..log.producer_state import (
 )
 from ..log.registry import TopicRegistry
 from ..log.topic_log import TopicLog
+from ..types import TombstoneReason
 from .cold import COLD_CLASSES, cold_from_buffer, cold_from_manifest, damaged_at_recovery
 from .segment_work import SegmentFileState
 from .store import StorePaths
+from .wal_damage import WalSkips
 
 __all__ = ["Recovered", "StaleManifestError", "recover"]
 
@@ -122,21 +126,35 @@ def recover(
     progress: Callable[[float], None] | None = None,
     handed_out: Mapping[int, int] | None = None,
     cold: ColdSource | None = None,
+    damage: DamageRegistry | None = None,
 ) -> Recovered:
     """Rebuild state from ``paths.root``; ``repair`` truncates a torn WAL tail (writers only).
 
     ``handed_out``: topic id -> the head each topic had reached when the last process
     died, when known for sure (``heads.read_heads``, rule 4a). ``cold``: where sealed
-    segments are read from on demand (rule 8; the store passes its cache).
+    segments are read from on demand (rule 8; the store passes its cache). ``damage``:
+    where a damaged WAL file or manifest generation that recovery worked around is
+    reported (rule 3).
     """
     if cold is None:
         cold = ColdSource(fs, paths.segments, SegmentCache())
-    report = progress or (lambda _: None)
-    loaded = load_manifest(fs, paths.manifest) if fs.exists(paths.manifest) else None
-    body: dict[str, Any] = {"covered_lsn": 0, "topics": []}
-    generation = 0
-    if loaded is not None:
-        generation, body = loaded
+    cold.recovering = True  # whole-segment loads while the WAL replays (cold_segment rule 6)
+    try:
+        return _recover(fs, paths, repair, progress or (lambda _: None), handed_out, cold, damage)
+    finally:
+        cold.recovering = False
+
+
+def _recover(
+    fs: Fs,
+    paths: StorePaths,
+    repair: bool,
+    report: Callable[[float], None],
+    handed_out: Mapping[int, int] | None,
+    cold: ColdSource,
+    damage: DamageRegistry | None,
+) -> Recovered:
+    generation, body = _load_base(fs, paths, damage)
     registry = TopicRegistry()
     registry.next_id = int(body.get("next_topic_id", 1))
     out = Recovered(registry, generation, int(body["covered_lsn"]), int(body["covered_lsn"]), -1)
@@ -147,27 +165,68 @@ def recover(
         report(0.5 * (i + 1) / max(1, len(topics)))
     if repair and fs.exists(paths.segments):
         _remove_unlisted_segments(fs, paths, out)
-    if fs.exists(paths.wal):
-        replay = _Replay(out)
-        for entry in scan_wal(fs, paths.wal, from_lsn=out.covered_lsn + 1, repair=repair):
-            if entry.lsn != out.last_lsn + 1:
-                # A reader raced a checkpoint that trimmed the WAL (it retries with the
-                # newer manifest); for the writer this means lost WAL files.
-                raise StaleManifestError(
-                    f"WAL continues at LSN {entry.lsn} but the manifest covers up to {out.covered_lsn}",
-                    path=paths.wal,
-                )
-            replay.apply(entry.entry_type, entry.payload)
-            out.last_lsn = entry.lsn
-        # Listed after the scan: a repair may have removed a newest file with a torn header.
-        numbers = wal_files(fs, paths.wal)
-        out.last_file_no = numbers[-1] if numbers else -1
+    skips = _replay_wal(fs, paths, out, repair, damage) if fs.exists(paths.wal) else None
     if repair:
+        if skips is not None and skips.lost:
+            for log, marker in skips.corrupt_heads(registry.topics.values(), handed_out):
+                if marker is not None:
+                    out.new_gaps.append((log, marker))
+                out.new_heads.append(log)
         for log in registry.topics.values():
             if log.watermark > log.head:
                 _repair_head(log, out, handed_out)
     report(1.0)
     return out
+
+
+def _load_base(
+    fs: Fs, paths: StorePaths, damage: DamageRegistry | None
+) -> tuple[int, dict[str, Any]]:
+    """Rule 1: the newest valid manifest (generation 0, empty, in a fresh directory);
+    newer generations that do not validate are reported."""
+    failed: list[tuple[str, str]] = []
+    loaded = load_manifest(fs, paths.manifest, failed) if fs.exists(paths.manifest) else None
+    if loaded is None:
+        return 0, {"covered_lsn": 0, "topics": []}
+    if damage is not None:
+        for name, why in failed:
+            damage.report(_manifest_damage(name, why, loaded[0]))
+    return loaded
+
+
+def _replay_wal(
+    fs: Fs, paths: StorePaths, out: Recovered, repair: bool, damage: DamageRegistry | None
+) -> WalSkips:
+    """Rules 2-3: replay the WAL after the manifest's covered LSN into ``out``."""
+    replay = _Replay(out)
+    skips = replay.skips = WalSkips(paths.root, out.covered_lsn, damage, replay.by_id.keys)
+    # Only a writer skips damaged entries: a Reader beside it would read the same
+    # bytes differently from one retry to the next, so it refuses them (rule 3).
+    scan = scan_wal(
+        fs,
+        paths.wal,
+        from_lsn=out.covered_lsn + 1,
+        repair=repair,
+        on_skip=skips.add if repair else None,
+    )
+    for entry in scan:
+        if entry.lsn != out.last_lsn + 1 and not (
+            entry.lsn > out.last_lsn and skips.explains(out.last_lsn + 1, entry.lsn - 1)
+        ):
+            # A reader raced a checkpoint that trimmed the WAL (it retries with the
+            # newer manifest); for the writer this means lost WAL files.
+            raise StaleManifestError(
+                f"WAL continues at LSN {entry.lsn} but the manifest covers up to {out.covered_lsn}",
+                path=paths.wal,
+            )
+        replay.apply(entry.entry_type, entry.payload)
+        out.last_lsn = entry.lsn
+    out.last_lsn = max(out.last_lsn, skips.max_lsn)  # new entries go above the lost ones
+    skips.log_orphans()
+    # Listed after the scan: a repair may have removed a newest file with a torn header.
+    numbers = wal_files(fs, paths.wal)
+    out.last_file_no = numbers[-1] if numbers else -1
+    return skips
 
 
 def _repair_head(log: TopicLog, out: Recovered, handed_out: Mapping[int, int] | None) -> None:
@@ -203,6 +262,15 @@ def _jump(log: TopicLog, head: int) -> GapMarker | None:
     lost_from = log.head + 1
     log.head = head - 1
     return log.add_gap("crash", head - lost_from + 1, lost_from, head)
+
+
+def _manifest_damage(name: str, why: str, loaded: int) -> Damage:
+    detail = (
+        f"this manifest generation does not validate; recovery loaded generation {loaded} "
+        "instead and replayed the WAL from there, so nothing is lost; the next checkpoint "
+        "writes a new generation"
+    )
+    return Damage(f"manifest/{name}", "manifest", why, offset=0, detail=detail)
 
 
 def _remove_unlisted_segments(fs: Fs, paths: StorePaths, out: Recovered) -> None:
@@ -241,49 +309,7 @@ def _load_topic(
     config = parse_config(topic["config"], None, topic["name"])
     log = TopicLog(topic["name"], int(topic["id"]), config)
     stays_hot = config.durability not in COLD_CLASSES
-    earliest = int(topic["earliest"])
-    infos = topic["segments"]
-    damaged: list[ColdSegment] = []
-    for k, seg_info in enumerate(infos):
-        base, length = int(seg_info["base"]), int(seg_info["length"])
-        path = segment_path(paths.segments, log.topic_id, base)
-        quarantined = "damaged" in seg_info and "live" in seg_info
-        if seg_info["sealed"] and "live" in seg_info and (not stays_hot or quarantined):
-            # Rule 8: the manifest holds what the log needs; the frames stay in the file.
-            held = cold_from_manifest(cold, log, seg_info, earliest)
-            log.adopt_segment(held)
-            out.files[(log.topic_id, base)] = SegmentFileState(path, length, True)
-            if held.damaged is not None:
-                damaged.append(held)
-            continue
-        try:
-            data = read_segment(fs, path, verify=True, max_length=length)
-            if len(data.frames) != length:
-                raise StorageCorruptionError(
-                    f"segment {path} holds {len(data.frames)} bytes; the manifest recorded {length}",
-                    path=path,
-                )
-            # read_segment checked every CRC already; checking again would double the cost.
-            seg = SegmentBuffer.from_frames(data.frames, base, int(seg_info["salt"]), verify=False)
-            whole = data.sealed
-        except StorageCorruptionError as exc:
-            last = int(infos[k + 1]["base"]) if k + 1 < len(infos) else int(topic["head"]) + 1
-            prev_ts = log.segments[-1].last_ts if log.segments else -1
-            found = damaged_at_recovery(cold, log, seg_info, last, k + 1 == len(infos), prev_ts)
-            if isinstance(found, ColdSegment):
-                log.adopt_segment(found)
-                out.files[(log.topic_id, base)] = SegmentFileState(path, length, True)
-                damaged.append(found)
-                continue
-            # The frames are whole: only the index failed (a sealed 0.1.0 segment).
-            _log.warning("%s; its frames are whole, so it is served from them", exc)
-            seg, whole = found, True
-        if seg_info["sealed"]:
-            seg.seal()
-        log.adopt_segment(seg)
-        out.files[(log.topic_id, base)] = SegmentFileState(
-            path, length, bool(seg_info["sealed"]) and whole
-        )
+    damaged = _load_segments(fs, paths, topic, log, out, cold)
     log.head = int(topic["head"])
     log.watermark = int(topic["watermark"])
     log.cap_floor = int(topic["cap_floor"])
@@ -291,7 +317,7 @@ def _load_topic(
     log.last_ts = int(topic["last_ts"])
     log.last_write_ts = topic.get("last_write_ts")
     log.last_read_ts = topic.get("last_read_ts")
-    log.finish_load(earliest)
+    log.finish_load(int(topic["earliest"]))
     if not stays_hot:
         for one in list(log.segments):
             state = out.files.get((log.topic_id, one.base_seq))
@@ -308,6 +334,76 @@ def _load_topic(
     if config.durability == "ephemeral" and int(topic["earliest"]) <= log.head:
         log.cap_floor = log.restart_floor = max(log.cap_floor, log.head + 1)  # rule 6
     out.registry.add(log)
+
+
+def _load_segments(
+    fs: Fs,
+    paths: StorePaths,
+    topic: dict[str, Any],
+    log: TopicLog,
+    out: Recovered,
+    cold: ColdSource,
+) -> list[ColdSegment]:
+    """Adopt ``topic``'s listed segments into ``log`` (rule 8); returns the quarantined."""
+    stays_hot = log.config.durability not in COLD_CLASSES
+    infos = topic["segments"]
+    damaged: list[ColdSegment] = []
+    for k, seg_info in enumerate(infos):
+        base, length = int(seg_info["base"]), int(seg_info["length"])
+        path = segment_path(paths.segments, log.topic_id, base)
+        quarantined = "damaged" in seg_info and "live" in seg_info
+        if seg_info["sealed"] and "live" in seg_info and (not stays_hot or quarantined):
+            # Rule 8: the manifest holds what the log needs; the frames stay in the file.
+            held = cold_from_manifest(cold, log, seg_info, int(topic["earliest"]))
+            log.adopt_segment(held)
+            out.files[(log.topic_id, base)] = SegmentFileState(path, length, True)
+            if held.damaged is not None:
+                damaged.append(held)
+            continue
+        end = int(infos[k + 1]["base"]) if k + 1 < len(infos) else int(topic["head"]) + 1
+        seg, whole = _read_listed(fs, cold, log, seg_info, path, end, k + 1 == len(infos))
+        log.adopt_segment(seg)
+        if isinstance(seg, ColdSegment):
+            damaged.append(seg)  # its file is never written again: as if sealed
+        sealed = isinstance(seg, ColdSegment) or (bool(seg_info["sealed"]) and whole)
+        out.files[(log.topic_id, base)] = SegmentFileState(path, length, sealed)
+    return damaged
+
+
+def _read_listed(
+    fs: Fs,
+    cold: ColdSource,
+    log: TopicLog,
+    seg_info: dict[str, Any],
+    path: str,
+    end: int,
+    last: bool,
+) -> tuple[SegmentBuffer | ColdSegment, bool]:
+    """A listed segment recovery reads (rule 8's exceptions) and whether its file is
+    whole; quarantined (``cold.py`` rule 4) when it fails its checks, its seqs running to
+    ``end`` (exclusive; a guess from the head when it is the ``last``)."""
+    base, length = int(seg_info["base"]), int(seg_info["length"])
+    try:
+        data = read_segment(fs, path, verify=True, max_length=length)
+        if len(data.frames) != length:
+            raise StorageCorruptionError(
+                f"segment {path} holds {len(data.frames)} bytes; the manifest recorded {length}",
+                path=path,
+            )
+        # read_segment checked every CRC already; checking again would double the cost.
+        seg = SegmentBuffer.from_frames(data.frames, base, int(seg_info["salt"]), verify=False)
+        whole = data.sealed
+    except StorageCorruptionError as exc:
+        prev_ts = log.segments[-1].last_ts if log.segments else -1
+        found = damaged_at_recovery(cold, log, seg_info, end, last, prev_ts)
+        if isinstance(found, ColdSegment):
+            return found, True
+        # The frames are whole: only the index failed (a sealed 0.1.0 segment).
+        _log.warning("%s; its frames are whole, so it is served from them", exc)
+        seg, whole = found, True
+    if seg_info["sealed"]:
+        seg.seal()
+    return seg, whole
 
 
 def _keep_quarantined(log: TopicLog, seg: ColdSegment) -> None:
@@ -334,6 +430,16 @@ class _Replay:
         self.by_id: dict[int, TopicLog] = {
             log.topic_id: log for log in out.registry.topics.values()
         }
+        self.skips: WalSkips | None = None
+
+    def _resolve(self, log: TopicLog) -> TombstoneReason:
+        """The reason for seqs this topic's head jumps over here: ``corrupt`` when the
+        first entry of it after a skipped run shows the run held some of its seqs
+        (wal_damage.py rule 2), else ``crash``."""
+        if self.skips is None or log.topic_id not in self.skips.unresolved:
+            return "crash"
+        self.skips.unresolved.discard(log.topic_id)
+        return "corrupt"
 
     def apply(self, kind: int, payload: bytes) -> None:
         if kind >= entries.FIRST_EXTENSION_ENTRY:
@@ -362,22 +468,9 @@ class _Replay:
             self.out.registry.remove(log.name)
             del self.by_id[log.topic_id]
         elif kind == entries.GAP:
-            # A head jump an earlier recovery logged: redo it at the same seq.
-            seq, lost_from, lost_to = values[1], values[2], values[3]
-            if seq > log.head:
-                log.head = seq - 1
-                log.add_gap("crash", lost_to - lost_from + 1, lost_from, lost_to)
+            self._gap(log, values)
         elif kind == entries.HEAD:
-            # Exactly this head, nothing handed out above it (entries.py rule 5). Above the
-            # replayed head only after a silent jump, or for an ephemeral topic's records.
-            head = values[1]
-            if log.config.durability == "ephemeral":
-                if head > log.head:  # records handed out in memory, gone (rule 6)
-                    log.skip_to(head)
-                    log.restart_floor = log.cap_floor
-            else:
-                log.skip_silently(head)
-            log.watermark = head
+            self._head(log, values[1])
         elif kind == entries.WATERMARK:
             log.watermark = max(log.watermark, values[1])
         elif kind == entries.DELETE_BEFORE:
@@ -390,6 +483,31 @@ class _Replay:
             log.replay_expiry(values[1], values[2])
         else:
             raise StorageCorruptionError(f"unknown WAL entry type {kind}", path="wal")
+
+    def _gap(self, log: TopicLog, values: tuple[int, ...]) -> None:
+        # A head jump an earlier recovery logged: redo it at the same seq.
+        seq, lost_from, lost_to = values[1], values[2], values[3]
+        damaged = self._resolve(log) == "corrupt" or entries.gap_is_corrupt(values)
+        if seq > log.head:
+            log.head = seq - 1
+            reason: TombstoneReason = "corrupt" if damaged else "crash"
+            log.add_gap(reason, lost_to - lost_from + 1, lost_from, lost_to)
+
+    def _head(self, log: TopicLog, head: int) -> None:
+        # Exactly this head, nothing handed out above it (entries.py rule 5). Above the
+        # replayed head only after a silent jump, or for an ephemeral topic's records.
+        if log.config.durability == "ephemeral":
+            if head > log.head:  # records handed out in memory, gone (rule 6)
+                log.skip_to(head)
+                log.restart_floor = log.cap_floor
+        elif self._resolve(log) == "corrupt" and head > log.head:
+            # The skipped run may have held appends up to this head: not silent.
+            lost_from = log.head + 1
+            log.head = head - 1
+            log.add_gap("corrupt", head - lost_from + 1, lost_from, head)
+        else:
+            log.skip_silently(head)
+        log.watermark = head
 
     def _topic_put(self, body: dict[str, Any]) -> None:
         name, topic_id = body["name"], int(body["id"])
@@ -411,15 +529,18 @@ class _Replay:
     def _append(self, entry: entries.AppendEntry) -> None:
         log = self.by_id.get(entry.topic_id)
         if log is None:
+            if self.skips is not None and self.skips.lost:
+                self.skips.orphans += 1
             return
         n = len(iter_frames(entry.frames, entry.salt, verify=False))
         first = frame_seq(entry.frames, 0)
+        reason = self._resolve(log)
         if first > log.head + 1:
-            # Seqs never logged (appended while the topic was ephemeral, before a crash)
-            # held records: whatever the class is now, report them.
+            # Seqs never logged (appended while the topic was ephemeral, before a crash,
+            # or in WAL entries that cannot be read) held records: report them.
             lost_from = log.head + 1
             log.head = first - 2
-            log.add_gap("crash", first - lost_from, lost_from, first - 1)
+            log.add_gap(reason, first - lost_from, lost_from, first - 1)
         log.replay_append(entry.frames, entry.salt, first, n)
         log.last_write_ts = log.last_ts
         if log.config.discard == "old":

@@ -34,6 +34,7 @@ from .._storage.tag_index import (
     tagged_frames,
     write_tag_index,
 )
+from ..log.damaged import readable
 
 if TYPE_CHECKING:
     from .._storage.space import DiskSpace
@@ -123,9 +124,9 @@ def segment_work(
     data = bytes(seg.view()[written : seg.nbytes]) if seg.nbytes > written else b""
     seal = seg.sealed and not (state is not None and state.sealed)
     flags = []
-    readable = getattr(seg, "readable", seg.count)  # a quarantined segment's (damaged.py)
+    can_read = readable(seg)  # a quarantined segment's frames (log/damaged.py)
     for idx in pending.pop(key, ()):
-        if idx >= readable:
+        if idx >= can_read:
             continue
         end = seg.offset_of(idx) + seg.frame_len(idx)
         if end <= written and not seg.is_live(idx):

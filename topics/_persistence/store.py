@@ -306,11 +306,12 @@ class Store:
         return self._submit(entries.DELETE_SEQS, payload, log.config.durability == "fsync")
 
     def log_gap(self, log: TopicLog, marker: GapMarker) -> WalTicket:
-        """A crash gap marker made by recovery (synced: it must survive the next crash)."""
-        payload = entries.encode_u64s(
-            log.topic_id, marker.seq, marker.source_from, marker.source_to
-        )
-        return self._submit(entries.GAP, payload, True)
+        """A gap marker recovery made for a crash or WAL damage (synced: it must survive the
+        next crash)."""
+        values = [log.topic_id, marker.seq, marker.source_from, marker.source_to]
+        if marker.reason == "corrupt":
+            values.append(entries.GAP_CORRUPT)
+        return self._submit(entries.GAP, entries.encode_u64s(*values), True)
 
     def log_extension(self, kind: int, payload: bytes, *, sync: bool) -> WalTicket:
         """Log a store extension's entry (routers, queues)."""

@@ -37,6 +37,7 @@ __all__ = [
     "EXPIRE",
     "FIRST_EXTENSION_ENTRY",
     "GAP",
+    "GAP_CORRUPT",
     "HEAD",
     "PRODUCER",
     "TOPIC_DELETE",
@@ -49,6 +50,7 @@ __all__ = [
     "encode_append",
     "encode_topic_put",
     "encode_u64s",
+    "gap_is_corrupt",
 ]
 
 TOPIC_PUT = 1  # JSON: {"id", "name", "config", "watermark"}
@@ -59,6 +61,9 @@ DELETE_SEQS = 5  # u64 topic_id, u64 seq * n
 EXPIRE = 6  # u64 topic_id, u64 bound, u64 ttl_floor
 WATERMARK = 7  # u64 topic_id, u64 watermark
 GAP = 8  # u64 topic_id, u64 marker seq, u64 lost_from, u64 lost_to (a crash's head jump)
+#: A GAP entry's optional fifth u64: the seqs were lost to WAL damage (reason ``corrupt``),
+#: not to a crash. A binary that predates it reads the entry as a crash's gap.
+GAP_CORRUPT = 1
 HEAD = 9  # u64 topic_id, u64 head (rule 5; WAL format version 2)
 #: An APPEND that carries its producer's new state (rule 6; WAL format version 3):
 #: u64 topic_id, u32 salt, u64 epoch, u16 len(producer_id), u16 len(key), the two, frames.
@@ -97,6 +102,11 @@ def decode_u64s(payload: bytes) -> tuple[int, ...]:
     if len(payload) % 8:
         raise ValueError(f"u64 entry payload of {len(payload)} bytes")
     return struct.unpack(f"<{len(payload) // 8}Q", payload)
+
+
+def gap_is_corrupt(values: tuple[int, ...]) -> bool:
+    """Whether a decoded GAP entry carries :data:`GAP_CORRUPT`."""
+    return len(values) > 4 and values[4] == GAP_CORRUPT
 
 
 def encode_topic_put(topic_id: int, name: str, config: dict[str, Any], watermark: int) -> bytes:

@@ -24,6 +24,7 @@ Rule 4: ``load_manifest`` returns the newest generation that validates, falling 
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import Any
 
@@ -133,31 +134,53 @@ def _remove_old(fs: Fs, dir: str, generation: int) -> None:
             fs.remove(f"{dir}/{name}")
 
 
-def load_manifest(fs: Fs, dir: str) -> tuple[int, dict[str, Any]] | None:
+def load_manifest(
+    fs: Fs, dir: str, failed: list[tuple[str, str]] | None = None
+) -> tuple[int, dict[str, Any]] | None:
     """The newest manifest that validates, as ``(generation, body)``.
+
+    Args:
+        failed: when given, gets ``(file name, why)`` of every newer generation that did
+            not validate (recovery reports them: it fell back past them).
 
     Returns:
         None when ``dir`` holds no manifest at all (a fresh data directory).
 
     Raises:
-        ManifestCorruptionError: manifest files exist, but none validates.
+        ManifestCorruptionError: manifest files exist, but none validates; the message
+            names each file and what the operator can do.
     """
     generations = manifest_generations(fs, dir)
-    problems = []
+    problems: list[tuple[str, str]] = []
     for generation in reversed(generations):
-        path = f"{dir}/{manifest_name(generation)}"
-        result = read_manifest_body(fs, path, generation)
+        name = manifest_name(generation)
+        result = read_manifest_body(fs, f"{dir}/{name}", generation)
         if isinstance(result, dict):
+            if failed is not None:
+                failed.extend(problems)
             return generation, result
-        problems.append(f"{manifest_name(generation)}: {result}")
+        problems.append((name, result))
     if problems:
         raise ManifestCorruptionError(
-            "no manifest validates (" + "; ".join(problems) + "); restore the data "
-            "directory from a backup",
+            _refusal(dir, problems),
             path=f"{dir}/{manifest_name(generations[-1])}",
             offset=0,
         )
     return None
+
+
+def _refusal(dir: str, problems: list[tuple[str, str]]) -> str:
+    """Why the data directory cannot be opened and the operator's three ways out."""
+    data_dir = os.path.dirname(dir.rstrip("/")) or "."
+    files = ", ".join(f"{dir}/{name} ({why})" for name, why in problems)
+    newer = any(why.startswith("unsupported format version") for _, why in problems)
+    hint = "; an unsupported format version means a newer release wrote it" if newer else ""
+    return (
+        f"no manifest validates: {files}; without one no topic can be found{hint}. "
+        f"Run `topics verify {data_dir}` to see the damage, then restore the newest backup "
+        f"with `topics restore FILE {data_dir}`; moving {dir} aside lets the server start, "
+        "but EMPTY: it gives up every topic and record in this directory"
+    )
 
 
 def read_manifest_body(fs: Fs, path: str, generation: int) -> dict[str, Any] | str:

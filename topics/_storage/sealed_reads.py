@@ -5,28 +5,46 @@ hot read of a cold segment, so it does the least that keeps rule 4 of that modul
 return bad bytes silently): the header is checked against the identity the manifest
 recorded, exactly the recorded frame bytes must be there, and ``SegmentBuffer.from_frames``
 (the caller) checks every frame's CRC and seq. The index file is not read: the frames
-carry their own lengths, and ``topics verify`` and recovery check the index. ``read_readable_prefix`` is the read of a segment known to be
-damaged (issue 32): what is still trustworthy, and where the damage starts.
+carry their own lengths, and ``topics verify`` and recovery check the index.
 """
 
 from __future__ import annotations
 
+import array
 import struct
-from typing import NamedTuple
+import sys
 
-from .._core import FrameError, SegmentBuffer, iter_frames
+from topics._core import crc32c
+
 from .fs import Fs
-from .segment_files import HEADER_SIZE, SegmentCorruptionError, read_header
+from .segment_files import (
+    HEADER_SIZE,
+    INDEX_MAGIC,
+    INDEX_SUFFIX,
+    SEGMENT_FORMAT_VERSION,
+    SegmentCorruptionError,
+    read_header,
+)
 
-__all__ = ["ReadablePrefix", "read_readable_prefix", "read_sealed_frames"]
+__all__ = ["read_sealed_frames", "read_sealed_offsets"]
 
-_U32 = struct.Struct("<I")
+# The index file's header (docs/STORAGE_FORMATS.md, "Index file"): magic, version, reserved,
+# salt, topic_id, base_seq, frame_count, frames_length; then u32 offsets, then a CRC.
+_INDEX_HEADER = struct.Struct("<8sHHIQQII")
 
 
 def read_sealed_frames(
-    fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int, length: int
+    fs: Fs,
+    path: str,
+    *,
+    topic_id: int,
+    base_seq: int,
+    salt: int,
+    length: int,
+    start: int = 0,
 ) -> bytes:
-    """The ``length`` frame bytes of the sealed segment at ``path``.
+    """The ``length`` frame bytes from frame offset ``start`` of the sealed segment at
+    ``path`` (a whole segment, or one block of its frames for the cache).
 
     Raises:
         SegmentCorruptionError: a bad header, another segment's header, or fewer bytes
@@ -37,7 +55,7 @@ def read_sealed_frames(
     handle = fs.open(path)
     try:
         ident = read_header(handle, path)
-        data = handle.read_at(HEADER_SIZE, length) if length else b""
+        data = handle.read_at(HEADER_SIZE + start, length) if length else b""
     finally:
         handle.close()
     if ident != (topic_id, base_seq, salt):
@@ -49,84 +67,47 @@ def read_sealed_frames(
         )
     if len(data) != length:
         raise SegmentCorruptionError(
-            f"segment holds {len(data)} frame bytes, {length} were recorded",
+            f"segment holds {start + len(data)} frame bytes, {start + length} were recorded",
             path=path,
-            offset=HEADER_SIZE + len(data),
+            offset=HEADER_SIZE + start + len(data),
         )
     return data
 
 
-class ReadablePrefix(NamedTuple):
-    """What a damaged segment still holds: its frames before the first unreadable one."""
+def read_sealed_offsets(
+    fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int, count: int, length: int
+) -> array.array[int]:
+    """The frame offsets of the sealed segment at ``path``, from its index file, checked
+    against the identity and size the manifest recorded: what lets the cache read one
+    block of a segment instead of all of it.
 
-    buf: SegmentBuffer  # the readable frames (count: how many), unsealed
-    problem: str  # "" when nothing is wrong, else "header", "crc", "truncated", ...
-    offset: int  # file offset of the first unreadable byte (-1 when nothing is wrong)
-    detail: str
-
-
-def read_readable_prefix(
-    fs: Fs, path: str, *, topic_id: int, base_seq: int, salt: int, length: int, count: int
-) -> ReadablePrefix:
-    """The frames of the segment at ``path`` that pass every check, up to the first that
-    does not (issue 32). ``length`` and ``count`` are what the manifest recorded (``count``
-    -1 when unknown). Never raises for bad bytes; ``OSError`` when the file cannot be read.
-
-    Every frame before the first bad one passed its CRC and seq checks, so the prefix is
-    trustworthy; nothing after a bad frame is (its length field may be the damaged one).
-    A bad header makes the whole file untrustworthy: an empty prefix.
+    Raises:
+        FileNotFoundError: no index (the caller reads whole segments instead).
+        SegmentCorruptionError: an index that fails its checksum or does not match.
     """
-    empty = SegmentBuffer(base_seq, salt)
-    handle = fs.open(path)
+    idx_path = path + INDEX_SUFFIX
+    handle = fs.open(idx_path)
     try:
-        try:
-            ident = read_header(handle, path)
-        except SegmentCorruptionError as exc:
-            return ReadablePrefix(empty, "header", 0, str(exc))
-        data = handle.read_at(HEADER_SIZE, length) if length else b""
+        raw = handle.read_at(0, handle.size())
     finally:
         handle.close()
-    if ident != (topic_id, base_seq, salt):
-        return ReadablePrefix(empty, "header", 0, f"header names topic {ident[0]} base {ident[1]}")
-    end, problem, detail = _walk(data, base_seq, salt)
-    if not problem and len(data) < length:
-        problem, detail = "truncated", f"{len(data)} of {length} frame bytes"
-    buf = SegmentBuffer.from_frames(data[:end], base_seq, salt, verify=False)
-    if count >= 0 and buf.count > count:
-        # More whole frames than recorded: the manifest's count wins (the rest were never
-        # listed), and so does its length.
-        return _readable_prefix(data, base_seq, salt, count)
-    if not problem and count >= 0 and buf.count < count:
-        problem, detail = "truncated", f"{buf.count} of {count} frames"
-    return ReadablePrefix(buf, problem, HEADER_SIZE + end if problem else -1, detail)
-
-
-def _walk(data: bytes, base_seq: int, salt: int) -> tuple[int, str, str]:
-    """(end of the valid frames, problem, detail): CRC and structure, then seqs."""
-    try:
-        iter_frames(data, salt, True)
-        end = len(data)
-        problem = detail = ""
-    except FrameError as exc:
-        end = _offset_of(data, max(exc.index, 0))
-        problem, detail = exc.reason, str(exc)
-    try:
-        SegmentBuffer.from_frames(data[:end], base_seq, salt, verify=False)
-    except FrameError as exc:  # a frame with a valid CRC but the wrong seq
-        end = _offset_of(data, max(exc.index, 0))
-        problem, detail = "seq", str(exc)
-    return end, problem, detail
-
-
-def _offset_of(data: bytes, frames: int) -> int:
-    """The offset of frame ``frames`` (every frame before it is whole)."""
-    end = 0
-    for _ in range(frames):
-        end += _U32.unpack_from(data, end)[0]
-    return end
-
-
-def _readable_prefix(data: bytes, base_seq: int, salt: int, count: int) -> ReadablePrefix:
-    end = _offset_of(data, count)
-    buf = SegmentBuffer.from_frames(data[:end], base_seq, salt, verify=False)
-    return ReadablePrefix(buf, "", -1, "")
+    size = _INDEX_HEADER.size
+    if len(raw) != size + 4 * count + 4 or crc32c(raw[:-4], salt) != int.from_bytes(
+        raw[-4:], "little"
+    ):
+        raise SegmentCorruptionError("segment index fails its checksum", path=idx_path)
+    magic, version, _, i_salt, i_topic, i_base, i_count, i_length = _INDEX_HEADER.unpack_from(raw)
+    if (magic, version, i_salt, i_topic, i_base, i_count, i_length) != (
+        INDEX_MAGIC,
+        SEGMENT_FORMAT_VERSION,
+        salt,
+        topic_id,
+        base_seq,
+        count,
+        length,
+    ):
+        raise SegmentCorruptionError("segment index does not match its segment", path=idx_path)
+    offsets = array.array("I", raw[size : size + 4 * count])
+    if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+        offsets.byteswap()
+    return offsets

@@ -53,8 +53,10 @@ __all__ = [
     "SEVERITIES",
     "Finding",
     "ManifestView",
+    "Checked",
     "VerifyReport",
     "check_file",
+    "check_file_counted",
     "load_view",
     "verify_data_dir",
 ]
@@ -98,6 +100,11 @@ def check_file(fs: Fs, data_dir: str, rel_path: str, view: ManifestView) -> list
         OSError: the file could not be read (permission denied, an I/O error).
     """
     return _check(fs, data_dir.rstrip("/"), rel_path, view).findings
+
+
+def check_file_counted(fs: Fs, data_dir: str, rel_path: str, view: ManifestView) -> Checked:
+    """:func:`check_file`, with how many bytes it read (the online scrub paces by them)."""
+    return _check(fs, data_dir.rstrip("/"), rel_path, view)
 
 
 def _check(fs: Fs, root: str, rel: str, view: ManifestView) -> Checked:

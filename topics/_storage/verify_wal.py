@@ -5,8 +5,7 @@ Rules (docs/STORAGE_FORMATS.md, "WAL", validity rules):
 1. Every file but the newest must be whole: any bad byte in it is ``data`` damage.
 2. The newest file may end in a torn tail (a crash, or a write in progress beside a live
    server): ``advice``. A bad frame in it followed by valid frames of this file is not a
-   tail but damage in the middle, which recovery would cut off with everything after
-   it: ``data``.
+   tail but damage in the middle, whose entries recovery skips: ``data``.
 3. A newest file whose header is torn holds nothing that was acknowledged (the header is
    synced before any frame): ``advice``.
 """
@@ -72,7 +71,7 @@ def check_wal(fs: Fs, root: str, rel: str, *, newest: bool) -> Checked:
     else:
         detail = (
             f"{bad.detail}, and valid frames follow at offset {resumed[0]} (LSN {resumed[1]}): "
-            "recovery would end the log here and drop them"
+            "recovery skips the entries in between and replays them"
         )
         out.findings.append(Finding(rel, "wal", bad.problem, "data", detail, offset=bad.offset))
     return out

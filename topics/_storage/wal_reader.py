@@ -20,19 +20,26 @@ Rule 3: only the NEWEST file (highest number) may end in a torn tail (short head
 Rule 4: file numbers are consecutive; a missing file in the middle is corruption (the
   writer's ``trim`` removes oldest-first, making each removal durable before the next).
 Rule 5: the scan is streaming: it holds at most one read chunk plus one frame.
+Rule 6 (recovery of a writer, issue 32): given ``on_skip``, a bad frame of an older file,
+  or one of the newest with valid frames after it, does not raise: the scan reports the
+  LSNs it cannot read (a :class:`WalSkip`) and resumes at the next frame that validates
+  under the file's salt with a plausible LSN (``verify_frames.resumes_after``), or at the
+  next file. A torn header of an older file and a file missing in the numbering skip the
+  whole file the same way. A bad frame of the newest file with nothing valid after it is
+  still a torn tail (Rule 3), and an unknown format version still raises.
 """
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from topics._core import crc32c, encode_wal_frames
 
 from .fs import FileHandle, Fs, StorageCorruptionError
+from .verify_frames import resumes_after
 
 __all__ = [
     "FRAME_HEADER_SIZE",
@@ -42,6 +49,7 @@ __all__ = [
     "WalCorruptionError",
     "WalEntry",
     "WalFileHeader",
+    "WalSkip",
     "encode_frames",
     "encode_header",
     "last_lsn",
@@ -92,6 +100,25 @@ class WalFileHeader(NamedTuple):
     salt: int
     first_lsn: int
     version: int
+
+
+class WalSkip(NamedTuple):
+    """Entries a tolerant scan could not read (Rule 6)."""
+
+    file_no: int
+    path: str
+    offset: int  # of the first bad byte (0: the whole file)
+    problem: str
+    first_lsn: int  # the first LSN lost
+    last_lsn: int | None  # the last LSN lost; None: every LSN up to the end of the log
+    nbytes: int | None  # bytes skipped (None: unknown, e.g. a missing file)
+
+
+class _Unreadable(NamedTuple):
+    """A file a tolerant scan skips whole: a torn header, or missing in the numbering."""
+
+    file_no: int
+    problem: str
 
 
 class _HeaderError(Exception):
@@ -180,7 +207,14 @@ def encode_frames(frames: Sequence[tuple[int, int, bytes]], salt: int) -> bytear
     return encode_wal_frames(frames, salt)
 
 
-def scan_wal(fs: Fs, dir: str, *, from_lsn: int = 0, repair: bool) -> Iterator[WalEntry]:
+def scan_wal(
+    fs: Fs,
+    dir: str,
+    *,
+    from_lsn: int = 0,
+    repair: bool,
+    on_skip: Callable[[WalSkip], None] | None = None,
+) -> Iterator[WalEntry]:
     """Stream every entry with ``lsn >= from_lsn``, oldest first.
 
     Files wholly below ``from_lsn`` (the next file starts at or below it) are not read.
@@ -193,70 +227,110 @@ def scan_wal(fs: Fs, dir: str, *, from_lsn: int = 0, repair: bool) -> Iterator[W
         repair: truncate a torn tail of the newest file (recovery, with the data
             directory locked). ``False`` for read-only readers beside a live writer,
             which just stop at the tail.
+        on_skip: called with each run of entries that cannot be read, instead of raising
+            (Rule 6); called before the first entry read after the run.
 
     Raises:
-        WalCorruptionError: bad bytes in an older file, a CRC-valid frame out of LSN
-            order, or a missing file in the numbering (Rules 2-4).
+        WalCorruptionError: without ``on_skip``: bad bytes in an older file, a CRC-valid
+            frame out of LSN order, or a missing file in the numbering (Rules 2-4). With
+            it: only a header of an unknown format version or LSNs going backwards.
     """
     numbers = wal_files(fs, dir)
     if not numbers:
         return
-    for prev, cur in itertools.pairwise(numbers):
-        if cur != prev + 1:
-            raise WalCorruptionError(
-                f"WAL file {prev + 1:016x} is missing between {prev:016x} and {cur:016x}",
-                path=wal_path(dir, prev + 1),
-            )
-    headers = _read_headers(fs, dir, numbers, repair=repair)
+    files = _read_headers(fs, dir, numbers, repair=repair, tolerant=on_skip is not None)
     prev_lsn = 0
-    for i, header in enumerate(headers):
-        if i + 1 < len(headers) and headers[i + 1].first_lsn <= from_lsn:
+    for i, item in enumerate(files):
+        upper = next((f.first_lsn for f in files[i + 1 :] if isinstance(f, WalFileHeader)), None)
+        if upper is not None and upper <= from_lsn:
             continue  # every frame here is below the next file's first LSN
-        newest = header.file_no == numbers[-1]
-        for entry in _scan_file(fs, dir, header, newest, repair, prev_lsn):
+        if isinstance(item, _Unreadable):
+            assert on_skip is not None  # only a tolerant scan lists them
+            path = wal_path(dir, item.file_no)
+            size = _size(fs, path)
+            last = None if upper is None else upper - 1
+            on_skip(WalSkip(item.file_no, path, 0, item.problem, prev_lsn + 1, last, size))
+            continue
+        newest = item.file_no == numbers[-1]
+        scan = _FileScan(fs, dir, item, newest=newest, repair=repair, upper=upper)
+        for entry in scan.entries(prev_lsn, on_skip):
             prev_lsn = entry.lsn
             if entry.lsn >= from_lsn:
                 yield entry
-        prev_lsn = max(prev_lsn, header.first_lsn - 1)
+        prev_lsn = max(prev_lsn, item.first_lsn - 1)
 
 
 def last_lsn(fs: Fs, dir: str) -> int | None:
     """The LSN of the last valid frame in the log (read-only), or None when it is empty."""
     numbers = wal_files(fs, dir)
-    headers = _read_headers(fs, dir, numbers, repair=False)
+    headers = _read_headers(fs, dir, numbers, repair=False, tolerant=False)
     for header in reversed(headers):
+        assert isinstance(header, WalFileHeader)  # a strict read lists no other
         newest = header.file_no == numbers[-1]
         last = None
-        for entry in _scan_file(fs, dir, header, newest, False, 0):
+        for entry in _FileScan(fs, dir, header, newest=newest, repair=False).entries(0, None):
             last = entry.lsn
         if last is not None:
             return last
     return None
 
 
-def _read_headers(fs: Fs, dir: str, numbers: list[int], *, repair: bool) -> list[WalFileHeader]:
-    headers: list[WalFileHeader] = []
-    for file_no in numbers:
+def _size(fs: Fs, path: str) -> int | None:
+    try:
+        handle = fs.open(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return handle.size()
+    finally:
+        handle.close()
+
+
+def _read_headers(
+    fs: Fs, dir: str, numbers: list[int], *, repair: bool, tolerant: bool
+) -> list[WalFileHeader | _Unreadable]:
+    files: list[WalFileHeader | _Unreadable] = []
+    last_first = 0
+    for file_no in range(numbers[0], numbers[-1] + 1):
         path = wal_path(dir, file_no)
+        if file_no not in numbers:
+            if not tolerant:
+                raise WalCorruptionError(
+                    f"WAL file {file_no:016x} is missing between {file_no - 1:016x} and "
+                    f"{min(n for n in numbers if n > file_no):016x}",
+                    path=path,
+                )
+            files.append(_Unreadable(file_no, "missing"))
+            continue
+        newest = file_no == numbers[-1]
         try:
             header = decode_header(_read_head(fs, path))
         except _HeaderError as exc:
-            if not exc.torn or file_no != numbers[-1]:
+            if newest and exc.torn:
+                # The writer syncs a new file's header before any frame goes in, so a
+                # newest file with a torn header holds nothing that was ever acknowledged.
+                if repair:
+                    fs.remove(path)
+                    fs.sync_dir(dir)
+                break
+            if not (tolerant and exc.torn):
                 raise WalCorruptionError(f"bad WAL header: {exc}", path=path, offset=0) from None
-            # The writer syncs a new file's header before any frame goes in, so a newest
-            # file with a torn header holds nothing that was ever acknowledged.
-            if repair:
-                fs.remove(path)
-                fs.sync_dir(dir)
-            break
+            files.append(_Unreadable(file_no, f"bad header: {exc}"))
+            continue
         if header.file_no != file_no:
-            raise WalCorruptionError(f"header says file {header.file_no:016x}", path=path, offset=0)
-        if header.first_lsn < 1 or (headers and header.first_lsn < headers[-1].first_lsn):
+            if not tolerant or newest:
+                raise WalCorruptionError(
+                    f"header says file {header.file_no:016x}", path=path, offset=0
+                )
+            files.append(_Unreadable(file_no, f"header says file {header.file_no:016x}"))
+            continue
+        if header.first_lsn < 1 or header.first_lsn < last_first:
             raise WalCorruptionError(
                 f"first_lsn {header.first_lsn} goes backwards", path=path, offset=0
             )
-        headers.append(header)
-    return headers
+        last_first = header.first_lsn
+        files.append(header)
+    return files
 
 
 class _Window:
@@ -282,35 +356,97 @@ class _Window:
         return memoryview(self.buf)[lo : lo + size]
 
 
-def _scan_file(
-    fs: Fs, dir: str, header: WalFileHeader, newest: bool, repair: bool, prev_lsn: int
-) -> Iterator[WalEntry]:
-    path = wal_path(dir, header.file_no)
-    if header.first_lsn <= prev_lsn:
-        raise WalCorruptionError(
-            f"first_lsn {header.first_lsn} does not follow LSN {prev_lsn}", path=path, offset=0
-        )
-    handle = fs.open(path, write=repair and newest)
-    try:
-        window = _Window(handle, HEADER_SIZE, handle.size())
-        offset = HEADER_SIZE
-        expected = header.first_lsn
-        while offset < window.end:
-            frame = _read_frame(window, offset, header.salt)
-            if isinstance(frame, str):
-                _end_of_log(handle, path, offset, frame, newest=newest, repair=repair)
-                return
-            _, _, lsn, entry_type = _FRAME.unpack(frame[:FRAME_HEADER_SIZE])
-            if lsn != expected:
-                raise WalCorruptionError(
-                    f"frame LSN {lsn} where {expected} was expected", path=path, offset=offset
-                )
-            payload = bytes(frame[FRAME_HEADER_SIZE:])
-            yield WalEntry(lsn, entry_type, payload, header.file_no, offset)
-            expected += 1
-            offset += len(frame)
-    finally:
-        handle.close()
+class _FileScan:
+    """The frames of one file, in order (Rules 2, 3 and 6)."""
+
+    def __init__(
+        self,
+        fs: Fs,
+        dir: str,
+        header: WalFileHeader,
+        *,
+        newest: bool,
+        repair: bool,
+        upper: int | None = None,
+    ) -> None:
+        self.fs, self.header, self.newest, self.repair = fs, header, newest, repair
+        self.path = wal_path(dir, header.file_no)
+        self.upper = upper  # the next readable file's first LSN: this file's LSNs stay below
+
+    def entries(
+        self, prev_lsn: int, on_skip: Callable[[WalSkip], None] | None
+    ) -> Iterator[WalEntry]:
+        header, path = self.header, self.path
+        if header.first_lsn <= prev_lsn:
+            raise WalCorruptionError(
+                f"first_lsn {header.first_lsn} does not follow LSN {prev_lsn}", path=path, offset=0
+            )
+        handle = self.fs.open(path, write=self.repair and self.newest)
+        try:
+            window = _Window(handle, HEADER_SIZE, handle.size())
+            offset = HEADER_SIZE
+            expected = header.first_lsn
+            while offset < window.end:
+                frame = _read_frame(window, offset, header.salt)
+                problem = frame if isinstance(frame, str) else None
+                lsn = entry_type = 0
+                if not isinstance(frame, str):
+                    _, _, lsn, entry_type = _FRAME.unpack(frame[:FRAME_HEADER_SIZE])
+                    if lsn < expected or (lsn > expected and on_skip is None):
+                        if on_skip is None:
+                            raise WalCorruptionError(
+                                f"frame LSN {lsn} where {expected} was expected",
+                                path=path,
+                                offset=offset,
+                            )
+                        problem = f"frame LSN {lsn} where {expected} was expected"
+                if problem is not None:
+                    if on_skip is None:
+                        _end_of_log(
+                            handle, path, offset, problem, newest=self.newest, repair=self.repair
+                        )
+                        return
+                    resumed = self._resync(handle, offset, window.end, expected)
+                    if resumed is None:
+                        if self.newest:
+                            _end_of_log(
+                                handle, path, offset, problem, newest=True, repair=self.repair
+                            )
+                        else:
+                            n = window.end - offset
+                            on_skip(self._skip(offset, problem, expected, self._last(), n))
+                        return
+                    at, lsn = resumed
+                    if lsn > expected:  # else bytes that hid no entry (a bad length)
+                        on_skip(self._skip(offset, problem, expected, lsn - 1, at - offset))
+                    offset, expected = at, lsn
+                    continue
+                assert not isinstance(frame, str)
+                if lsn > expected:  # a CRC-valid frame past a hole (tolerant only)
+                    assert on_skip is not None
+                    on_skip(self._skip(offset, "lsn", expected, lsn - 1, 0))
+                    expected = lsn
+                payload = bytes(frame[FRAME_HEADER_SIZE:])
+                yield WalEntry(lsn, entry_type, payload, header.file_no, offset)
+                expected += 1
+                offset += len(frame)
+        finally:
+            handle.close()
+
+    def _resync(
+        self, handle: FileHandle, offset: int, end: int, expected: int
+    ) -> tuple[int, int] | None:
+        """(offset, LSN) of the next frame to read past bad bytes at ``offset``."""
+        found = resumes_after(handle, offset, end, self.header.salt, expected)
+        if found is None or (self.upper is not None and found[1] >= self.upper):
+            return None
+        return found
+
+    def _last(self) -> int | None:
+        return None if self.upper is None else self.upper - 1
+
+    def _skip(self, offset: int, problem: str, first: int, last: int | None, n: int) -> WalSkip:
+        return WalSkip(self.header.file_no, self.path, offset, problem, first, last, n)
 
 
 def _read_frame(window: _Window, offset: int, salt: int) -> memoryview | str:

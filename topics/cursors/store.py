@@ -33,6 +33,7 @@ from ..errors import InvalidRequestError
 
 __all__ = [
     "CURSOR_DELETE",
+    "CURSOR_NAME_RE",
     "CURSOR_PUT",
     "ENTRY_TYPES",
     "Committed",
@@ -47,12 +48,13 @@ CURSOR_PUT = 40  # [topic_id, name, seq, updated_ms(, owner: rule 5)]
 CURSOR_DELETE = 41  # [topic_id, name]
 ENTRY_TYPES = frozenset({CURSOR_PUT, CURSOR_DELETE})
 
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
+#: A cursor name (the topic-name charset); the OpenAPI document's CursorName pattern.
+CURSOR_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,254}")
 
 
 def check_cursor_name(name: object, field: str = "cursor") -> str:
     """``name`` if it is a valid cursor name (the topic-name charset), else invalid_request."""
-    if not isinstance(name, str) or _NAME_RE.fullmatch(name) is None:
+    if not isinstance(name, str) or CURSOR_NAME_RE.fullmatch(name) is None:
         raise InvalidRequestError(
             f"{field}: {name!r} is not a valid cursor name "
             "(1-255 chars of A-Z a-z 0-9 . _ : -, starting alphanumeric)",

@@ -24,30 +24,38 @@ Rules:
 4. Questions answered without the file: ``first_live``/``is_live`` when nothing or
    everything after the retired prefix is live, and retiring a whole segment whose
    records are all live (cap and TTL drop old segments without reading them).
+6. Reads load one block (about ``BLOCK_BYTES`` of whole frames, found with the offsets
+   of the segment's index file, itself cached) rather than the whole segment, so a diff
+   far back reads about what it returns. Changes (deletes, retiring part of a segment)
+   and everything during recovery load the whole segment, where rule 3's check runs:
+   once recovery has replayed the WAL the file's flags are the truth, so a block needs
+   no such check. Every cached copy of a frame takes a change made to it.
 5. A file that cannot be read fails the one call that needed it with
    ``StorageUnavailableError`` (503, retry): the server stays up and the next call reads
    again.
-6. Frames or a header that fail their checks quarantine the segment (issue 32,
-   ``damaged.py``): from the first bad frame to its end (the whole segment for a bad
-   header) is ``damaged``; every copy loaded from then on is the readable prefix only,
-   the records past it stop counting (``on_adjust``, as rule 3), and the owner is told
-   (``on_damage``) so readers get a ``corrupt`` tombstone over the range. Questions about
-   an index in the range answer "not live"; the frames there are never read again.
+7. Frames or a header that fail their checks quarantine the segment (``damaged.py``):
+   from the first bad frame on is ``damaged``, the only copy is the readable prefix
+   (whole, no blocks), the records past it stop counting (``on_adjust``) and the owner
+   is told (``on_damage``). An index in the range is never live, nor read again.
 """
 
 from __future__ import annotations
 
+import array
+import bisect
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._core import FrameError, SegmentBuffer
 from .._storage.damage import Damage, DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
-from .._storage.sealed_reads import read_readable_prefix, read_sealed_frames
+from .._storage.sealed_reads import read_sealed_frames, read_sealed_offsets
 from .._storage.segment_cache import SegmentCache
 from .._storage.segment_files import segment_path
 from ..errors import StorageUnavailableError
+from .damaged import find_damage, load_readable, readable
 
 if TYPE_CHECKING:
     from .._core._ext import _Keep as Keep
@@ -61,12 +69,17 @@ log = logging.getLogger("topics.storage")
 _PER_FRAME = 4
 _OVERHEAD = 128
 
+#: The unit of a cold read (rule 6): the frames that start within one aligned 128 KiB of
+#: the segment's frame bytes. About 1,000 records of 100 B: what one diff returns. The
+#: tiny cache test pass (scripts/test) shrinks it with ``_TOPICS_TEST_BLOCK_BYTES``.
+BLOCK_BYTES = int(os.environ.get("_TOPICS_TEST_BLOCK_BYTES") or 128 << 10)
+
 
 class ColdSource:
     """What the cold segments of one store share: its file system, segments directory,
     cache, and the registry of damaged files (``_storage/damage.py``, issue 32)."""
 
-    __slots__ = ("cache", "damage", "fs", "segments_dir")
+    __slots__ = ("cache", "damage", "fs", "recovering", "segments_dir")
 
     def __init__(
         self,
@@ -79,6 +92,8 @@ class ColdSource:
         self.segments_dir = segments_dir
         self.cache = cache
         self.damage = damage if damage is not None else DamageRegistry()
+        # True while recovery replays the WAL: reads then load whole segments (rule 6).
+        self.recovering = False
 
 
 class ColdSegment:
@@ -88,6 +103,7 @@ class ColdSegment:
         "base_seq",
         "count",
         "damaged",
+        "index_ok",
         "last_ts",
         "live_bytes",
         "live_count",
@@ -120,7 +136,6 @@ class ColdSegment:
         tagged: bool | None,
         pending: set[int] | None = None,
         on_adjust: Callable[[int, int], None] | None = None,
-        damaged: Damage | None = None,
     ) -> None:
         self.source = source
         self.topic_id = topic_id
@@ -138,8 +153,10 @@ class ColdSegment:
         self.pending: set[int] = pending if pending is not None else set()
         # Told (live records, live bytes) the file's flags took away (rule 3).
         self.on_adjust = on_adjust
-        # The unreadable seqs (rule 6), and who is told when a load finds them.
-        self.damaged = damaged
+        # False once the index file proved missing or damaged: whole loads only (rule 6).
+        self.index_ok = True
+        # The unreadable seqs (rule 7), and who is told when a load finds them.
+        self.damaged: Damage | None = None
         self.on_damage: Callable[[ColdSegment, Damage], None] | None = None
 
     @classmethod
@@ -183,18 +200,6 @@ class ColdSegment:
     def path(self) -> str:
         return segment_path(self.source.segments_dir, self.topic_id, self.base_seq)
 
-    @property
-    def relpath(self) -> str:
-        """The file, relative to the data directory (how damage reports name it)."""
-        return "segments/" + self.path.rsplit("/", 1)[-1]
-
-    @property
-    def readable(self) -> int:
-        """How many frames, from the first, can be read: ``count`` unless damaged."""
-        if self.damaged is None or self.damaged.first_seq is None:
-            return self.count
-        return min(max(self.damaged.first_seq - self.base_seq, 0), self.count)
-
     def _cost(self) -> int:
         return self.nbytes + _PER_FRAME * self.count + _OVERHEAD
 
@@ -210,8 +215,9 @@ class ColdSegment:
 
     def _load(self) -> SegmentBuffer:
         if self.damaged is not None:
-            return self._load_readable()
+            return self.adopt(load_readable(self))
         path = self.path
+        buf: SegmentBuffer | None = None
         try:
             frames = read_sealed_frames(
                 self.source.fs,
@@ -222,19 +228,18 @@ class ColdSegment:
                 length=self.nbytes,
             )
             buf = SegmentBuffer.from_frames(frames, self.base_seq, self.salt, verify=True)
-        except (FrameError, StorageCorruptionError):
-            self.source.cache.load_errors += 1
-            return self._load_readable()
         except OSError as exc:
             self.source.cache.load_errors += 1
             raise StorageUnavailableError.for_read(path, exc) from exc
-        if buf.count != self.count:
+        except (FrameError, StorageCorruptionError):
+            pass
+        if buf is None or buf.count != self.count:
             self.source.cache.load_errors += 1
-            return self._load_readable()
-        return self._adopt(buf)
+            buf = load_readable(self)  # rule 7
+        return self.adopt(buf)
 
-    def _adopt(self, buf: SegmentBuffer) -> SegmentBuffer:
-        """Rules 2 and 3 for a copy just read (the readable prefix of a damaged one)."""
+    def adopt(self, buf: SegmentBuffer) -> SegmentBuffer:
+        """Rules 2 and 3 for a whole copy just read (or a damaged one's readable prefix)."""
         buf.seal()
         buf.retire_to(min(self.retired, buf.count), None)
         for i in self.pending:
@@ -242,64 +247,6 @@ class ColdSegment:
                 buf.mark_deleted(i, None)
         self._agree(buf)
         return buf
-
-    def _load_readable(self) -> SegmentBuffer:
-        """Rule 6: the frames before the first bad one, quarantining the rest."""
-        try:
-            found = read_readable_prefix(
-                self.source.fs,
-                self.path,
-                topic_id=self.topic_id,
-                base_seq=self.base_seq,
-                salt=self.salt,
-                length=self.nbytes,
-                count=self.count,
-            )
-        except OSError as exc:
-            raise StorageUnavailableError.for_read(self.path, exc) from exc
-        if found.problem and self.readable > found.buf.count:
-            self.mark_damaged(
-                Damage(
-                    self.relpath,
-                    "segment",
-                    found.problem,
-                    topic_id=self.topic_id,
-                    first_seq=self.base_seq + found.buf.count,
-                    last_seq=self.base_seq + self.count - 1,
-                    offset=found.offset,
-                    detail=found.detail,
-                )
-            )
-        buf, keep = found.buf, self.readable
-        if buf.count > keep:  # quarantined from ``keep`` on by whoever found it (a scrub)
-            cut = buf.offset_of(keep) if keep else 0
-            buf = SegmentBuffer.from_frames(buf.view()[:cut], self.base_seq, self.salt, False)
-        return self._adopt(buf)
-
-    def mark_damaged(self, damage: Damage) -> None:
-        """Quarantine from ``damage.first_seq`` on (rule 6) and tell the owner. A copy in
-        the cache goes; the next load reads the readable prefix and fixes the counters."""
-        first = damage.first_seq if damage.first_seq is not None else self.base_seq
-        if self.damaged is not None and self.damaged.first_seq is not None:
-            first = min(first, self.damaged.first_seq)
-        self.damaged = Damage(
-            damage.path,
-            damage.kind,
-            damage.problem,
-            topic=damage.topic,
-            topic_id=self.topic_id,
-            first_seq=max(first, self.base_seq),
-            last_seq=self.base_seq + self.count - 1,
-            widened=damage.widened,
-            offset=damage.offset,
-            detail=damage.detail,
-        )
-        self.source.cache.discard(self.key)
-        self.source.cache.discard((self.topic_id, self.base_seq, "tags"))
-        if self.on_damage is not None:
-            self.on_damage(self, self.damaged)
-        else:
-            self.source.damage.report(self.damaged)
 
     def _agree(self, buf: SegmentBuffer) -> None:
         """Rule 3."""
@@ -331,19 +278,23 @@ class ColdSegment:
             return self.count
         if self._dense():
             return start
-        buf = self.loaded()
-        if start >= buf.count:  # the damaged range holds nothing live (rule 6)
-            return self.count
-        i = buf.first_live(start)
-        return i if i < buf.count else self.count
+        while start < self.count:
+            buf, first = self._piece(start)
+            if start >= first + buf.count:
+                return self.count  # past a damaged segment's readable prefix (rule 7)
+            j = buf.first_live(start - first)
+            if j < buf.count:
+                return first + j
+            start = first + buf.count
+        return self.count
 
     def is_live(self, i: int) -> bool:
         if i < self.retired or i >= self.count or self.live_count == 0 or i in self.pending:
             return False
         if self._dense():
             return True
-        buf = self.loaded()
-        return i < buf.count and buf.is_live(i)
+        buf, first = self._piece(i)
+        return i - first < buf.count and buf.is_live(i - first)
 
     def retire_to(self, i: int, trie: object = None) -> tuple[int, int, int]:
         """As ``SegmentBuffer.retire_to``; a cold segment's tags are not in the trie."""
@@ -355,6 +306,7 @@ class ColdSegment:
             cached = self.source.cache.peek(self.key)
             if cached is not None:
                 cached.retire_to(i, None)  # type: ignore[attr-defined]
+            self._drop_blocks()
             self.retired = i
             self.live_count = 0 if i == self.count else self.live_count
             self.live_bytes = 0 if i == self.count else self.live_bytes
@@ -362,11 +314,11 @@ class ColdSegment:
             return out
         buf = self.loaded()
         n, size, last = buf.retire_to(min(i, buf.count), None)
-        # Past the readable prefix of a damaged segment, nothing is live to retire.
-        self.retired = i if i >= buf.count else buf.retired
+        self.retired = i if i >= buf.count else buf.retired  # (past a damaged prefix)
         self.live_count -= n
         self.live_bytes -= size
         self._forget_pending()
+        self._drop_blocks()
         return n, size, last
 
     def _forget_pending(self) -> None:
@@ -376,10 +328,15 @@ class ColdSegment:
             self.pending = {i for i in self.pending if i >= self.retired}
 
     def mark_deleted(self, i: int, trie: object = None) -> int:
-        if i < self.retired or i >= self.readable or i in self.pending or self.live_count == 0:
+        if i < self.retired or i >= readable(self) or i in self.pending or self.live_count == 0:
             return 0
-        buf = self.loaded()
-        size = buf.mark_deleted(i, None)
+        buf, first = self._piece(i)  # whole during recovery (rule 3)
+        if i - first >= buf.count:
+            return 0  # found damaged just now (rule 7)
+        size = buf.mark_deleted(i - first, None)
+        for other, at in self._copies(i):
+            if other is not buf:
+                other.mark_deleted(i - at, None)
         if size:
             self.live_count -= 1
             self.live_bytes -= size
@@ -399,28 +356,140 @@ class ColdSegment:
 
     # -- everything else reads the frames ------------------------------------------
 
+    def _offsets(self) -> array.array[int] | None:
+        """The frame offsets from the index file (cached), or None: read whole segments."""
+        if not self.index_ok:
+            return None
+        key = (self.topic_id, self.base_seq, "idx")
+        cache = self.source.cache
+        offsets: Any = cache.get(key)
+        if offsets is None:
+            try:
+                offsets = read_sealed_offsets(
+                    self.source.fs,
+                    self.path,
+                    topic_id=self.topic_id,
+                    base_seq=self.base_seq,
+                    salt=self.salt,
+                    count=self.count,
+                    length=self.nbytes,
+                )
+            except (FileNotFoundError, StorageCorruptionError) as exc:
+                log.warning("index of %s unusable (%s); reading it whole", self.path, exc)
+                self.index_ok = False
+                return None
+            except OSError as exc:
+                self.source.cache.load_errors += 1
+                raise StorageUnavailableError.for_read(self.path + ".idx", exc) from exc
+            cache.put(key, offsets, _PER_FRAME * self.count + _OVERHEAD)
+        return offsets  # type: ignore[no-any-return]
+
+    def _piece(self, i: int) -> tuple[SegmentBuffer, int]:
+        """A loaded copy holding frame ``i`` and the index of its first frame (rule 6)."""
+        cache = self.source.cache
+        whole = cache.peek(self.key)
+        small = self.nbytes <= BLOCK_BYTES or self.damaged is not None  # (rule 7)
+        if whole is not None or small or self.source.recovering:
+            return self.loaded(), 0
+        offsets = self._offsets()
+        if offsets is None:
+            return self.loaded(), 0
+        block = offsets[i] // BLOCK_BYTES
+        key = (self.topic_id, self.base_seq, block)
+        piece: Any = cache.get(key)
+        if piece is None:
+            piece = self._load_block(offsets, block)
+            if piece is None:  # quarantined (rule 7), or only the index was wrong
+                return self.loaded(), 0
+            cache.put(key, piece, piece[0].nbytes + _PER_FRAME * piece[0].count + _OVERHEAD)
+        return piece  # type: ignore[no-any-return]
+
+    def _load_block(
+        self, offsets: array.array[int], block: int
+    ) -> tuple[SegmentBuffer, int] | None:
+        first = bisect.bisect_left(offsets, block * BLOCK_BYTES)
+        end = bisect.bisect_left(offsets, (block + 1) * BLOCK_BYTES)
+        start = offsets[first]
+        stop = offsets[end] if end < self.count else self.nbytes
+        path = self.path
+        try:
+            frames = read_sealed_frames(
+                self.source.fs,
+                path,
+                topic_id=self.topic_id,
+                base_seq=self.base_seq,
+                salt=self.salt,
+                length=stop - start,
+                start=start,
+            )
+            buf = SegmentBuffer.from_frames(frames, self.base_seq + first, self.salt, verify=True)
+        except OSError as exc:
+            self.source.cache.load_errors += 1
+            raise StorageUnavailableError.for_read(path, exc) from exc
+        except (FrameError, StorageCorruptionError):
+            buf = None
+        if buf is None or buf.count != end - first:
+            # Bad frames quarantine the segment; if the file is whole, the index was wrong.
+            self.source.cache.load_errors += 1
+            self.index_ok = find_damage(self)
+            return None
+        buf.seal()
+        if self.retired > first:
+            buf.retire_to(self.retired - first, None)
+        for p in self.pending:
+            if first <= p < end:
+                buf.mark_deleted(p - first, None)
+        return buf, first
+
+    def _copies(self, i: int) -> list[tuple[SegmentBuffer, int]]:
+        """Every cached copy holding frame ``i`` (rule 6: a change reaches them all)."""
+        cache = self.source.cache
+        out: list[tuple[SegmentBuffer, int]] = []
+        whole: Any = cache.peek(self.key)
+        if whole is not None:
+            out.append((whole, 0))
+        offsets: Any = cache.peek((self.topic_id, self.base_seq, "idx"))
+        if offsets is not None:
+            piece: Any = cache.peek((self.topic_id, self.base_seq, offsets[i] // BLOCK_BYTES))
+            if piece is not None:
+                out.append(piece)
+        return out
+
+    def _drop_blocks(self) -> None:
+        """Forget the cached blocks (a change was made to the whole copy only)."""
+        cache = self.source.cache
+        for block in range(self.nbytes // BLOCK_BYTES + 1):
+            cache.discard((self.topic_id, self.base_seq, block))
+
     def frame_len(self, i: int) -> int:
-        return self.loaded().frame_len(i)
+        buf, first = self._piece(i)
+        return buf.frame_len(i - first)
 
     def ts_at(self, i: int) -> int:
-        return self.loaded().ts_at(i)
+        buf, first = self._piece(i)
+        return buf.ts_at(i - first)
 
     def tag_at(self, i: int) -> bytes | None:
-        return self.loaded().tag_at(i)
+        buf, first = self._piece(i)
+        return buf.tag_at(i - first)
 
     def node_at(self, i: int) -> bytes | None:
-        return self.loaded().node_at(i)
+        buf, first = self._piece(i)
+        return buf.node_at(i - first)
 
     def offset_of(self, i: int) -> int:
-        return self.loaded().offset_of(i)
+        offsets = self._offsets() if self.nbytes > BLOCK_BYTES else None
+        return offsets[i] if offsets is not None else self.loaded().offset_of(i)
 
     def frame(self, i: int) -> bytes:
-        return self.loaded().frame(i)
+        buf, first = self._piece(i)
+        return buf.frame(i - first)
 
     def decode(
         self, i: int
     ) -> tuple[int, int, bytes | None, bytes | None, bytes | None, bytes, bool]:
-        return self.loaded().decode(i)
+        buf, first = self._piece(i)
+        return buf.decode(i - first)
 
     def first_ts_at_least(self, ts_ms: int) -> int:
         return self.loaded().first_ts_at_least(ts_ms)
@@ -438,21 +507,32 @@ class ColdSegment:
         stop: int = -1,
         keep: Keep | None = None,
     ) -> tuple[bytes, int, int, int]:
+        """As ``SegmentBuffer.render``, block by block (rule 6)."""
         end = self.count if stop < 0 else min(stop, self.count)
-        if start >= self.count or self.live_count == 0:
+        i = max(start, self.retired)
+        if i >= end or self.live_count == 0:
             # Nothing live from here: walk to the end (or ``stop``) without reading.
             return b"", 0, 0, max(start, end)
-        buf = self.loaded()
-        readable = buf.count
-        if readable == self.count:
-            return buf.render(start, limit, max_bytes, skip_nodes, flags, stop, keep)
-        # Damaged (rule 6): render the readable prefix; the range past it holds nothing.
-        if start >= readable:
-            return b"", 0, 0, max(start, end)
-        out, emitted, examined, nxt = buf.render(
-            start, limit, max_bytes, skip_nodes, flags, min(end, readable), keep
-        )
-        return out, emitted, examined, end if nxt >= readable else nxt
+        parts: list[bytes] = []
+        emitted = examined = size = 0
+        while i < end and examined < limit and size < max_bytes:
+            buf, first = self._piece(i)
+            if i >= first + buf.count:  # a damaged segment's range holds nothing (rule 7)
+                i = end
+                break
+            local_stop = min(end - first, buf.count)
+            frag, e, x, nxt = buf.render(
+                i - first, limit - examined, max_bytes - size, skip_nodes, flags, local_stop, keep
+            )
+            if e:
+                parts.append(frag)
+                size += len(frag)
+            emitted += e
+            examined += x
+            i = first + nxt
+            if nxt < local_stop:
+                break  # the limit or the byte budget ended it inside this block
+        return b",".join(parts), emitted, examined, i
 
     # -- tags (issue 31 item 3) -----------------------------------------------------
 

@@ -29,6 +29,7 @@ rules 8 and 10), so writes resume once the space is back above the reserve.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,6 +43,7 @@ from .._storage.segment_cache import SegmentCache
 from .._storage.space import DiskSpace
 from .._storage.wal import Wal, WalStatistics, WalTicket
 from ..log.cold_segment import ColdSource
+from .scrub import Scrub
 
 if TYPE_CHECKING:
     from ..log.producer_state import ProducerClaim
@@ -62,6 +64,7 @@ class Durability:
 
     def __init__(self, appender: Appender) -> None:
         self._app = appender
+        self.scrub: Scrub | None = None  # running when Limits.scrub_bytes_per_s > 0
 
     async def log_append(
         self,
@@ -114,6 +117,8 @@ class Durability:
             "topics_storage_free_bytes": (space.free_bytes or 0) if space is not None else 0,
             "topics_storage_min_free_bytes": space.min_free_bytes if space is not None else 0,
             "topics_storage_damaged_files": len(self._app.damage),
+            "topics_scrub_bytes_total": self.scrub.bytes_total if self.scrub else 0,
+            "topics_scrub_passes_total": self.scrub.passes_total if self.scrub else 0,
             "topics_cache_bytes": cache.bytes if cache else 0,
             "topics_cache_capacity_bytes": cache.capacity if cache else 0,
             "topics_cache_segments": cache.entries if cache else 0,
@@ -251,11 +256,8 @@ class Durability:
         # One cache of sealed segments read back from their files, shared by recovery
         # (which reads the few a WAL replay touches) and the store (issue 31).
         cold = ColdSource(fs, paths.segments, SegmentCache(app.limits.cache_bytes), app.damage)
-        rec = await trio.to_thread.run_sync(
-            lambda: recover(
-                fs, paths, repair=True, progress=progress, handed_out=handed_out, cold=cold
-            )
-        )
+        run = partial(recover, fs, paths, repair=True, progress=progress, handed_out=handed_out)
+        rec = await trio.to_thread.run_sync(lambda: run(cold=cold, damage=app.damage))
         wal = Wal.create(fs, paths.wal, next_lsn=rec.last_lsn + 1, file_no=rec.last_file_no + 1)
         store = Store(
             fs, paths, wal, rec.generation, max_open_files=app.limits.max_open_files, cold=cold
@@ -284,6 +286,9 @@ class Durability:
             store.heads = HeadTable.create(paths.root, rec.registry.topics.values())
         await nursery.start(store.run, rec.registry)
         nursery.start_soon(self._release_quiet_topics)
+        if app.limits.scrub_bytes_per_s > 0:  # off by default (ops/scrub.py)
+            self.scrub = Scrub(app, fs, paths.root, app.limits.scrub_bytes_per_s)
+            nursery.start_soon(self.scrub.run)
         start_services(nursery)
         app.recovery_progress = 1.0
 

@@ -23,7 +23,8 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from topics.types import EngineStatistics
 
@@ -32,7 +33,9 @@ __all__ = [
     "EXTRA_GAUGES",
     "HistogramLike",
     "CursorGauge",
+    "MetricFamily",
     "WalStatisticsLike",
+    "metric_families",
     "metric_names",
     "render_json",
     "render_prometheus",
@@ -95,6 +98,10 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "topics_storage_min_free_bytes": "The free-space reserve (TOPICS_MIN_FREE_BYTES).",
     "topics_storage_damaged_files": "Files found damaged (recovery, reads, the scrub); "
     "/v0/health names them and `topics verify DATA_DIR` lists them.",
+    "topics_scrub_bytes_total": "Bytes the online scrub has read (TOPICS_SCRUB_BYTES_PER_S; "
+    "0 while it is off).",
+    "topics_scrub_passes_total": "Passes the online scrub has finished over the segment and "
+    "closed WAL files.",
     "topics_cache_bytes": "Bytes of sealed segments held in the block cache (issue 31).",
     "topics_cache_capacity_bytes": "The block cache's budget (TOPICS_CACHE_BYTES).",
     "topics_cache_segments": "Segments and tag indexes held in the block cache.",
@@ -104,7 +111,7 @@ EXTRA_GAUGES: Mapping[str, str] = {
     "topics_cache_load_errors_total": "Segment loads that failed (unreadable or damaged file).",
 }
 
-_WAL_METRICS: tuple[tuple[str, str, str], ...] = (
+_WAL_METRICS: tuple[tuple[str, Literal["counter", "gauge"], str], ...] = (
     ("frames_total", "counter", "WAL frames appended."),
     ("batches_total", "counter", "WAL group-commit batches written."),
     ("fsyncs_total", "counter", "WAL fdatasync calls."),
@@ -131,6 +138,11 @@ _TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 _HISTOGRAM = "topics_wal_fsync_latency_us"
+_HISTOGRAM_HELP = "WAL fdatasync latency in microseconds."
+_BY_CLASS = "topics_topics_by_class"
+_BY_CLASS_HELP = "Topics per durability class."
+_TRUNCATED = "topics_topic_metrics_truncated"
+_TRUNCATED_HELP = "1 when the per-topic block was capped."
 
 #: One named cursor: (topic, cursor, committed seq, lag).
 CursorGauge = tuple[str, str, int, int]
@@ -159,6 +171,17 @@ def _num(value: float | int | bool) -> str:
 
 def _le(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
+
+
+# The extra gauges ``_aggregates`` places itself (with a fallback from the engine's stats).
+_EXPLICIT_EXTRAS = frozenset(
+    {
+        "topics_routers",
+        "topics_queue_leases_in_flight",
+        "topics_sse_connections",
+        "topics_watch_sessions",
+    }
+)
 
 
 def _aggregates(
@@ -192,18 +215,20 @@ def _aggregates(
         ),
         *(
             (name, EXTRA_GAUGES[name], extra.get(name, 0))
-            for name in (
-                "topics_sse_direct_streams",
-                "topics_storage_degraded",
-                "topics_storage_free_bytes",
-                "topics_storage_min_free_bytes",
-                "topics_storage_damaged_files",
-            )
+            # Every other declared gauge, in declaration order: a new one renders without
+            # an edit here (the storage, cache and scrub series come this way).
+            for name in EXTRA_GAUGES
+            if name not in _EXPLICIT_EXTRAS
         ),
         ("topics_ready", "1 once recovery finished and the server is ready.", stats.ready),
         ("topics_recovery_progress", "Recovery progress, 0.0-1.0.", stats.recovery_progress),
         ("topics_uptime_ms", "Milliseconds since the engine opened.", stats.uptime_ms),
     ]
+
+
+def _aggregate_kind(name: str) -> Literal["counter", "gauge"]:
+    """An aggregate's TYPE: a ``_total`` is a counter (the naming convention)."""
+    return "counter" if name.endswith("_total") else "gauge"
 
 
 def _topic_values(stats: EngineStatistics, attr: str) -> list[tuple[str, int]]:
@@ -249,18 +274,18 @@ def render_prometheus(
         lines.append(f"# HELP {name} {help_text}")
         lines.append(f"# TYPE {name} {kind}")
 
-    family("topics_topics_by_class", "gauge", "Topics per durability class.")
+    family(_BY_CLASS, "gauge", _BY_CLASS_HELP)
     for cls, count in sorted(stats.topics_by_class.items()):
-        lines.append(f'topics_topics_by_class{{class="{_escape(cls)}"}} {count}')
+        lines.append(f'{_BY_CLASS}{{class="{_escape(cls)}"}} {count}')
     for name, help_text, value in _aggregates(stats, extras):
-        family(name, "counter" if name.endswith("_total") else "gauge", help_text)
+        family(name, _aggregate_kind(name), help_text)
         lines.append(f"{name} {_num(value)}")
     for name, attr, help_text in _TOPIC_METRICS:
         family(name, "gauge", help_text)
         for topic, value in _topic_values(stats, attr):
             lines.append(f'{name}{{topic="{_escape(topic)}"}} {value}')
-    family("topics_topic_metrics_truncated", "gauge", "1 when the per-topic block was capped.")
-    lines.append(f"topics_topic_metrics_truncated {_num(stats.topic_gauges_truncated)}")
+    family(_TRUNCATED, "gauge", _TRUNCATED_HELP)
+    lines.append(f"{_TRUNCATED} {_num(stats.topic_gauges_truncated)}")
     for name, index, help_text in _CURSOR_METRICS:
         family(name, "gauge", help_text)
         for gauge in cursors:
@@ -270,7 +295,7 @@ def render_prometheus(
         name = f"topics_wal_{attr}"
         family(name, kind, help_text)
         lines.append(f"{name} {_num(getattr(wal, attr) if wal is not None else 0)}")
-    family(_HISTOGRAM, "histogram", "WAL fdatasync latency in microseconds.")
+    family(_HISTOGRAM, "histogram", _HISTOGRAM_HELP)
     buckets, total, count = _histogram(wal)
     for le, cumulative in buckets:
         lines.append(f'{_HISTOGRAM}_bucket{{le="{le}"}} {cumulative}')
@@ -287,12 +312,12 @@ def render_json(
     cursors: Sequence[CursorGauge] = (),
 ) -> dict[str, Any]:
     """The JSON snapshot: the same metrics keyed by their Prometheus names (rule 4)."""
-    out: dict[str, Any] = {"topics_topics_by_class": dict(sorted(stats.topics_by_class.items()))}
+    out: dict[str, Any] = {_BY_CLASS: dict(sorted(stats.topics_by_class.items()))}
     for name, _, value in _aggregates(stats, extras):
         out[name] = int(value) if isinstance(value, bool) else value
     for name, attr, _ in _TOPIC_METRICS:
         out[name] = dict(_topic_values(stats, attr))
-    out["topics_topic_metrics_truncated"] = int(stats.topic_gauges_truncated)
+    out[_TRUNCATED] = int(stats.topic_gauges_truncated)
     for name, index, _ in _CURSOR_METRICS:
         by_topic: dict[str, dict[str, int]] = {}
         for gauge in cursors:
@@ -306,16 +331,51 @@ def render_json(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class MetricFamily:
+    """One family as both renderings carry it (the OpenAPI document's metrics snapshot
+    schema is made from these).
+
+    Attributes:
+        name: the Prometheus name, also the JSON snapshot's key.
+        kind: the Prometheus TYPE.
+        help: the HELP text.
+        labels: the labels of its samples, outermost first: the JSON value nests one
+            object per label (``()``: a bare number); the histogram's is ``("le",)``.
+        value: the JSON type of a sample's value.
+    """
+
+    name: str
+    kind: Literal["gauge", "counter", "histogram"]
+    help: str
+    labels: tuple[str, ...]
+    value: Literal["integer", "number"]
+
+
+def metric_families() -> Sequence[MetricFamily]:
+    """Every metric family rendered, in order, read from the tables the renderers use."""
+    out = [MetricFamily(_BY_CLASS, "gauge", _BY_CLASS_HELP, ("class",), "integer")]
+    for name, help_text, value in _aggregates(_EMPTY, None):
+        # A float sample (recovery progress) is a JSON number; counts and flags are integers.
+        json_type: Literal["integer", "number"] = (
+            "number" if isinstance(value, float) else "integer"
+        )
+        out.append(MetricFamily(name, _aggregate_kind(name), help_text, (), json_type))
+    out += [MetricFamily(n, "gauge", h, ("topic",), "integer") for n, _, h in _TOPIC_METRICS]
+    out.append(MetricFamily(_TRUNCATED, "gauge", _TRUNCATED_HELP, (), "integer"))
+    out += [
+        MetricFamily(n, "gauge", h, ("topic", "cursor"), "integer") for n, _, h in _CURSOR_METRICS
+    ]
+    out += [
+        MetricFamily(f"topics_wal_{attr}", kind, h, (), "integer") for attr, kind, h in _WAL_METRICS
+    ]
+    out.append(MetricFamily(_HISTOGRAM, "histogram", _HISTOGRAM_HELP, ("le",), "integer"))
+    return out
+
+
 def metric_names() -> Sequence[str]:
     """Every metric family name rendered, in order (for tests and docs)."""
-    names = ["topics_topics_by_class"]
-    names += [n for n, _, _ in _aggregates(_EMPTY, None)]
-    names += [n for n, _, _ in _TOPIC_METRICS]
-    names.append("topics_topic_metrics_truncated")
-    names += [n for n, _, _ in _CURSOR_METRICS]
-    names += [f"topics_wal_{a}" for a, _, _ in _WAL_METRICS]
-    names.append(_HISTOGRAM)
-    return names
+    return [family.name for family in metric_families()]
 
 
 _EMPTY = EngineStatistics(

@@ -30,23 +30,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from topics.errors import TopicsError
-from topics.types import Tombstone
 from topics.watch_types import (
-    BacklogExceededEvent,
-    CaughtUpEvent,
-    EndReachedEvent,
+    FRAMED_EVENT_TYPES,
+    FramedEvent,
     JoinRefusedEvent,
     RecordBatch,
-    TombstoneEvent,
-    TopicAddedEvent,
-    TopicDeletedEvent,
     WatchEvent,
 )
 
 from .envelope import json_bytes
+from .frame_shapes import SSE_CONNECTION_CLOSING, SSE_CONNECTION_ESTABLISHED, SSE_ERROR
 
 __all__ = [
     "HEARTBEAT",
@@ -55,22 +50,17 @@ __all__ = [
     "Event",
     "Retry",
     "SSEDecoder",
-    "backlog_exceeded_frame",
-    "caught_up_frame",
     "connection_closing_frame",
     "connection_established_frame",
     "encode_comment",
     "encode_event",
     "encode_heartbeat",
     "encode_retry",
-    "end_reached_frame",
     "error_frame",
+    "event_frame",
     "frame_for_event",
     "record_frame",
-    "tombstone_frame",
-    "topic_added_frame",
     "join_refused_frame",
-    "topic_deleted_frame",
     "with_id",
 ]
 
@@ -177,85 +167,29 @@ def _shared_record_frame(batch: RecordBatch) -> bytes:
 def frame_for_event(cursor_id: str, event: WatchEvent) -> bytes:
     """The frame of a watch event, with the watcher's composite cursor as its ``id:``.
 
-    A record frame is built once per batch (``RecordBatch.encoded``) and shared.
+    A record frame is built once per batch (``RecordBatch.encoded``) and shared. The
+    others are ``event:`` the event's ``FRAME`` (``-`` for ``_``) and ``data:`` its
+    ``to_dict()``; a ``join-refused`` has no ``id:`` (:func:`join_refused_frame`).
     """
     if isinstance(event, RecordBatch):
         return with_id(cursor_id, event.encoded("sse", _shared_record_frame))
-    if isinstance(event, CaughtUpEvent):
-        return caught_up_frame(cursor_id, event.topic, event.head_seq)
-    if isinstance(event, TombstoneEvent):
-        return tombstone_frame(cursor_id, event.topic, event.tombstone)
-    if isinstance(event, TopicDeletedEvent):
-        return topic_deleted_frame(cursor_id, event.topic, event.head_seq)
-    if isinstance(event, TopicAddedEvent):
-        return topic_added_frame(cursor_id, event.topic, event.prefix, event.cursor, event.head_seq)
     if isinstance(event, JoinRefusedEvent):
         return join_refused_frame(event)
-    if isinstance(event, BacklogExceededEvent):
-        return backlog_exceeded_frame(cursor_id, event)
-    if isinstance(event, EndReachedEvent):
-        return end_reached_frame(cursor_id, event.topic, event.cursor, event.head_seq)
+    if isinstance(event, FRAMED_EVENT_TYPES):
+        return event_frame(cursor_id, event)
     raise TypeError(f"not a watch event: {event!r}")
 
 
-def tombstone_frame(cursor_id: str, topic: str, tombstone: Tombstone) -> bytes:
-    """``event: tombstone``: the lost range; ``cursor_id`` already points past it."""
-    payload: dict[str, Any] = {"topic": topic, **tombstone.to_dict()}
-    return encode_event(cursor_id, "tombstone", json_bytes(payload))
-
-
-def caught_up_frame(cursor_id: str, topic: str, head_seq: int) -> bytes:
-    """``event: caught-up``: the topic is drained to its head; the watcher is live."""
-    return encode_event(cursor_id, "caught-up", json_bytes({"topic": topic, "head_seq": head_seq}))
-
-
-def end_reached_frame(cursor_id: str, topic: str, cursor: int, head_seq: int) -> bytes:
-    """``event: end-reached``: the topic's ``to_seq``/``to_ts`` end is delivered up to
-    ``next_from_seq``; terminal for that topic only (issue 18)."""
-    payload = {"topic": topic, "next_from_seq": cursor, "head_seq": head_seq}
-    return encode_event(cursor_id, "end-reached", json_bytes(payload))
-
-
-def topic_deleted_frame(cursor_id: str, topic: str, head_seq: int) -> bytes:
-    """``event: topic-deleted``: terminal for that topic only."""
-    payload = {"topic": topic, "head_seq": head_seq, "reason": "deleted"}
-    return encode_event(cursor_id, "topic-deleted", json_bytes(payload))
-
-
-def topic_added_frame(
-    cursor_id: str, topic: str, prefix: str, from_seq: int, head_seq: int
-) -> bytes:
-    """``event: topic-added``: a topic created under a watched prefix joined the stream;
-    its records follow from ``from_seq`` (0: all of them)."""
-    payload = {"topic": topic, "prefix": prefix, "from_seq": from_seq, "head_seq": head_seq}
-    return encode_event(cursor_id, "topic-added", json_bytes(payload))
+def event_frame(cursor_id: str | None, event: FramedEvent) -> bytes:
+    """``event: <FRAME with - for _>``, ``data:`` the event's members (``to_dict``)."""
+    return encode_event(cursor_id, event.FRAME.replace("_", "-"), json_bytes(event.to_dict()))
 
 
 def join_refused_frame(event: JoinRefusedEvent) -> bytes:
     """``event: join-refused``: a topic created under a watched prefix did not join, the
     stream holding ``max_watch_topics`` topics already. No ``id:``: no cursor moved, so
     the client's Last-Event-ID stays what the previous frame made it."""
-    payload = {
-        "topic": event.topic,
-        "prefix": event.prefix,
-        "head_seq": event.head_seq,
-        "reason": "max_watch_topics",
-        "max_watch_topics": event.max_watch_topics,
-    }
-    return encode_event(None, "join-refused", json_bytes(payload))
-
-
-def backlog_exceeded_frame(cursor_id: str, event: BacklogExceededEvent) -> bytes:
-    """``event: backlog-exceeded``: ``(from_seq, head_seq]`` is not replayed (more than
-    ``max_backlog``); ``cursor_id`` already points at the head. Re-snapshot."""
-    payload = {
-        "topic": event.topic,
-        "from_seq": event.from_seq,
-        "head_seq": event.head_seq,
-        "backlog": event.backlog,
-        "max_backlog": event.max_backlog,
-    }
-    return encode_event(cursor_id, "backlog-exceeded", json_bytes(payload))
+    return event_frame(None, event)
 
 
 def error_frame(
@@ -271,16 +205,18 @@ def error_frame(
     plus ``retry_after_ms``/``topics`` for the advisory 429 and the ``request_id``
     (CONTRACT-NOTES 5). No ``id:``: an error never moves the resume cursor.
     """
-    payload: dict[str, Any] = {"code": exc.status, "error": exc.message, "error_code": exc.code}
-    if retry_after_ms is not None:
-        payload["retry_after_ms"] = retry_after_ms
-    if topics is not None:
-        payload["topics"] = list(topics)
-    if exc.detail:
-        payload["detail"] = exc.detail
-    if request_id is not None:
-        payload["request_id"] = request_id
-    return encode_event(None, "error", json_bytes(payload))
+    payload = SSE_ERROR.build(
+        {
+            "code": exc.status,
+            "error": exc.message,
+            "error_code": exc.code,
+            "retry_after_ms": retry_after_ms,
+            "topics": list(topics) if topics is not None else None,
+            "detail": exc.detail or None,
+            "request_id": request_id,
+        }
+    )
+    return encode_event(None, SSE_ERROR.name, json_bytes(payload))
 
 
 def connection_established_frame(
@@ -291,8 +227,10 @@ def connection_established_frame(
     ``topics`` maps each watched topic to ``{"from_seq", "head_seq", "earliest_seq"}``:
     where this stream resumes and the current watermarks. No ``id:`` (not data-bearing).
     """
-    payload = {"request_id": request_id, "wid": wid, "topics": topics}
-    return encode_event(None, "connection-established", json_bytes(payload))
+    payload = SSE_CONNECTION_ESTABLISHED.build(
+        {"request_id": request_id, "wid": wid, "topics": topics}
+    )
+    return encode_event(None, SSE_CONNECTION_ESTABLISHED.name, json_bytes(payload))
 
 
 def connection_closing_frame(reason: str, request_id: str, retry_after_ms: int) -> bytes:
@@ -301,8 +239,10 @@ def connection_closing_frame(reason: str, request_id: str, retry_after_ms: int) 
     ``reason`` is ``server_shutdown`` or ``superseded`` (another stream took the session);
     the client reconnects with Last-Event-ID after ``retry_after_ms``.
     """
-    payload = {"reason": reason, "request_id": request_id, "retry_after_ms": retry_after_ms}
-    return encode_event(None, "connection-closing", json_bytes(payload))
+    payload = SSE_CONNECTION_CLOSING.build(
+        {"reason": reason, "request_id": request_id, "retry_after_ms": retry_after_ms}
+    )
+    return encode_event(None, SSE_CONNECTION_CLOSING.name, json_bytes(payload))
 
 
 # -- decoding (rule 6) ---------------------------------------------------------------------

@@ -27,20 +27,10 @@ from typing import Any, Literal
 
 from topics._core.scan import BodyError, split_write_body
 from topics.errors import InvalidRequestError, TopicsError
-from topics.types import Tombstone
-from topics.watch_types import (
-    BacklogExceededEvent,
-    CaughtUpEvent,
-    EndReachedEvent,
-    JoinRefusedEvent,
-    RecordBatch,
-    TombstoneEvent,
-    TopicAddedEvent,
-    TopicDeletedEvent,
-    WatchEvent,
-)
+from topics.watch_types import FRAMED_EVENT_TYPES, RecordBatch, WatchEvent
 
 from .envelope import json_bytes
+from .frame_shapes import WS_ERROR, WS_PONG, WS_SUBSCRIBED, WS_UNSUBSCRIBED, FrameShape
 from .requests import (
     WATCH_TOPIC,
     WS_COMMIT,
@@ -60,20 +50,13 @@ __all__ = [
     "TopicStart",
     "Unsubscribe",
     "ack_frame",
-    "backlog_exceeded_frame",
-    "caught_up_frame",
     "committed_frame",
     "decode_op",
-    "end_reached_frame",
     "error_frame",
     "frame_for_event",
     "pong_frame",
     "record_frame",
     "subscribed_frame",
-    "tombstone_frame",
-    "topic_added_frame",
-    "join_refused_frame",
-    "topic_deleted_frame",
     "unsubscribed_frame",
 ]
 
@@ -412,6 +395,11 @@ def _frame(op: str, request_id: str | None, body: Mapping[str, Any]) -> str:
     return json_bytes(out).decode()
 
 
+def _shaped(shape: FrameShape, members: Mapping[str, Any]) -> str:
+    """A frame declared in :mod:`.frame_shapes`: ``op``, then its members."""
+    return json_bytes({"op": shape.name, **shape.build(members)}).decode()
+
+
 def subscribed_frame(
     request_id: str | None,
     topics: Mapping[str, Mapping[str, int]],
@@ -419,18 +407,17 @@ def subscribed_frame(
 ) -> str:
     """``subscribed``: each topic's resolved start and watermarks, and the connection's
     ``topic_prefix`` entries (what each covers) when the subscribe named any."""
-    body: dict[str, Any] = {"topics": topics}
-    if prefixes is not None:
-        body["topic_prefix"] = prefixes
-    return _frame("subscribed", request_id, body)
+    return _shaped(
+        WS_SUBSCRIBED, {"request_id": request_id, "topics": topics, "topic_prefix": prefixes}
+    )
 
 
 def unsubscribed_frame(request_id: str | None, topics: Sequence[str]) -> str:
-    return _frame("unsubscribed", request_id, {"topics": list(topics)})
+    return _shaped(WS_UNSUBSCRIBED, {"request_id": request_id, "topics": list(topics)})
 
 
 def pong_frame(request_id: str | None) -> str:
-    return _frame("pong", request_id, {})
+    return _shaped(WS_PONG, {"request_id": request_id})
 
 
 def committed_frame(request_id: str | None, cursor: Mapping[str, Any]) -> str:
@@ -458,84 +445,13 @@ def _shared_record_frame(batch: RecordBatch) -> str:
 
 
 def frame_for_event(event: WatchEvent) -> str:
-    """The frame of a watch event; a record frame is built once per batch and shared."""
+    """The frame of a watch event: ``op`` its ``FRAME`` and its ``to_dict()`` members; a
+    record frame is built once per batch and shared."""
     if isinstance(event, RecordBatch):
         return event.encoded("ws", _shared_record_frame)
-    if isinstance(event, CaughtUpEvent):
-        return caught_up_frame(event.topic, event.head_seq)
-    if isinstance(event, TombstoneEvent):
-        return tombstone_frame(event.topic, event.tombstone)
-    if isinstance(event, TopicDeletedEvent):
-        return topic_deleted_frame(event.topic, event.head_seq)
-    if isinstance(event, TopicAddedEvent):
-        return topic_added_frame(event.topic, event.prefix, event.cursor, event.head_seq)
-    if isinstance(event, JoinRefusedEvent):
-        return join_refused_frame(event)
-    if isinstance(event, BacklogExceededEvent):
-        return backlog_exceeded_frame(event)
-    if isinstance(event, EndReachedEvent):
-        return end_reached_frame(event.topic, event.cursor, event.head_seq)
+    if isinstance(event, FRAMED_EVENT_TYPES):
+        return _frame(event.FRAME, None, event.to_dict())
     raise TypeError(f"not a watch event: {event!r}")
-
-
-def caught_up_frame(topic: str, head_seq: int) -> str:
-    return _frame("caught_up", None, {"topic": topic, "head_seq": head_seq})
-
-
-def tombstone_frame(topic: str, tombstone: Tombstone) -> str:
-    return _frame("tombstone", None, {"topic": topic, **tombstone.to_dict()})
-
-
-def end_reached_frame(topic: str, cursor: int, head_seq: int) -> str:
-    """``end_reached``: the topic's ``to_seq``/``to_ts`` end is delivered up to
-    ``next_from_seq``; it leaves the subscription (issue 18)."""
-    return _frame(
-        "end_reached", None, {"topic": topic, "next_from_seq": cursor, "head_seq": head_seq}
-    )
-
-
-def topic_deleted_frame(topic: str, head_seq: int) -> str:
-    return _frame(
-        "topic_deleted", None, {"topic": topic, "head_seq": head_seq, "reason": "deleted"}
-    )
-
-
-def topic_added_frame(topic: str, prefix: str, from_seq: int, head_seq: int) -> str:
-    """``topic_added``: a topic created under a subscribed prefix; records follow from
-    ``from_seq``."""
-    return _frame(
-        "topic_added",
-        None,
-        {"topic": topic, "prefix": prefix, "from_seq": from_seq, "head_seq": head_seq},
-    )
-
-
-def join_refused_frame(event: JoinRefusedEvent) -> str:
-    """``join_refused``: a topic created under a subscribed prefix did not join (the
-    connection holds ``max_watch_topics`` topics already)."""
-    return _frame(
-        "join_refused",
-        None,
-        {
-            "topic": event.topic,
-            "prefix": event.prefix,
-            "head_seq": event.head_seq,
-            "reason": "max_watch_topics",
-            "max_watch_topics": event.max_watch_topics,
-        },
-    )
-
-
-def backlog_exceeded_frame(event: BacklogExceededEvent) -> str:
-    """``backlog_exceeded``: ``(from_seq, head_seq]`` is not replayed; live from the head."""
-    body = {
-        "topic": event.topic,
-        "from_seq": event.from_seq,
-        "head_seq": event.head_seq,
-        "backlog": event.backlog,
-        "max_backlog": event.max_backlog,
-    }
-    return _frame("backlog_exceeded", None, body)
 
 
 def ack_frame(
@@ -547,7 +463,5 @@ def ack_frame(
 
 def error_frame(request_id: str | None, exc: TopicsError) -> str:
     """``error``: the wire code, message and detail of ``exc`` (the §0.5 fields)."""
-    body: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.detail is not None:
-        body["detail"] = exc.detail
-    return _frame("error", request_id, body)
+    members = {"request_id": request_id, "code": exc.code, "message": exc.message}
+    return _shaped(WS_ERROR, {**members, "detail": exc.detail})

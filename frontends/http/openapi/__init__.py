@@ -3,8 +3,8 @@
 The document is built from the route table (:func:`build_document`): each API route
 names its operation in ``Route.op``, and the operations and schemas are declared per area
 in this package (``topic``, ``records``, ``routers``, ``watch``, ``ws``, ``queues``,
-``cursors``, ``probes``; ``schema``, ``errors``, ``operation``, ``parameters`` are shared;
-``builder`` joins routes to operations). ``docs/openapi.json`` is a generated copy;
+``cursors``, ``probes``; ``schema``, ``errors``, ``operation``, ``parameters``,
+``frames`` are shared; ``builder`` joins routes to operations). ``docs/openapi.json`` is a generated copy;
 rebuild it (and docs/ENDPOINTS.md) with::
 
     python -m topics.frontends.http.openapi > docs/openapi.json
@@ -22,8 +22,9 @@ Rules:
    table's patterns (``/v0/topics/{topic}/claim``, never ``{q}``).
 2. Every operation lists every error code it can answer, grouped by status; each status's
    schema accepts exactly those codes (one ``Error.<code>`` schema per code, each the §0.5
-   envelope with ``error.code`` pinned). The statuses come from :mod:`topics.errors`, so
-   a code cannot drift to another status here. 404 ``not_found`` (no route) and 405
+   envelope with ``error.code`` pinned). The codes and their statuses come from the
+   registry of :mod:`topics.errors`, so a code cannot be missing or drift to another
+   status here. 404 ``not_found`` (no route) and 405
    ``method_not_allowed`` (route, wrong method) can answer any path: every code has its
    entry in ``components.responses`` (operations refer to it when one code is alone at its
    status).
@@ -50,17 +51,17 @@ from topics.wire.envelope import json_bytes
 from ..routing import Route
 from ..state import Reply, RequestContext
 from .builder import GENERATED_BY, DocumentError, build_document, document_text
-from .errors import ERROR_CODES, STREAM_ERROR_CODES, status_of
+from .errors import error_codes, status_of, stream_error_codes
 
 __all__ = [
-    "ERROR_CODES",
     "GENERATED_BY",
     "ROUTES",
-    "STREAM_ERROR_CODES",
     "DocumentError",
     "build_document",
     "document_text",
+    "error_codes",
     "status_of",
+    "stream_error_codes",
 ]
 
 #: The served document's bytes, for the one route table it was built from.

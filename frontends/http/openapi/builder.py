@@ -21,6 +21,7 @@ from typing import Any
 
 from topics import __version__
 
+from ..query_params import QUERY_PARAMS, TOKEN
 from ..routing import Route
 from . import (
     cursors,
@@ -35,7 +36,7 @@ from . import (
     watch,
     ws,
 )
-from .errors import ERROR_CODES, error_response, error_responses, status_of
+from .errors import error_codes, error_response, error_responses, status_of
 from .operation import Operation, param_refs
 from .schema import Schema
 
@@ -108,16 +109,30 @@ def _security(route: Route) -> list[dict[str, list[str]]]:
     return out
 
 
+def _parameters(route: Route, op: Operation) -> list[dict[str, str]]:
+    """The operation's parameters: the path's, the query parameters its handler reads
+    (``Route.query``), the headers the operation names, and ``?token=`` where the route
+    accepts it."""
+    path_params = [p for p in _PATH_PARAMS if "{" + p + "}" in route.pattern]
+    listed = sorted(set(op.params) & {param.key for param in QUERY_PARAMS})
+    if listed:
+        raise DocumentError(
+            f"operation {op.op_id} lists query parameters {listed}: give them to its "
+            "Route's query= (the handler reads them through those declarations)"
+        )
+    token = [TOKEN.key] if route.query_token else []
+    return param_refs(*path_params, *(p.key for p in route.query), *op.params, *token)
+
+
 def _operation(route: Route, op: Operation) -> dict[str, Any]:
     """The operation object of ``route`` (rule 2): the route's part, then the declared one."""
-    path_params = [p for p in _PATH_PARAMS if "{" + p + "}" in route.pattern]
     out: dict[str, Any] = {
         "operationId": op.op_id,
         "tags": [op.tag],
         "summary": op.summary,
         "description": op.description,
         "security": _security(route),
-        "parameters": param_refs(*path_params, *op.params),
+        "parameters": _parameters(route, op),
     }
     if op.body is not None:
         out["requestBody"] = copy.deepcopy(dict(op.body))
@@ -176,6 +191,7 @@ def build_document(routes: Iterable[Route]) -> dict[str, Any]:
         doc["paths"]["/v0/topics/{topic}"]["post"]["responses"]["422"]
     """
     paths = build_paths(routes)
+    codes = error_codes()
     schemas: dict[str, Schema] = {}
     for area in AREAS:
         schemas.update(area.schemas())
@@ -210,9 +226,9 @@ def build_document(routes: Iterable[Route]) -> dict[str, Any]:
             "securitySchemes": parameters.security_schemes(),
             # One response per error code; not_found and method_not_allowed can answer any
             # path (rule 2).
-            "responses": {code: error_response((code,)) for code in ERROR_CODES},
+            "responses": {code: error_response((code,)) for code in codes},
         },
-        "x-error-codes": {code: status_of(code) for code in ERROR_CODES},
+        "x-error-codes": {code: status_of(code) for code in codes},
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from topics.cursor_types import CursorInfo, DeleteCursorResult
+from topics.cursors.store import CURSOR_NAME_RE
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import CURSOR_COMMIT
 
@@ -17,7 +18,7 @@ def schemas() -> dict[str, Schema]:
     return {
         "CursorName": {
             "type": "string",
-            "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$",
+            "pattern": f"^{CURSOR_NAME_RE.pattern}$",
             "description": "A named cursor: 1-255 chars of A-Z a-z 0-9 . _ : -, starting "
             "alphanumeric.",
         },

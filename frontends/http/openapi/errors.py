@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from topics.errors import error_class_for_code
+# The watch types register the watch's codes (backlog_exceeded and the stream-only ones):
+# imported here so the document lists them whatever imported this module.
+import topics.watch_types  # noqa: F401
+from topics.errors import FAMILY_CODES, TopicsError, registered_codes
 
 from .schema import REQUEST_ID_PATTERN, Schema, integer, obj, ref, string
 
 # -- errors (§0.5) -----------------------------------------------------------------------
 
-#: Every error code the /v0 surface can answer, with what it means (the status comes from
-#: ``topics.errors``).
-ERROR_CODES: dict[str, str] = {
+#: What each code means to a client (prose only: the codes, their statuses and where they
+#: travel come from the classes of ``topics.errors``). The document lists the codes in this
+#: order, then any code without an entry here, described by its class's docstring.
+_MEANINGS: dict[str, str] = {
     "invalid_request": "Malformed request: bad JSON, bad type, bad name, value out of range.",
     "batch_too_large": "More records (or queue seqs) in one request than the server allows.",
     "record_too_large": "One record over TOPICS_MAX_RECORD_BYTES, a meta/tag/node over its "
@@ -59,9 +63,44 @@ ERROR_CODES: dict[str, str] = {
     "unknown (applied while the disk filled; durable if space returns before a restart).",
 }
 
-#: Codes that only travel inside a stream (an SSE ``event: error`` or a WebSocket
-#: ``{"op": "error"}`` frame), never as an HTTP status: code -> the HTTP-aligned number.
-STREAM_ERROR_CODES: dict[str, int] = {"session_gone": 410, "slow_consumer": 408}
+
+def _meaning(code: str, cls: type[TopicsError]) -> str:
+    """The prose of ``code``: its entry in :data:`_MEANINGS`, else its class's docstring."""
+    if code in _MEANINGS:
+        return _MEANINGS[code]
+    doc = " ".join((cls.__doc__ or "").split("\n\n", 1)[0].split())
+    if not doc:
+        raise ValueError(
+            f"error code {code!r} ({cls.__name__}) has no description: give the class a "
+            "docstring or the code an entry in openapi/errors.py's _MEANINGS"
+        )
+    return doc
+
+
+def _codes(stream_only: bool) -> dict[str, type[TopicsError]]:
+    registered = registered_codes()
+    unknown = sorted(set(_MEANINGS) - set(registered))
+    if unknown:
+        raise ValueError(f"_MEANINGS describes codes no error class registers: {unknown}")
+    ordered = [*_MEANINGS, *(code for code in registered if code not in _MEANINGS)]
+    return {
+        code: registered[code]
+        for code in ordered
+        if code not in FAMILY_CODES and registered[code].stream_only is stream_only
+    }
+
+
+def error_codes() -> dict[str, str]:
+    """Every code an HTTP answer can carry, with what it means: every registered error
+    class but the family bases and the stream-only codes (``topics.errors``)."""
+    return {code: _meaning(code, cls) for code, cls in _codes(stream_only=False).items()}
+
+
+def stream_error_codes() -> dict[str, int]:
+    """Codes that only travel inside a stream (an SSE ``event: error`` or a WebSocket
+    ``{"op": "error"}`` frame), never as an HTTP status: code -> the HTTP-aligned number."""
+    return {code: cls.status for code, cls in _codes(stream_only=True).items()}
+
 
 _DETAILS: dict[str, Schema] = {
     "invalid_request": obj(
@@ -173,12 +212,13 @@ _DETAILS: dict[str, Schema] = {
 
 def schemas() -> dict[str, Schema]:
     """This module's entries of ``components.schemas``, in document order."""
+    codes = error_codes()
     schemas: dict[str, Schema] = {
         "ErrorObject": obj(
             {
                 "code": string(
                     "Stable machine-readable snake_case code: branch on this.",
-                    enum=sorted(ERROR_CODES),
+                    enum=sorted(codes),
                 ),
                 "message": string(
                     "Human-readable; may change between versions; never parse it.", minLength=1
@@ -198,12 +238,12 @@ def schemas() -> dict[str, Schema]:
             "member is the only success/failure discriminator.",
         ),
     }
-    for code, meaning in ERROR_CODES.items():
+    for code, meaning in codes.items():
         error: Schema = {"properties": {"code": {"const": code}}}
         if code in _DETAILS:
             error["properties"]["detail"] = _DETAILS[code]
         schemas[f"Error.{code}"] = {
-            "description": f"{error_class_for_code(code).status} {code}: {meaning}",
+            "description": f"{status_of(code)} {code}: {meaning}",
             "allOf": [ref("ErrorEnvelope"), {"properties": {"error": error}}],
         }
     return schemas
@@ -211,9 +251,10 @@ def schemas() -> dict[str, Schema]:
 
 def status_of(code: str) -> int:
     """The HTTP status an error code is answered with (from :mod:`topics.errors`)."""
-    if code not in ERROR_CODES:
+    cls = registered_codes().get(code)
+    if cls is None or code in FAMILY_CODES or cls.stream_only:
         raise KeyError(f"unknown error code {code!r}")
-    return error_class_for_code(code).status
+    return cls.status
 
 
 _HEADERS_FOR_STATUS = {
@@ -227,13 +268,14 @@ _HEADERS_FOR_STATUS = {
 def error_response(group: Sequence[str]) -> dict[str, Any]:
     """The response object of one status answering exactly the codes of ``group``."""
     status = status_of(group[0])
+    codes = error_codes()
     schema: Schema = (
         ref(f"Error.{group[0]}")
         if len(group) == 1
         else {"anyOf": [ref(f"Error.{c}") for c in group]}
     )
     return {
-        "description": "; ".join(f"{c}: {ERROR_CODES[c]}" for c in group),
+        "description": "; ".join(f"{c}: {codes[c]}" for c in group),
         "headers": response_headers(status),
         "content": {"application/json": {"schema": schema}},
     }

@@ -30,7 +30,8 @@ class Operation:
         description: the rest, contract section first.
         ok: the success responses by status (:func:`ok_response`, :func:`sse_ok`).
         errors: every error code the route can answer (grouped by status when built).
-        params: ``components.parameters`` names besides ``X-Request-ID`` and the path's own.
+        params: ``components.parameters`` names besides ``X-Request-ID``, the path's own
+            and the route's query parameters (``Route.query``): the headers it reads.
         body: the request body object (:func:`json_body`), None when the route reads none.
         extra: members merged into the operation last (``x-sse-events``, a WebSocket's
             security).

@@ -4,26 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import REQUEST_ID_PATTERN, Schema, ref
+from ..query_params import QUERY_PARAMS, QueryParam
+from .schema import REQUEST_ID_PATTERN, ref
+
+
+def _query(param: QueryParam) -> dict[str, Any]:
+    """A query parameter's entry, from its declaration (frontends/http/query_params.py)."""
+    return {
+        "name": param.name,
+        "in": "query",
+        "required": param.required,
+        "schema": param.json_schema(),
+        "description": param.description,
+    }
 
 
 def parameters() -> dict[str, Any]:
-    """``components.parameters``: the query, header and path parameters operations name.
+    """``components.parameters``: the header and path parameters operations name, then
+    every query parameter a route reads (declared in frontends/http/query_params.py).
 
     Kept whole: a declarative table, read top to bottom like the document it makes.
     """
 
-    def query(name: str, schema: Schema, description: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "in": "query",
-            "required": False,
-            "schema": schema,
-            "description": description,
-        }
-
-    qbool = {"type": "string", "enum": ["true", "false", "1", "0"]}
-    qint = {"type": "string", "pattern": "^[0-9]+$"}
     return {
         "X-Request-ID": {
             "name": "X-Request-ID",
@@ -69,26 +71,6 @@ def parameters() -> dict[str, Any]:
             "description": "The watch session id from POST /v0/watch.",
             "schema": {"type": "string"},
         },
-        "touch": query("touch", qbool, "Bump the topic's auto-priority recency clock."),
-        "prefix": query("prefix", {"type": "string"}, "Only names starting with this."),
-        "page_size": query(
-            "page_size",
-            qint,
-            "Page size; default 100, at most 1000 (larger values are clamped); 0 is 400.",
-        ),
-        "cursor": query(
-            "cursor",
-            {"type": "string"},
-            "next_cursor of the previous page (opaque; a corrupt one is 400).",
-        ),
-        "if_empty": query(
-            "if_empty",
-            qbool,
-            "Delete only when the topic holds no records (else 409 topic_not_empty).",
-        ),
-        "return_seqs": query(
-            "return_seqs", qbool, "false omits seqs from the answer (the body member wins)."
-        ),
         "Idempotency-Key": {
             "name": "Idempotency-Key",
             "in": "header",
@@ -96,11 +78,6 @@ def parameters() -> dict[str, Any]:
             "description": "Dedupe key used when the body has no idempotency_key (§0.8).",
             "schema": {"type": "string", "minLength": 1, "maxLength": 256},
         },
-        "lenient": query(
-            "lenient",
-            qbool,
-            "Drop unknown topics instead of answering 404 (at least one must exist).",
-        ),
         "Last-Event-ID": {
             "name": "Last-Event-ID",
             "in": "header",
@@ -108,25 +85,7 @@ def parameters() -> dict[str, Any]:
             "description": "Rewind the session to this composite cursor (never advances it).",
             "schema": {"type": "string"},
         },
-        "token": query(
-            "token",
-            {"type": "string"},
-            "DEV-ONLY bearer fallback for browser EventSource (accepted only on the SSE stream "
-            "GETs; refused with 401 everywhere else). Leaks via logs, history and proxies.",
-        ),
-        "work_node": {
-            "name": "node",
-            "in": "query",
-            "required": True,
-            "description": "The worker identity the pushed jobs are leased to.",
-            "schema": ref("NodeId"),
-        },
-        "work_max": query(
-            "max", qint, "Target in-flight depth (default 1, clamped to TOPICS_MAX_CLAIM)."
-        ),
-        "work_lease_ms": query("lease_ms", qint, "Lease of pushed jobs (default: the topic's)."),
-        "router_source": query("source", ref("TopicName"), "Only routers from this source topic."),
-        "router_dest": query("dest", ref("TopicName"), "Only routers into this dest topic."),
+        **{param.key: _query(param) for param in QUERY_PARAMS},
     }
 
 

@@ -4,10 +4,47 @@ from __future__ import annotations
 
 from topics.probe_types import HealthResult, ReadyResult
 from topics.wire.jsonschema import result_schema
+from topics.wire.metrics import MetricFamily, metric_families
 
 from .errors import AUTH, GATE, response_headers
 from .operation import Operation, ok_response
 from .schema import Schema, obj, ref, with_perf
+
+
+def _family_schema(family: MetricFamily) -> Schema:
+    """A family's JSON value: the histogram's three members, else one object per label
+    around the sample's number (``topics.wire.metrics`` rule 4)."""
+    if family.kind == "histogram":
+        value = obj(
+            {
+                "buckets": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "sum": {"type": "number"},
+                "count": {"type": "integer"},
+            },
+            ["buckets", "sum", "count"],
+        )
+    else:
+        value = {"type": family.value}
+        for _ in family.labels:
+            value = {"type": "object", "additionalProperties": value}
+    keyed = ", then ".join(family.labels) if family.kind != "histogram" else ""
+    return {**value, "description": f"{family.help} Keyed by {keyed}." if keyed else family.help}
+
+
+def _metrics_snapshot() -> Schema:
+    """The JSON snapshot: one member per family of ``topics.wire.metrics``, all present."""
+    families = metric_families()
+    return {
+        "type": "object",
+        "description": "The JSON snapshot (Accept: application/json): the Prometheus "
+        "metrics keyed by family name; labelled families nest one object per label; the "
+        "histogram is {buckets, sum, count} (cumulative buckets keyed by le).",
+        "properties": {
+            **{family.name: _family_schema(family) for family in families},
+            "performance": ref("Performance"),
+        },
+        "required": [*(family.name for family in families), "performance"],
+    }
 
 
 def schemas() -> dict[str, Schema]:
@@ -18,57 +55,7 @@ def schemas() -> dict[str, Schema]:
     return {
         "Health": with_perf(result_schema(HealthResult)),
         "Ready": with_perf(result_schema(ReadyResult)),
-        "MetricsSnapshot": {
-            "type": "object",
-            "description": "The JSON snapshot (Accept: application/json): the Prometheus "
-            "metrics keyed by family name; per-topic families map topic -> value; the "
-            "histogram is {buckets, sum, count}.",
-            "properties": {
-                "topics_topics": {"type": "integer"},
-                "topics_ready": {"type": "integer"},
-                "topics_topics_by_class": {
-                    "type": "object",
-                    "additionalProperties": {"type": "integer"},
-                },
-                "topics_topic_head_seq": {
-                    "type": "object",
-                    "additionalProperties": {"type": "integer"},
-                },
-                "topics_cursor_lag": {
-                    "type": "object",
-                    "description": "topic -> cursor -> head_seq - committed seq.",
-                    "additionalProperties": {
-                        "type": "object",
-                        "additionalProperties": {"type": "integer"},
-                    },
-                },
-                "topics_cursor_seq": {
-                    "type": "object",
-                    "description": "topic -> cursor -> committed seq.",
-                    "additionalProperties": {
-                        "type": "object",
-                        "additionalProperties": {"type": "integer"},
-                    },
-                },
-                "topics_wal_fsync_latency_us": obj(
-                    {
-                        "buckets": {"type": "object", "additionalProperties": {"type": "integer"}},
-                        "sum": {"type": "number"},
-                        "count": {"type": "integer"},
-                    },
-                    ["buckets", "sum", "count"],
-                ),
-                "performance": ref("Performance"),
-            },
-            "required": ["topics_topics", "topics_ready", "performance"],
-            "additionalProperties": {
-                "description": "Every other family: a number, or topic -> number.",
-                "anyOf": [
-                    {"type": "number"},
-                    {"type": "object", "additionalProperties": {"type": "number"}},
-                ],
-            },
-        },
+        "MetricsSnapshot": _metrics_snapshot(),
         "OpenApiDocument": {
             "type": "object",
             "description": "This document (no performance object).",

@@ -123,7 +123,6 @@ OPERATIONS: tuple[Operation, ...] = (
         description="§10.8. Keeps up to max jobs leased to this connection; ack/nack/extend "
         "through the POST endpoints. Disconnecting releases this connection's leases at "
         "once. Counts against the SSE connection caps (429).",
-        params=["work_node", "work_max", "work_lease_ms", "token"],
         ok=sse_ok("The stream is open."),
         errors=(
             *GATE,

@@ -118,7 +118,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "are 429 throttled (detail.limit). expected_head_seq makes it a compare-and-append "
         "(409 head_mismatch); producer_id + epoch fence older instances of a producer "
         "(409 producer_fenced)." + BODY_NOTE,
-        params=["return_seqs", "Idempotency-Key", "Content-Encoding"],
+        params=["Idempotency-Key", "Content-Encoding"],
         body=json_body(WRITE.name, required=True, description="The batch."),
         ok=ok_response(
             "WriteResult", "The assigned seqs (or the deduped original ones).", (200, 201)

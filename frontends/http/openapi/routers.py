@@ -84,7 +84,6 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="routers",
         summary="List routers (opaque-cursor paginated)",
         description="§6.3. Filtered to the key's prefix allowlist.",
-        params=["prefix", "router_source", "router_dest", "page_size", "cursor"],
         ok=ok_response("RouterList", "One page; next_cursor is absent on the last page."),
         errors=(*GATE, "invalid_request"),
     ),

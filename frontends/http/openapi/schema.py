@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
+from topics._names import ROUTER_NAME_RE, TOPIC_NAME_RE
 from topics.settings import Limits
 from topics.types import TombstoneReason
 from topics.wire.jsonschema import (
@@ -53,8 +54,9 @@ def with_perf(schema: Schema, perf: str = "Performance") -> Schema:
 
 # -- the shared vocabulary (§0) ----------------------------------------------------------
 
-TOPIC_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$"
-ROUTER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:>-]{0,254}$"
+# The validators' own patterns, anchored (JSON Schema's pattern is a search).
+TOPIC_NAME_PATTERN = f"^{TOPIC_NAME_RE.pattern}$"
+ROUTER_NAME_PATTERN = f"^{ROUTER_NAME_RE.pattern}$"
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
 

@@ -152,7 +152,6 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="topics",
         summary="Topic state: head, earliest, count, bytes, config",
         description="§1.2 (never auto-creates). A queue topic adds the queue counters.",
-        params=["touch"],
         ok=ok_response("TopicState", "The topic's state."),
         errors=(*GATE, *NAMED, "topic_not_found"),
     ),
@@ -162,7 +161,6 @@ OPERATIONS: tuple[Operation, ...] = (
         summary="List topics (opaque-cursor paginated)",
         description="§1.3. Filtered to the key's prefix allowlist; with several allowed "
         "prefixes a page may be short while next_cursor is present.",
-        params=["prefix", "page_size", "cursor", "touch"],
         ok=ok_response("TopicList", "One page; next_cursor is absent on the last page."),
         errors=(*GATE, "invalid_request"),
     ),
@@ -171,7 +169,6 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="topics",
         summary="Delete a topic and everything in it (cascades routers)",
         description="§1.4. Idempotent: an absent topic answers 200 with deleted: false.",
-        params=["if_empty"],
         ok=ok_response("TopicDeleteResult", "What was deleted."),
         errors=(*GATE, *STORE, *NAMED, "topic_not_empty"),
     ),

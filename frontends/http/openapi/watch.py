@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from topics.watch_types import TopicWatermarks, WatchCreated
+from topics.wire.frame_shapes import SSE_CONNECTION_CLOSING, SSE_CONNECTION_ESTABLISHED, SSE_ERROR
 from topics.wire.jsonschema import result_schema
 from topics.wire.requests import WATCH, WATCH_TOPIC
 
-from .errors import BODY, ERROR_CODES, GATE, STREAM_ERROR_CODES
+from . import frames
+from .errors import BODY, GATE
 from .operation import BODY_NOTE, Operation, json_body, ok_response, sse_ok
 from .schema import (
-    TOMBSTONE_REASONS,
     Schema,
     boolean,
-    integer,
     obj,
     ref,
-    string,
     u64,
     with_perf,
 )
@@ -75,136 +74,18 @@ def schemas() -> dict[str, Schema]:
         WATCH.name: WATCH.json_schema(),
         "WatchSession": with_perf(result_schema(WatchCreated)),
         # SSE event payloads (the data: line of each event name).
-        "SseRecordEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "records": {
-                    "type": "array",
-                    "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
-                },
-                "from_seq": ref("Seq"),
-                "to_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "records", "from_seq", "to_seq", "head_seq"],
-            description="event: record; id: is the post-batch composite cursor.",
+        **frames.sse_schemas(),
+        "SseErrorEvent": frames.sse_frame_schema(
+            SSE_ERROR, "event: error — a per-stream problem (no id: line)."
         ),
-        "SseTombstoneEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "reason": string(
-                    "Why.",
-                    enum=TOMBSTONE_REASONS,
-                ),
-                "gap_from": ref("Seq"),
-                "gap_to": ref("Seq"),
-                "earliest_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "reason", "gap_from", "gap_to", "earliest_seq", "head_seq"],
-            description="event: tombstone — explicit, never-silent loss.",
-        ),
-        "SseCaughtUpEvent": obj(
-            {"topic": ref("TopicName"), "head_seq": ref("Seq")},
-            ["topic", "head_seq"],
-            description="event: caught-up — the topic is drained to head.",
-        ),
-        "SseTopicDeletedEvent": obj(
-            {"topic": ref("TopicName"), "head_seq": ref("Seq"), "reason": {"type": "string"}},
-            ["topic", "head_seq", "reason"],
-            description="event: topic-deleted — terminal for that topic only.",
-        ),
-        "SseEndReachedEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "next_from_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "next_from_seq", "head_seq"],
-            description="event: end-reached — the topic's to_ts/to_seq end was delivered up to "
-            "next_from_seq; terminal for that topic only (it leaves the session).",
-        ),
-        "SseTopicAddedEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "prefix": string("The topic_prefix it joined under."),
-                "from_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-            },
-            ["topic", "prefix", "from_seq", "head_seq"],
-            description="event: topic-added — a topic created under a watched prefix joined; "
-            "its records follow from from_seq (0). Sent again on a resume until a later frame "
-            "of it was sent.",
-        ),
-        "SseJoinRefusedEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "prefix": {"type": "string"},
-                "head_seq": ref("Seq"),
-                "reason": {"type": "string", "enum": ["max_watch_topics"]},
-                "max_watch_topics": {"type": "integer", "minimum": 0},
-            },
-            ["topic", "prefix", "head_seq", "reason", "max_watch_topics"],
-            description="event: join-refused — a topic created under a watched prefix did not "
-            "join: the session holds TOPICS_MAX_WATCH_TOPICS topics (joins count against it). "
-            "Nothing of it is delivered; the frame has no id: (no cursor moved).",
-        ),
-        "SseBacklogExceededEvent": obj(
-            {
-                "topic": ref("TopicName"),
-                "from_seq": ref("Seq"),
-                "head_seq": ref("Seq"),
-                "backlog": ref("Seq"),
-                "max_backlog": ref("Seq"),
-            },
-            ["topic", "from_seq", "head_seq", "backlog", "max_backlog"],
-            description="event: backlog-exceeded — (from_seq, head_seq] is not replayed; the "
-            "id: already points at head_seq. Re-snapshot, then take what follows.",
-        ),
-        "SseErrorEvent": obj(
-            {
-                "code": integer(
-                    "HTTP-aligned: 429 advisory pacing, 408 slow consumer and 410 session "
-                    "collected (terminal), 409 the topic ceased to be a queue (/work)."
-                ),
-                "error": string("Human-readable message."),
-                "error_code": string(
-                    "The wire code (§0.5 codes plus the stream-only session_gone and "
-                    "slow_consumer).",
-                    enum=sorted({*ERROR_CODES, *STREAM_ERROR_CODES}),
-                ),
-                "retry_after_ms": {"type": "integer", "minimum": 0},
-                "topics": {"type": "array", "items": ref("TopicName")},
-                "detail": {"type": "object"},
-                "request_id": {"type": "string"},
-            },
-            ["code", "error"],
-            description="event: error — a per-stream problem (no id: line).",
-        ),
-        "SseConnectionEstablishedEvent": obj(
-            {
-                "request_id": {"type": "string"},
-                "wid": {"type": "string"},
-                "topics": {
-                    "type": "object",
-                    "additionalProperties": ref("TopicWatermarks"),
-                    "description": "Where this stream resumes, per topic, and the watermarks.",
-                },
-            },
-            ["request_id", "topics"],
-            description="event: connection-established — the first event after retry: "
+        "SseConnectionEstablishedEvent": frames.sse_frame_schema(
+            SSE_CONNECTION_ESTABLISHED,
+            "event: connection-established — the first event after retry: "
             "(CONTRACT-NOTES 6); no id: line.",
         ),
-        "SseConnectionClosingEvent": obj(
-            {
-                "reason": string(
-                    "Why the server ends the stream.", examples=["server_shutdown", "superseded"]
-                ),
-                "request_id": {"type": "string"},
-                "retry_after_ms": {"type": "integer", "minimum": 0},
-            },
-            ["reason"],
-            description="event: connection-closing — the server ends the stream on purpose "
+        "SseConnectionClosingEvent": frames.sse_frame_schema(
+            SSE_CONNECTION_CLOSING,
+            "event: connection-closing — the server ends the stream on purpose "
             "(CONTRACT-NOTES 7); reconnect with Last-Event-ID.",
         ),
     }
@@ -222,7 +103,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "error, a topic further behind than its max_backlog is 409 backlog_exceeded. "
         "Over TOPICS_MAX_WATCH_SESSIONS is 429 throttled. Idle sessions are collected "
         "after session_ttl_ms." + BODY_NOTE,
-        params=["lenient", "Content-Encoding"],
+        params=["Content-Encoding"],
         body=json_body(WATCH.name, required=True, description="The subscription."),
         ok=ok_response("WatchSession", "The session and the resolved per-topic positions."),
         errors=(*GATE, *BODY, "topic_not_found", "backlog_exceeded"),
@@ -237,7 +118,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Last-Event-ID (a malformed one is ignored). Unknown/collected wid: 404 "
         "not_found; malformed: 400. Counts against TOPICS_MAX_SSE_CONNECTIONS(_PER_KEY) "
         "(429). The event payloads are in x-sse-events.",
-        params=["Last-Event-ID", "token"],
+        params=["Last-Event-ID"],
         ok=sse_ok("The stream is open."),
         errors=(
             "unauthorized",
@@ -252,14 +133,7 @@ OPERATIONS: tuple[Operation, ...] = (
             "x-sse-events": {
                 "connection-established": ref("SseConnectionEstablishedEvent"),
                 "connection-closing": ref("SseConnectionClosingEvent"),
-                "record": ref("SseRecordEvent"),
-                "tombstone": ref("SseTombstoneEvent"),
-                "caught-up": ref("SseCaughtUpEvent"),
-                "topic-deleted": ref("SseTopicDeletedEvent"),
-                "topic-added": ref("SseTopicAddedEvent"),
-                "join-refused": ref("SseJoinRefusedEvent"),
-                "backlog-exceeded": ref("SseBacklogExceededEvent"),
-                "end-reached": ref("SseEndReachedEvent"),
+                **frames.sse_event_refs(),
                 "error": ref("SseErrorEvent"),
             }
         },

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
+from topics.cursor_types import CursorInfo
+from topics.types import WriteResult
+from topics.wire.frame_shapes import WS_ERROR, WS_PONG, WS_SUBSCRIBED, WS_UNSUBSCRIBED
 from topics.wire.requests import WS_COMMANDS
 
-from .errors import ERROR_CODES, STREAM_ERROR_CODES, response_headers
+from . import frames
+from .errors import response_headers
 from .operation import Operation
-from .schema import Schema, obj, ref
+from .schema import Schema, ref
 
 
 def schemas() -> dict[str, Schema]:
-    """This module's entries of ``components.schemas``, in document order.
-
-    Kept whole: a declarative table, read top to bottom like the document it makes.
-    """
-
-    def op(name: str, props: Mapping[str, Schema], required: Sequence[str] = ()) -> Schema:
-        return obj({"op": {"const": name}, **props}, ["op", *required])
+    """This module's entries of ``components.schemas``, in document order: the commands
+    (``topics.wire.requests``), the server's frames (``topics.wire.frame_shapes``, the
+    watch events of ``topics.watch_types``, the cursor and write results)."""
 
     rid = {"request_id": {"type": "string"}}
-    topic_positions = {
-        "type": "object",
-        "additionalProperties": obj(
-            {"from_seq": ref("Seq"), "head_seq": ref("Seq"), "earliest_seq": ref("Seq")}
-        ),
-    }
     return {
         "WsClientCommand": {
             "description": "A JSON text message from the client (§7.x).",
@@ -36,136 +28,13 @@ def schemas() -> dict[str, Schema]:
             "description": "A JSON text message from the server (§7.x). Clients must ignore "
             "unknown ops.",
             "oneOf": [
-                op(
-                    "subscribed",
-                    {
-                        **rid,
-                        "topics": topic_positions,
-                        "topic_prefix": ref("WatchPrefixesResolved"),
-                    },
-                    ["topics"],
+                *(frames.ws_frame(shape) for shape in (WS_SUBSCRIBED, WS_UNSUBSCRIBED, WS_PONG)),
+                frames.ws_result_frame("committed", CursorInfo, rid),
+                *frames.ws_event_frames(),
+                frames.ws_result_frame(
+                    "ack", WriteResult, rid, {"performance": ref("Performance")}
                 ),
-                op(
-                    "unsubscribed",
-                    {**rid, "topics": {"type": "array", "items": ref("TopicName")}},
-                    ["topics"],
-                ),
-                op("pong", rid),
-                op(
-                    "committed",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "cursor": ref("CursorName"),
-                        "seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                        "earliest_seq": ref("Seq"),
-                        "lag": ref("Seq"),
-                        "updated_ts": ref("Seq"),
-                    },
-                    ["topic", "cursor", "seq", "lag"],
-                ),
-                op(
-                    "record",
-                    {
-                        "topic": ref("TopicName"),
-                        "from_seq": ref("Seq"),
-                        "to_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                        "records": {
-                            "type": "array",
-                            "items": {"anyOf": [ref("Record"), ref("CloudEvent")]},
-                        },
-                    },
-                    ["topic", "records"],
-                ),
-                op("caught_up", {"topic": ref("TopicName"), "head_seq": ref("Seq")}, ["topic"]),
-                op(
-                    "ack",
-                    {
-                        **rid,
-                        "topic": ref("TopicName"),
-                        "first_seq": ref("Seq"),
-                        "last_seq": ref("Seq"),
-                        "seqs": {"type": "array", "items": ref("Seq")},
-                        "head_seq": ref("Seq"),
-                        "deduped": {"type": "boolean"},
-                        "performance": ref("Performance"),
-                    },
-                    ["topic"],
-                ),
-                op(
-                    "tombstone",
-                    {
-                        "topic": ref("TopicName"),
-                        "reason": {"type": "string"},
-                        "gap_from": ref("Seq"),
-                        "gap_to": ref("Seq"),
-                        "earliest_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                    },
-                    ["topic"],
-                ),
-                op(
-                    "topic_deleted",
-                    {
-                        "topic": ref("TopicName"),
-                        "head_seq": ref("Seq"),
-                        "reason": {"type": "string"},
-                    },
-                    ["topic"],
-                ),
-                op(
-                    "topic_added",
-                    {
-                        "topic": ref("TopicName"),
-                        "prefix": {"type": "string"},
-                        "from_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                    },
-                    ["topic", "prefix", "from_seq"],
-                ),
-                op(
-                    "join_refused",
-                    {
-                        "topic": ref("TopicName"),
-                        "prefix": {"type": "string"},
-                        "head_seq": ref("Seq"),
-                        "reason": {"type": "string", "enum": ["max_watch_topics"]},
-                        "max_watch_topics": {"type": "integer", "minimum": 0},
-                    },
-                    ["topic", "prefix", "reason", "max_watch_topics"],
-                ),
-                op(
-                    "backlog_exceeded",
-                    {
-                        "topic": ref("TopicName"),
-                        "from_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                        "backlog": ref("Seq"),
-                        "max_backlog": ref("Seq"),
-                    },
-                    ["topic", "head_seq"],
-                ),
-                op(
-                    "end_reached",
-                    {
-                        "topic": ref("TopicName"),
-                        "next_from_seq": ref("Seq"),
-                        "head_seq": ref("Seq"),
-                    },
-                    ["topic", "next_from_seq"],
-                ),
-                op(
-                    "error",
-                    {
-                        **rid,
-                        "code": {"enum": sorted({*ERROR_CODES, *STREAM_ERROR_CODES})},
-                        "message": {"type": "string"},
-                        "detail": {"type": "object"},
-                    },
-                    ["code", "message"],
-                ),
+                frames.ws_frame(WS_ERROR),
             ],
         },
     }

@@ -11,7 +11,7 @@ from topics.client import WatchRecord
 from topics.client._watch_state import Commit, WatchSpec, WatchState
 from topics.watch_types import CaughtUpEvent, TombstoneEvent, TopicDeletedEvent
 from topics.wire import cursor
-from topics.wire.sse import caught_up_frame, encode_event, record_frame, with_id
+from topics.wire.sse import encode_event, event_frame, record_frame, with_id
 
 
 def _state(
@@ -53,7 +53,7 @@ def test_frames_become_values_then_a_commit() -> None:
     state.stream_opened()
     rec = with_id(cursor.encode({"a": 2, "b": 0}),
                   record_frame("a", b'[{"$seq":1,"$ts":1,"data":1},{"$seq":2,"$ts":1,"data":2}]', 0, 2, 2))  # fmt: skip
-    up = caught_up_frame(cursor.encode({"a": 2, "b": 0}), "b", 0)
+    up = event_frame(cursor.encode({"a": 2, "b": 0}), CaughtUpEvent("b", 0, 0))
     raw = b"retry: 100\n\n" + b": hb\n\n" + rec + up
     items = state.feed(raw[:17]) + state.feed(raw[17:])  # split anywhere
     assert state.retry_ms == 100

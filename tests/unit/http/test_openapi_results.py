@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -27,6 +28,7 @@ import topics.types
 import topics.watch_types
 from topics.config import TopicConfig
 from topics.cursor_types import CursorInfo, DeleteCursorResult
+from topics.errors import ThrottledError
 from topics.frontends.http import ROUTE_MODULES
 from topics.frontends.http.openapi import build_document
 from topics.probe_types import HealthResult, ReadyResult
@@ -58,7 +60,33 @@ from topics.types import (
     TopicSummary,
     WriteResult,
 )
-from topics.watch_types import TopicWatermarks, WatchCreated
+from topics.watch_types import (
+    FRAMED_EVENT_TYPES,
+    WATCH_EVENT_TYPES,
+    BacklogExceededEvent,
+    CaughtUpEvent,
+    EndReachedEvent,
+    JoinRefusedEvent,
+    TombstoneEvent,
+    TopicAddedEvent,
+    TopicDeletedEvent,
+    TopicWatermarks,
+    WatchCreated,
+    WatchEvent,
+)
+from topics.wire import sse, ws
+from topics.wire.frame_shapes import (
+    SSE_CONNECTION_CLOSING,
+    SSE_CONNECTION_ESTABLISHED,
+    SSE_ERROR,
+    SSE_FRAMES,
+    WS_ERROR,
+    WS_FRAMES,
+    WS_PONG,
+    WS_SUBSCRIBED,
+    WS_UNSUBSCRIBED,
+    FrameShape,
+)
 
 #: (result type, its schema, members the route adds to ``to_dict``'s).
 RESULTS: list[tuple[type, str, frozenset[str]]] = [
@@ -92,6 +120,14 @@ RESULTS: list[tuple[type, str, frozenset[str]]] = [
     (TopicWatermarks, "TopicWatermarks", frozenset()),
     (HealthResult, "Health", frozenset()),
     (ReadyResult, "Ready", frozenset()),
+    # The watch events' frames (SSE data; the WebSocket frame adds op).
+    (TombstoneEvent, "SseTombstoneEvent", frozenset()),
+    (CaughtUpEvent, "SseCaughtUpEvent", frozenset()),
+    (TopicDeletedEvent, "SseTopicDeletedEvent", frozenset()),
+    (EndReachedEvent, "SseEndReachedEvent", frozenset()),
+    (TopicAddedEvent, "SseTopicAddedEvent", frozenset()),
+    (JoinRefusedEvent, "SseJoinRefusedEvent", frozenset()),
+    (BacklogExceededEvent, "SseBacklogExceededEvent", frozenset()),
 ]
 
 #: Members ``to_dict`` always makes that the wire may still leave out, and why.
@@ -196,3 +232,73 @@ def test_every_result_type_is_paired_with_its_schema() -> None:
         and callable(getattr(cls, "to_dict", None))
     }
     assert results - paired == set(), "pair each result type with its schema in RESULTS"
+
+
+def _sse_data(frame: bytes) -> dict[str, Any]:
+    (event,) = [e for e in sse.SSEDecoder().feed(frame) if isinstance(e, sse.Event)]
+    data: dict[str, Any] = json.loads(event.data)
+    return data
+
+
+@pytest.mark.parametrize("cls", WATCH_EVENT_TYPES, ids=lambda c: c.__name__)
+def test_watch_frames_carry_exactly_their_documented_members(cls: type[WatchEvent]) -> None:
+    """What topics.wire.sse and topics.wire.ws send for a watch event is what the
+    document's frame schemas (made from the event type) list, in both streams."""
+    schemas = _schemas()
+    event = _instance(cls, full=True)
+    if cls not in FRAMED_EVENT_TYPES:  # the record batch: its frames are built from bytes
+        event = dataclasses.replace(event, records_json=b"[]")
+    sse_members = set(_sse_data(sse.frame_for_event("c", event)))
+    ws_frame = json.loads(ws.frame_for_event(event))
+    name = "Sse" + "".join(p.capitalize() for p in cls.FRAME.split("_")) + "Event"
+    assert set(schemas[name]["properties"]) == sse_members
+    assert set(schemas[name]["required"]) == sse_members
+    (documented,) = [
+        f for f in schemas["WsServerFrame"]["oneOf"] if f["properties"]["op"]["const"] == cls.FRAME
+    ]
+    assert ws_frame["op"] == cls.FRAME
+    assert set(documented["properties"]) == set(ws_frame) == sse_members | {"op"}
+
+
+def _every_member_frames() -> list[tuple[FrameShape, dict[str, Any]]]:
+    """Each frame of topics/wire/frame_shapes.py as its builder makes it, every optional
+    member given."""
+    exc = ThrottledError("slow down", detail={"retry_after_ms": 5})
+    marks = {"a": {"from_seq": 1, "head_seq": 2, "earliest_seq": 0}}
+    return [
+        (
+            SSE_ERROR,
+            _sse_data(sse.error_frame(exc, request_id="r", topics=["a"], retry_after_ms=9)),
+        ),
+        (SSE_CONNECTION_ESTABLISHED, _sse_data(sse.connection_established_frame("r", "w", marks))),
+        (SSE_CONNECTION_CLOSING, _sse_data(sse.connection_closing_frame("superseded", "r", 9))),
+        (WS_SUBSCRIBED, json.loads(ws.subscribed_frame("r", marks, {"p": {"covers": []}}))),
+        (WS_UNSUBSCRIBED, json.loads(ws.unsubscribed_frame("r", ["a"]))),
+        (WS_PONG, json.loads(ws.pong_frame("r"))),
+        (WS_ERROR, json.loads(ws.error_frame("r", exc))),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(SSE_FRAMES) + len(WS_FRAMES)))
+def test_declared_frames_are_sent_and_documented_as_declared(index: int) -> None:
+    """The frames built through topics/wire/frame_shapes.py carry their declared members
+    in order, and the document's schema of each lists exactly those."""
+    shape, sent = _every_member_frames()[index]
+    schemas = _schemas()
+    if shape in SSE_FRAMES:
+        assert list(sent) == list(shape.order)
+        name = "Sse" + "".join(p.capitalize() for p in shape.name.split("-")) + "Event"
+        assert list(schemas[name]["properties"]) == list(shape.order)
+    else:
+        assert list(sent) == ["op", *shape.order]
+        (documented,) = [
+            f
+            for f in schemas["WsServerFrame"]["oneOf"]
+            if f["properties"]["op"]["const"] == shape.name
+        ]
+        assert list(documented["properties"]) == ["op", *shape.order]
+
+
+def test_a_frame_member_that_is_not_declared_is_refused() -> None:
+    with pytest.raises(TypeError, match="declares no member"):
+        WS_PONG.build({"request_id": "r", "latency_ms": 1})

@@ -20,6 +20,7 @@ from topics._storage.wal import Wal, WalCorruptionError, WalError, WalTicket, sc
 from topics._storage.wal_reader import (
     FRAME_HEADER_SIZE,
     HEADER_SIZE,
+    WalSkip,
     encode_frames,
     encode_header,
     last_lsn,
@@ -491,6 +492,59 @@ async def test_lsns_must_increase_across_files() -> None:
     Wal.create(disk, D, next_lsn=2, file_no=1)  # claims to start below the last LSN
     with pytest.raises(WalCorruptionError, match="does not follow"):
         _scan(disk)
+
+
+# -- a tolerant scan (recovery of a writer, wal_reader Rule 6) --------------------------------
+
+
+def _tolerant(fs: Fs, *, repair: bool = False) -> tuple[list[int], list[WalSkip]]:
+    skips: list[WalSkip] = []
+    lsns = [e.lsn for e in scan_wal(fs, D, repair=repair, on_skip=skips.append)]
+    return lsns, skips
+
+
+async def test_a_tolerant_scan_skips_one_bad_frame_of_an_older_file() -> None:
+    disk = await _written_disk(60, max_file_bytes=512)
+    victim = next(e for e in scan_wal(disk, D, repair=False) if e.file_no == 1)
+    disk.poke(wal_path(D, 1), victim.offset + FRAME_HEADER_SIZE, b"\x00")
+    lsns, [skip] = _tolerant(disk, repair=True)
+    assert lsns == [n for n in range(1, 61) if n != victim.lsn]
+    assert (skip.first_lsn, skip.last_lsn) == (victim.lsn, victim.lsn)
+    assert (skip.path, skip.offset) == (wal_path(D, 1), victim.offset)
+    assert skip.problem == "bad frame CRC"
+
+
+async def test_a_tolerant_scan_skips_a_cut_file_and_a_missing_one_up_to_the_next() -> None:
+    disk = await _written_disk(60, max_file_bytes=512)
+    firsts = [read_wal_header(disk, wal_path(D, n)).first_lsn for n in wal_files(disk, D)]
+    disk.open(wal_path(D, 0), write=True).truncate(len(disk.read_bytes(wal_path(D, 0))) - 3)
+    disk.remove(wal_path(D, 2))
+    lsns, skips = _tolerant(disk, repair=True)
+    assert [(s.file_no, s.last_lsn) for s in skips] == [(0, firsts[1] - 1), (2, firsts[3] - 1)]
+    assert skips[1].problem == "missing"
+    assert lsns == [
+        n for n in range(1, 61) if n != firsts[1] - 1 and not firsts[2] <= n < firsts[3]
+    ]
+
+
+async def test_a_tolerant_scan_still_cuts_a_torn_tail_of_the_newest_file() -> None:
+    disk = await _written_disk(3)
+    path = wal_path(D, 0)
+    last = list(scan_wal(disk, D, repair=False))[-1]
+    disk.poke(path, last.offset + FRAME_HEADER_SIZE, b"\xee")
+    lsns, skips = _tolerant(disk, repair=True)
+    assert (lsns, skips) == ([1, 2], [])
+    assert len(disk.read_bytes(path)) == last.offset
+
+
+async def test_a_tolerant_scan_keeps_frames_after_damage_in_the_newest_file() -> None:
+    disk = await _written_disk(5)
+    path = wal_path(D, 0)
+    second = list(scan_wal(disk, D, repair=False))[1]
+    disk.poke(path, second.offset, b"\xff\xff\xff\x7f")  # a garbage length
+    lsns, [skip] = _tolerant(disk, repair=True)
+    assert lsns == [1, 3, 4, 5]
+    assert (skip.first_lsn, skip.last_lsn) == (2, 2)
 
 
 # -- from_lsn and trim ---------------------------------------------------------------------

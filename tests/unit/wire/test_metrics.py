@@ -6,7 +6,13 @@ import re
 
 from topics._storage.wal import LatencyHistogram, WalStatistics
 from topics.types import EngineStatistics, TopicGauge
-from topics.wire.metrics import CONTENT_TYPE, metric_names, render_json, render_prometheus
+from topics.wire.metrics import (
+    CONTENT_TYPE,
+    metric_families,
+    metric_names,
+    render_json,
+    render_prometheus,
+)
 
 # Every name §8.3 lists (the histogram is listed by its family name).
 CONTRACT_NAMES = {
@@ -50,6 +56,18 @@ EXTENSION_NAMES = {
     "topics_cursor_lag",
     "topics_cursor_seq",
     "topics_topic_queue_scheduled",
+    # Issues 31 and 32: the block cache and damaged files.
+    "topics_storage_damaged_files",
+    "topics_cache_bytes",
+    "topics_cache_capacity_bytes",
+    "topics_cache_segments",
+    "topics_cache_hits_total",
+    "topics_cache_misses_total",
+    "topics_cache_evictions_total",
+    "topics_cache_load_errors_total",
+    # Issue 32: the online scrub's progress.
+    "topics_scrub_bytes_total",
+    "topics_scrub_passes_total",
 }
 
 SAMPLE = re.compile(r'^([a-z_]+)(\{[a-z]+="(?:[^"\\]|\\.)*"\})? (-?[0-9.e+]+|NaN|[+-]Inf)$')
@@ -187,3 +205,28 @@ def test_named_cursor_lag_and_seq() -> None:
     assert out["topics_cursor_lag"] == {"jobs": {"billing": 3}, 'we"ird\\': {"g": 0}}
     assert out["topics_cursor_seq"]["jobs"] == {"billing": 7}
     assert render_json(_stats())["topics_cursor_lag"] == {}
+
+
+def test_the_declared_families_are_what_both_renderings_carry() -> None:
+    """metric_families() (which the OpenAPI snapshot schema is made from) says each
+    family's TYPE, HELP and labels as the text has them and its JSON shape as the
+    snapshot has it."""
+    cursors = [("jobs", "billing", 7, 3)]
+    text = render_prometheus(_stats(), _wal(), None, cursors).decode()
+    snap = render_json(_stats(), _wal(), None, cursors)
+    families = metric_families()
+    assert [f.name for f in families] == list(snap)
+    for family in families:
+        assert f"# TYPE {family.name} {family.kind}\n" in text
+        assert f"# HELP {family.name} {family.help}\n" in text
+        sampled = re.findall(rf"^{family.name}(?:_bucket)?\{{(.*?)\}}", text, re.M)
+        for labels in sampled:
+            assert re.findall(r'(\w+)="', labels) == list(family.labels), family.name
+        value = snap[family.name]
+        if family.kind == "histogram":
+            value = value["buckets"]
+        for _ in family.labels:
+            assert isinstance(value, dict), family.name
+            value = next(iter(value.values()), 0)  # an empty family (no queue topic) is {}
+        number = float if family.value == "number" else int
+        assert type(value) is number, family.name
