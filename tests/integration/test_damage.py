@@ -296,3 +296,24 @@ async def test_a_watch_gets_the_corrupt_tombstone(tmp_path: Path) -> None:
             for r in ujson.loads(e.records_json)
         ]
         assert got == [s for s in before if not first <= s <= last]
+
+
+@pytest.mark.parametrize("kind", ["flip", "truncate"])
+async def test_damage_found_by_a_block_read(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads of a big segment load one block (cold_segment rule 6); a bad frame in a block
+    quarantines the segment the same way, from its first bad frame."""
+    import topics.log.cold_segment as cold_segment
+
+    monkeypatch.setattr(cold_segment, "BLOCK_BYTES", 512)
+    async with opened(tmp_path) as engine:
+        await fill(engine)
+        before_a, _ = await read_all(engine, "a")
+        before_b, _ = await read_all(engine, "b")
+        seg = middle_cold(engine, "a")
+        assert seg.nbytes > 512
+        first = damage(seg.path, kind, seg.base_seq, seg.salt)
+        last = seg.base_seq + seg.count - 1
+        engine._store.cold.cache.clear()  # type: ignore[union-attr]
+        await check_served(engine, first, last, before_a, before_b)
