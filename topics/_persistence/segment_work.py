@@ -34,7 +34,7 @@ from .._storage.tag_index import (
     tagged_frames,
     write_tag_index,
 )
-from ..log.damaged import readable
+from ..log.cold_damage import readable
 
 if TYPE_CHECKING:
     from .._storage.space import DiskSpace

@@ -55,7 +55,7 @@ from .._storage.sealed_reads import read_sealed_frames, read_sealed_offsets
 from .._storage.segment_cache import SegmentCache
 from .._storage.segment_files import segment_path
 from ..errors import StorageUnavailableError
-from .damaged import find_damage, load_readable, readable
+from .cold_damage import find_damage, load_readable, readable
 
 if TYPE_CHECKING:
     from .._core._ext import _Keep as Keep

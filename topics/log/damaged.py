@@ -4,7 +4,7 @@ topic exactly the seqs it can no longer read, never the topic or the server.
 :func:`quarantine` is the one entry point for code that finds a bad segment on its own
 (recovery, the online scrub); a cold segment that finds its damage while loading tells
 its log through the hook :func:`attach` installs. Both end in :func:`note_damage`. The
-segment side (``ColdSegment`` rule 7) is here too: what is readable, and reading it.
+segment side (``ColdSegment`` rule 7: what is readable, reading it) is ``cold_damage.py``.
 
 Rules:
 1. The unreadable range of a segment becomes a gap marker with reason ``corrupt`` on the
@@ -14,7 +14,8 @@ Rules:
    the records after it. One marker per damaged segment; a wider report replaces it.
 2. The range runs from the first frame that fails its checks (every frame before it
    passed its CRC and seq checks, so the prefix is served) to the segment's last seq, the
-   manifest's count being exact; a bad header makes it the whole segment.
+   manifest's count being exact; a bad header makes it the whole segment
+   (``cold_damage.py`` finds it).
 3. No floor moves: the marker is the tombstone, and ``evict_floor`` stays at or below
    ``earliest`` (topic_log rule 3). ``count``/``bytes`` lose the records in the range as
    the segment's next load finds them gone (``ColdSegment.on_adjust``).
@@ -34,25 +35,17 @@ from typing import TYPE_CHECKING
 
 from .._core import SegmentBuffer
 from .._storage.damage import Damage
-from .._storage.readable_prefix import ReadablePrefix, read_readable_prefix
-from ..errors import StorageUnavailableError
+from .cold_damage import mark_damaged, readable, relpath
 from .gap_markers import MAX_GAP_MARKERS, GapMarker
 
 if TYPE_CHECKING:
     from .cold_segment import ColdSegment, Segment
     from .topic_log import TopicLog
 
-__all__ = [
-    "attach",
-    "corrupt_marker",
-    "find_damage",
-    "load_readable",
-    "mark_damaged",
-    "note_damage",
-    "quarantine",
-    "readable",
-    "relpath",
-]
+__all__ = ["attach", "corrupt_marker", "note_damage", "quarantine", "readable", "relpath"]
+
+# ``readable`` and ``relpath`` (cold_damage.py) are re-exported: the log side's callers
+# need them with ``quarantine``.
 
 
 def quarantine(log: TopicLog, seg: Segment, damage: Damage) -> None:
@@ -92,85 +85,6 @@ def corrupt_marker(damage: Damage) -> GapMarker | None:
     if first is None or last is None or last < first:
         return None
     return GapMarker(last, "corrupt", last - first + 1, first, last)
-
-
-def relpath(seg: ColdSegment) -> str:
-    """``seg``'s file relative to the data directory (how damage reports name it)."""
-    return "segments/" + seg.path.rsplit("/", 1)[-1]
-
-
-def readable(seg: Segment) -> int:
-    """How many of ``seg``'s frames, from the first, can be read: all unless damaged."""
-    damage: Damage | None = getattr(seg, "damaged", None)
-    if damage is None or damage.first_seq is None:
-        return int(seg.count)
-    return min(max(damage.first_seq - seg.base_seq, 0), seg.count)
-
-
-def mark_damaged(seg: ColdSegment, damage: Damage) -> None:
-    """Quarantine ``seg`` from ``damage.first_seq`` (its base when None) on: every cached
-    copy goes, the owner is told; the next load reads the readable prefix and fixes the
-    counters (cold_segment rule 7). A second report only widens the range."""
-    first = damage.first_seq if damage.first_seq is not None else seg.base_seq
-    if seg.damaged is not None and seg.damaged.first_seq is not None:
-        first = min(first, seg.damaged.first_seq)
-    seg.damaged = replace(
-        damage,
-        path=relpath(seg),
-        topic_id=seg.topic_id,
-        first_seq=max(first, seg.base_seq),
-        last_seq=seg.base_seq + seg.count - 1,
-    )
-    seg.source.cache.discard(seg.key)
-    seg.source.cache.discard((seg.topic_id, seg.base_seq, "tags"))
-    seg._drop_blocks()
-    if seg.on_damage is not None:
-        seg.on_damage(seg, seg.damaged)
-    else:
-        seg.source.damage.report(seg.damaged)
-
-
-def find_damage(seg: ColdSegment) -> bool:
-    """Read ``seg``'s file for what fails its checks (rule 2); quarantine from there and
-    return True, or False when every recorded frame is whole after all."""
-    found = _read(seg)
-    _quarantine_found(seg, found)
-    return bool(found.problem)
-
-
-def load_readable(seg: ColdSegment) -> SegmentBuffer:
-    """The frames of ``seg`` that can be read, quarantining the rest first if a check
-    fails now (rule 2); the caller adopts the copy (``ColdSegment.adopt``)."""
-    found = _read(seg)
-    _quarantine_found(seg, found)
-    buf, keep = found.buf, readable(seg)
-    if buf.count > keep:  # quarantined from ``keep`` by whoever found it (a scrub)
-        cut = buf.offset_of(keep) if keep else 0
-        buf = SegmentBuffer.from_frames(buf.view()[:cut], seg.base_seq, seg.salt, False)
-    return buf
-
-
-def _quarantine_found(seg: ColdSegment, found: ReadablePrefix) -> None:
-    if found.problem and readable(seg) > found.buf.count:
-        first = seg.base_seq + found.buf.count
-        damage = Damage(relpath(seg), "segment", found.problem, first_seq=first)
-        mark_damaged(seg, replace(damage, offset=found.offset, detail=found.detail))
-
-
-def _read(seg: ColdSegment) -> ReadablePrefix:
-    try:
-        return read_readable_prefix(
-            seg.source.fs,
-            seg.path,
-            topic_id=seg.topic_id,
-            base_seq=seg.base_seq,
-            salt=seg.salt,
-            length=seg.nbytes,
-            count=seg.count,
-        )
-    except OSError as exc:
-        seg.source.cache.load_errors += 1
-        raise StorageUnavailableError.for_read(seg.path, exc) from exc
 
 
 def _keep(gaps: list[GapMarker], marker: GapMarker) -> None:
