@@ -44,7 +44,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._core import FrameError, SegmentBuffer
+from .._core import FrameError, SegmentBuffer, frame_offsets
 from .._storage.damage import DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
 from .._storage.sealed_reads import read_sealed_frames, read_sealed_offsets
@@ -96,7 +96,9 @@ class ColdSegment:
 
     __slots__ = (
         "base_seq",
+        "blocks",
         "count",
+        "header_ok",
         "index_ok",
         "last_ts",
         "live_bytes",
@@ -148,6 +150,9 @@ class ColdSegment:
         self.on_adjust = on_adjust
         # False once the index file proved missing or damaged: whole loads only (rule 6).
         self.index_ok = True
+        self.header_ok = False  # the file's header was checked once (blocks skip it then)
+        # Each block's first frame and byte offset (rule 6), once known.
+        self.blocks: tuple[array.array[int], array.array[int]] | None = None
 
     @classmethod
     def from_buffer(
@@ -177,6 +182,8 @@ class ColdSegment:
             pending=pending,
             on_adjust=on_adjust,
         )
+        if seg.nbytes > BLOCK_BYTES:
+            cold.blocks = sparse_blocks(frame_offsets(seg.view(), seg.salt, verify=False))
         source.cache.put(cold.key, seg, cold._cost())
         return cold
 
@@ -340,33 +347,35 @@ class ColdSegment:
 
     # -- everything else reads the frames ------------------------------------------
 
-    def _offsets(self) -> array.array[int] | None:
-        """The frame offsets from the index file (cached), or None: read whole segments."""
-        if not self.index_ok:
+    def _blocks(self) -> tuple[array.array[int], array.array[int]] | None:
+        """The sparse block index (rule 6): each block's first frame and its byte offset,
+        from the index file the first time, then kept (a few dozen bytes per segment);
+        None when the index is unusable: read whole segments."""
+        if self.blocks is not None or not self.index_ok:
+            return self.blocks
+        try:
+            offsets = read_sealed_offsets(
+                self.source.fs,
+                self.path,
+                topic_id=self.topic_id,
+                base_seq=self.base_seq,
+                salt=self.salt,
+                count=self.count,
+                length=self.nbytes,
+            )
+        except (FileNotFoundError, StorageCorruptionError) as exc:
+            log.warning("index of %s unusable (%s); reading it whole", self.path, exc)
+            self.index_ok = False
             return None
-        key = (self.topic_id, self.base_seq, "idx")
-        cache = self.source.cache
-        offsets: Any = cache.get(key)
-        if offsets is None:
-            try:
-                offsets = read_sealed_offsets(
-                    self.source.fs,
-                    self.path,
-                    topic_id=self.topic_id,
-                    base_seq=self.base_seq,
-                    salt=self.salt,
-                    count=self.count,
-                    length=self.nbytes,
-                )
-            except (FileNotFoundError, StorageCorruptionError) as exc:
-                log.warning("index of %s unusable (%s); reading it whole", self.path, exc)
-                self.index_ok = False
-                return None
-            except OSError as exc:
-                self.source.cache.load_errors += 1
-                raise StorageUnavailableError.for_read(self.path + ".idx", exc) from exc
-            cache.put(key, offsets, _PER_FRAME * self.count + _OVERHEAD)
-        return offsets  # type: ignore[no-any-return]
+        except OSError as exc:
+            self.source.cache.load_errors += 1
+            raise StorageUnavailableError.for_read(self.path + ".idx", exc) from exc
+        self.blocks = sparse_blocks(offsets)
+        return self.blocks
+
+    def _block_of(self, i: int) -> int:
+        assert self.blocks is not None
+        return bisect.bisect_right(self.blocks[0], i) - 1
 
     def _piece(self, i: int) -> tuple[SegmentBuffer, int]:
         """A loaded copy holding frame ``i`` and the index of its first frame (rule 6)."""
@@ -374,22 +383,23 @@ class ColdSegment:
         whole = cache.peek(self.key)
         if whole is not None or self.nbytes <= BLOCK_BYTES or self.source.recovering:
             return self.loaded(), 0
-        offsets = self._offsets()
-        if offsets is None:
+        if self._blocks() is None:
             return self.loaded(), 0
-        block = offsets[i] // BLOCK_BYTES
+        block = self._block_of(i)
         key = (self.topic_id, self.base_seq, block)
         piece: Any = cache.get(key)
         if piece is None:
-            piece = self._load_block(offsets, block)
+            piece = self._load_block(block)
             cache.put(key, piece, piece[0].nbytes + _PER_FRAME * piece[0].count + _OVERHEAD)
         return piece  # type: ignore[no-any-return]
 
-    def _load_block(self, offsets: array.array[int], block: int) -> tuple[SegmentBuffer, int]:
-        first = bisect.bisect_left(offsets, block * BLOCK_BYTES)
-        end = bisect.bisect_left(offsets, (block + 1) * BLOCK_BYTES)
-        start = offsets[first]
-        stop = offsets[end] if end < self.count else self.nbytes
+    def _load_block(self, block: int) -> tuple[SegmentBuffer, int]:
+        assert self.blocks is not None
+        firsts, offs = self.blocks
+        first, start = firsts[block], offs[block]
+        last = block + 1 == len(firsts)
+        end = self.count if last else firsts[block + 1]
+        stop = self.nbytes if last else offs[block + 1]
         path = self.path
         try:
             frames = read_sealed_frames(
@@ -400,6 +410,7 @@ class ColdSegment:
                 salt=self.salt,
                 length=stop - start,
                 start=start,
+                check_header=not self.header_ok,
             )
             buf = SegmentBuffer.from_frames(frames, self.base_seq + first, self.salt, verify=True)
         except FrameError as exc:
@@ -415,6 +426,7 @@ class ColdSegment:
             raise SegmentCorruptionError(
                 f"frames {first}..{end - 1} do not match the segment's index", path=path
             )
+        self.header_ok = True
         buf.seal()
         if self.retired > first:
             buf.retire_to(self.retired - first, None)
@@ -430,18 +442,18 @@ class ColdSegment:
         whole: Any = cache.peek(self.key)
         if whole is not None:
             out.append((whole, 0))
-        offsets: Any = cache.peek((self.topic_id, self.base_seq, "idx"))
-        if offsets is not None:
-            piece: Any = cache.peek((self.topic_id, self.base_seq, offsets[i] // BLOCK_BYTES))
+        if self.blocks is not None:
+            piece: Any = cache.peek((self.topic_id, self.base_seq, self._block_of(i)))
             if piece is not None:
                 out.append(piece)
         return out
 
     def _drop_blocks(self) -> None:
         """Forget the cached blocks (a change was made to the whole copy only)."""
-        cache = self.source.cache
-        for block in range(self.nbytes // BLOCK_BYTES + 1):
-            cache.discard((self.topic_id, self.base_seq, block))
+        if self.blocks is not None:
+            cache = self.source.cache
+            for block in range(len(self.blocks[0])):
+                cache.discard((self.topic_id, self.base_seq, block))
 
     def frame_len(self, i: int) -> int:
         buf, first = self._piece(i)
@@ -460,8 +472,11 @@ class ColdSegment:
         return buf.node_at(i - first)
 
     def offset_of(self, i: int) -> int:
-        offsets = self._offsets() if self.nbytes > BLOCK_BYTES else None
-        return offsets[i] if offsets is not None else self.loaded().offset_of(i)
+        buf, first = self._piece(i)
+        if first == 0 and buf.count == self.count:
+            return buf.offset_of(i)  # the whole segment
+        assert self.blocks is not None
+        return self.blocks[1][self._block_of(i)] + buf.offset_of(i - first)
 
     def frame(self, i: int) -> bytes:
         buf, first = self._piece(i)
@@ -566,6 +581,18 @@ class ColdSegment:
                 )
             cache.put(key, index, index.nbytes)
         return index  # type: ignore[no-any-return]
+
+
+def sparse_blocks(offsets: array.array[int]) -> tuple[array.array[int], array.array[int]]:
+    """From every frame's offset, each block's first frame and byte offset: a block holds
+    the frames that start within one aligned ``BLOCK_BYTES`` of the frame bytes."""
+    firsts, starts = array.array("I"), array.array("I")
+    i, n = 0, len(offsets)
+    while i < n:
+        firsts.append(i)
+        starts.append(offsets[i])
+        i = bisect.bisect_left(offsets, (offsets[i] // BLOCK_BYTES + 1) * BLOCK_BYTES, i + 1)
+    return firsts, starts
 
 
 def is_cold(seg: object) -> bool:
