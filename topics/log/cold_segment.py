@@ -54,7 +54,6 @@ from ..errors import StorageUnavailableError
 
 if TYPE_CHECKING:
     from .._core._ext import _Keep as Keep
-    from .._storage.tag_index import TagIndex
 
 __all__ = ["ColdSegment", "ColdSource", "Segment", "is_cold"]
 
@@ -527,60 +526,6 @@ class ColdSegment:
             if nxt < local_stop:
                 break  # the limit or the byte budget ended it inside this block
         return b",".join(parts), emitted, examined, i
-
-    # -- tags (issue 31 item 3) -----------------------------------------------------
-
-    def tagged_seqs(self, op: str, operand: bytes, below: int) -> list[int]:
-        """Live seqs below ``below`` whose tag equals (``op == "Eq"``) or starts with
-        ``operand``, from the segment's tag index file (or its frames when it has none)."""
-        if self.tagged is False or self.live_count == 0 or below <= self.base_seq:
-            return []
-        index = self._tag_index()
-        idxs = index.exact(operand) if op == "Eq" else index.prefix(operand)
-        end = min(below - self.base_seq, self.count)
-        return [self.base_seq + i for i in idxs if self.retired <= i < end and self.is_live(i)]
-
-    def _tag_index(self) -> TagIndex:
-        from .._storage.tag_index import (
-            decode_tag_index,
-            encode_tag_index,
-            read_tag_index,
-            tagged_frames,
-        )
-
-        key = (self.topic_id, self.base_seq, "tags")
-        cache = self.source.cache
-        index: Any = cache.get(key)
-        if index is None:
-            if self.tagged:
-                try:
-                    index = read_tag_index(
-                        self.source.fs,
-                        self.path,
-                        topic_id=self.topic_id,
-                        base_seq=self.base_seq,
-                        salt=self.salt,
-                        frame_count=self.count,
-                    )
-                except (FileNotFoundError, StorageCorruptionError) as exc:
-                    # The frames hold the same tags; only the shortcut is gone or damaged.
-                    log.warning(
-                        "tag index of %s unusable (%s); using the frames. `topics verify "
-                        "DATA_DIR` lists damaged files",
-                        self.path,
-                        exc,
-                    )
-                    self.tagged = None
-                except OSError as exc:
-                    raise StorageUnavailableError.for_read(self.path + ".tags", exc) from exc
-            if index is None:
-                tid, base, salt = self.topic_id, self.base_seq, self.salt
-                raw = encode_tag_index(tid, base, salt, tagged_frames(self.loaded()))
-                index = decode_tag_index(
-                    raw, path=self.path, topic_id=tid, base_seq=base, salt=salt
-                )
-            cache.put(key, index, index.nbytes)
-        return index  # type: ignore[no-any-return]
 
 
 def sparse_blocks(offsets: array.array[int]) -> tuple[array.array[int], array.array[int]]:
