@@ -280,10 +280,26 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+THROTTLED = {"count": 0}
+
+
+def post(client: httpx.Client, url: str, body: dict[str, object]) -> httpx.Response:
+    """POST as a well-behaved client does: a 429/503 answer (the server's CPU-pressure
+    shedding on a busy machine) is retried after its Retry-After, and counted."""
+    for _ in range(200):
+        res = client.post(url, json=body)
+        if res.status_code not in (429, 503):
+            res.raise_for_status()
+            return res
+        THROTTLED["count"] += 1
+        time.sleep(min(float(res.headers.get("retry-after", "0.1") or 0.1), 2.0))
+    res.raise_for_status()
+    return res
+
+
 def http_diff(client: httpx.Client) -> Callable[[str, int], int]:
     def diff(name: str, start: int) -> int:
-        res = client.post(f"/v0/topics/{name}/diff", json={"from_seq": start, "limit": LIMIT})
-        res.raise_for_status()
+        res = post(client, f"/v0/topics/{name}/diff", {"from_seq": start, "limit": LIMIT})
         return len(res.json()["records"])
 
     return diff
@@ -339,8 +355,7 @@ def full_scan(client: httpx.Client, heads: dict[str, int]) -> int:
     for name in heads:
         start = 0
         while True:
-            res = client.post(f"/v0/topics/{name}/diff", json={"from_seq": start, "limit": LIMIT})
-            res.raise_for_status()
+            res = post(client, f"/v0/topics/{name}/diff", {"from_seq": start, "limit": LIMIT})
             body = res.json()
             got += len(body["records"])
             start = body["next_from_seq"]
@@ -396,8 +411,7 @@ def kill_restart(path: str, cache_bytes: int, heads: dict[str, int], tail: int) 
     try:
         for start_at in range(0, tail, 1000):
             n = min(1000, tail - start_at)
-            res = client.post(f"/v0/topics/{name}", json={"records": [{"data": {"tail": 1}}] * n})
-            res.raise_for_status()
+            post(client, f"/v0/topics/{name}", {"records": [{"data": {"tail": 1}}] * n})
         expected = client.get(f"/v0/topics/{name}").json()["head_seq"]
         # `disk` acks once queued for the WAL; its last tick (~50 ms) may die with the
         # process. Past it, the whole tail is in the WAL and nothing of it in a segment.
@@ -534,6 +548,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep:
             shutil.rmtree(path, ignore_errors=True)
     out["targets"] = targets.judge(out)
+    out["http_throttled_retries"] = THROTTLED["count"]
     out["finished_utc"] = utc_now()
     return out
 

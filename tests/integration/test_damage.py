@@ -27,6 +27,7 @@ from topics._core import iter_frames
 from topics._storage.damage import Damage
 from topics._storage.segment_files import HEADER_SIZE
 from topics.engine import Engine, open_engine
+from topics.log.cold_log import cold_tagged_seqs
 from topics.log.cold_segment import ColdSegment, is_cold
 from topics.log.damaged import quarantine, relpath
 
@@ -258,12 +259,12 @@ async def test_tag_and_seal_index_damage_costs_nothing(tmp_path: Path) -> None:
         before, _ = await read_all(engine, "a")
         seg = middle_cold(engine, "a")
         bound = seg.base_seq + seg.count
-        tagged = seg.tagged_seqs("Eq", b"t/1", bound)
+        tagged = cold_tagged_seqs(seg, "Eq", b"t/1", bound)
         assert tagged
         for suffix in (".tags", ".idx"):
             scribble(seg.path + suffix, 50, b"\xff" * 8)
         engine._store.cold.cache.clear()  # type: ignore[union-attr]
-        assert seg.tagged_seqs("Eq", b"t/1", bound) == tagged  # from the frames
+        assert cold_tagged_seqs(seg, "Eq", b"t/1", bound) == tagged  # from the frames
         assert await read_all(engine, "a") == (before, [])
     async with opened(tmp_path) as engine:
         assert await read_all(engine, "a") == (before, [])

@@ -42,9 +42,12 @@ def read_sealed_frames(
     salt: int,
     length: int,
     start: int = 0,
+    check_header: bool = True,
 ) -> bytes:
     """The ``length`` frame bytes from frame offset ``start`` of the sealed segment at
-    ``path`` (a whole segment, or one block of its frames for the cache).
+    ``path`` (a whole segment, or one block of its frames for the cache). A caller that
+    has checked this file's header once may skip it (``check_header``): the frames'
+    own CRCs and seqs still vouch for every byte returned.
 
     Raises:
         SegmentCorruptionError: a bad header, another segment's header, or fewer bytes
@@ -54,7 +57,7 @@ def read_sealed_frames(
     """
     handle = fs.open(path)
     try:
-        ident = read_header(handle, path)
+        ident = read_header(handle, path) if check_header else (topic_id, base_seq, salt)
         data = handle.read_at(HEADER_SIZE + start, length) if length else b""
     finally:
         handle.close()

@@ -48,7 +48,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._core import FrameError, SegmentBuffer
+from .._core import FrameError, SegmentBuffer, frame_offsets
 from .._storage.damage import Damage, DamageRegistry
 from .._storage.fs import Fs, StorageCorruptionError
 from .._storage.sealed_reads import read_sealed_frames, read_sealed_offsets
@@ -59,7 +59,6 @@ from .cold_damage import find_damage, load_readable, readable
 
 if TYPE_CHECKING:
     from .._core._ext import _Keep as Keep
-    from .._storage.tag_index import TagIndex
 
 __all__ = ["ColdSegment", "ColdSource", "Segment", "is_cold"]
 
@@ -101,8 +100,10 @@ class ColdSegment:
 
     __slots__ = (
         "base_seq",
+        "blocks",
         "count",
         "damaged",
+        "header_ok",
         "index_ok",
         "last_ts",
         "live_bytes",
@@ -155,6 +156,9 @@ class ColdSegment:
         self.on_adjust = on_adjust
         # False once the index file proved missing or damaged: whole loads only (rule 6).
         self.index_ok = True
+        self.header_ok = False  # the file's header was checked once (blocks skip it then)
+        # Each block's first frame and byte offset (rule 6), once known.
+        self.blocks: tuple[array.array[int], array.array[int]] | None = None
         # The unreadable seqs (rule 7), and who is told when a load finds them.
         self.damaged: Damage | None = None
         self.on_damage: Callable[[ColdSegment, Damage], None] | None = None
@@ -187,6 +191,8 @@ class ColdSegment:
             pending=pending,
             on_adjust=on_adjust,
         )
+        if seg.nbytes > BLOCK_BYTES:
+            cold.blocks = sparse_blocks(frame_offsets(seg.view(), seg.salt, verify=False))
         source.cache.put(cold.key, seg, cold._cost())
         return cold
 
@@ -356,33 +362,35 @@ class ColdSegment:
 
     # -- everything else reads the frames ------------------------------------------
 
-    def _offsets(self) -> array.array[int] | None:
-        """The frame offsets from the index file (cached), or None: read whole segments."""
-        if not self.index_ok:
+    def _blocks(self) -> tuple[array.array[int], array.array[int]] | None:
+        """The sparse block index (rule 6): each block's first frame and its byte offset,
+        from the index file the first time, then kept (a few dozen bytes per segment);
+        None when the index is unusable: read whole segments."""
+        if self.blocks is not None or not self.index_ok:
+            return self.blocks
+        try:
+            offsets = read_sealed_offsets(
+                self.source.fs,
+                self.path,
+                topic_id=self.topic_id,
+                base_seq=self.base_seq,
+                salt=self.salt,
+                count=self.count,
+                length=self.nbytes,
+            )
+        except (FileNotFoundError, StorageCorruptionError) as exc:
+            log.warning("index of %s unusable (%s); reading it whole", self.path, exc)
+            self.index_ok = False
             return None
-        key = (self.topic_id, self.base_seq, "idx")
-        cache = self.source.cache
-        offsets: Any = cache.get(key)
-        if offsets is None:
-            try:
-                offsets = read_sealed_offsets(
-                    self.source.fs,
-                    self.path,
-                    topic_id=self.topic_id,
-                    base_seq=self.base_seq,
-                    salt=self.salt,
-                    count=self.count,
-                    length=self.nbytes,
-                )
-            except (FileNotFoundError, StorageCorruptionError) as exc:
-                log.warning("index of %s unusable (%s); reading it whole", self.path, exc)
-                self.index_ok = False
-                return None
-            except OSError as exc:
-                self.source.cache.load_errors += 1
-                raise StorageUnavailableError.for_read(self.path + ".idx", exc) from exc
-            cache.put(key, offsets, _PER_FRAME * self.count + _OVERHEAD)
-        return offsets  # type: ignore[no-any-return]
+        except OSError as exc:
+            self.source.cache.load_errors += 1
+            raise StorageUnavailableError.for_read(self.path + ".idx", exc) from exc
+        self.blocks = sparse_blocks(offsets)
+        return self.blocks
+
+    def _block_of(self, i: int) -> int:
+        assert self.blocks is not None
+        return bisect.bisect_right(self.blocks[0], i) - 1
 
     def _piece(self, i: int) -> tuple[SegmentBuffer, int]:
         """A loaded copy holding frame ``i`` and the index of its first frame (rule 6)."""
@@ -391,26 +399,25 @@ class ColdSegment:
         small = self.nbytes <= BLOCK_BYTES or self.damaged is not None  # (rule 7)
         if whole is not None or small or self.source.recovering:
             return self.loaded(), 0
-        offsets = self._offsets()
-        if offsets is None:
+        if self._blocks() is None:
             return self.loaded(), 0
-        block = offsets[i] // BLOCK_BYTES
+        block = self._block_of(i)
         key = (self.topic_id, self.base_seq, block)
         piece: Any = cache.get(key)
         if piece is None:
-            piece = self._load_block(offsets, block)
+            piece = self._load_block(block)
             if piece is None:  # quarantined (rule 7), or only the index was wrong
                 return self.loaded(), 0
             cache.put(key, piece, piece[0].nbytes + _PER_FRAME * piece[0].count + _OVERHEAD)
         return piece  # type: ignore[no-any-return]
 
-    def _load_block(
-        self, offsets: array.array[int], block: int
-    ) -> tuple[SegmentBuffer, int] | None:
-        first = bisect.bisect_left(offsets, block * BLOCK_BYTES)
-        end = bisect.bisect_left(offsets, (block + 1) * BLOCK_BYTES)
-        start = offsets[first]
-        stop = offsets[end] if end < self.count else self.nbytes
+    def _load_block(self, block: int) -> tuple[SegmentBuffer, int] | None:
+        assert self.blocks is not None
+        firsts, offs = self.blocks
+        first, start = firsts[block], offs[block]
+        last = block + 1 == len(firsts)
+        end = self.count if last else firsts[block + 1]
+        stop = self.nbytes if last else offs[block + 1]
         path = self.path
         try:
             frames = read_sealed_frames(
@@ -421,6 +428,7 @@ class ColdSegment:
                 salt=self.salt,
                 length=stop - start,
                 start=start,
+                check_header=not self.header_ok,
             )
             buf = SegmentBuffer.from_frames(frames, self.base_seq + first, self.salt, verify=True)
         except OSError as exc:
@@ -432,7 +440,9 @@ class ColdSegment:
             # Bad frames quarantine the segment; if the file is whole, the index was wrong.
             self.source.cache.load_errors += 1
             self.index_ok = find_damage(self)
+            self.blocks = None
             return None
+        self.header_ok = True
         buf.seal()
         if self.retired > first:
             buf.retire_to(self.retired - first, None)
@@ -448,18 +458,18 @@ class ColdSegment:
         whole: Any = cache.peek(self.key)
         if whole is not None:
             out.append((whole, 0))
-        offsets: Any = cache.peek((self.topic_id, self.base_seq, "idx"))
-        if offsets is not None:
-            piece: Any = cache.peek((self.topic_id, self.base_seq, offsets[i] // BLOCK_BYTES))
+        if self.blocks is not None:
+            piece: Any = cache.peek((self.topic_id, self.base_seq, self._block_of(i)))
             if piece is not None:
                 out.append(piece)
         return out
 
     def _drop_blocks(self) -> None:
         """Forget the cached blocks (a change was made to the whole copy only)."""
-        cache = self.source.cache
-        for block in range(self.nbytes // BLOCK_BYTES + 1):
-            cache.discard((self.topic_id, self.base_seq, block))
+        if self.blocks is not None:
+            cache = self.source.cache
+            for block in range(len(self.blocks[0])):
+                cache.discard((self.topic_id, self.base_seq, block))
 
     def frame_len(self, i: int) -> int:
         buf, first = self._piece(i)
@@ -478,8 +488,11 @@ class ColdSegment:
         return buf.node_at(i - first)
 
     def offset_of(self, i: int) -> int:
-        offsets = self._offsets() if self.nbytes > BLOCK_BYTES else None
-        return offsets[i] if offsets is not None else self.loaded().offset_of(i)
+        buf, first = self._piece(i)
+        if first == 0 and buf.count == self.count:
+            return buf.offset_of(i)  # the whole segment
+        assert self.blocks is not None
+        return self.blocks[1][self._block_of(i)] + buf.offset_of(i - first)
 
     def frame(self, i: int) -> bytes:
         buf, first = self._piece(i)
@@ -534,59 +547,17 @@ class ColdSegment:
                 break  # the limit or the byte budget ended it inside this block
         return b",".join(parts), emitted, examined, i
 
-    # -- tags (issue 31 item 3) -----------------------------------------------------
 
-    def tagged_seqs(self, op: str, operand: bytes, below: int) -> list[int]:
-        """Live seqs below ``below`` whose tag equals (``op == "Eq"``) or starts with
-        ``operand``, from the segment's tag index file (or its frames when it has none)."""
-        if self.tagged is False or self.live_count == 0 or below <= self.base_seq:
-            return []
-        index = self._tag_index()
-        idxs = index.exact(operand) if op == "Eq" else index.prefix(operand)
-        end = min(below - self.base_seq, self.count)
-        return [self.base_seq + i for i in idxs if self.retired <= i < end and self.is_live(i)]
-
-    def _tag_index(self) -> TagIndex:
-        from .._storage.tag_index import (
-            decode_tag_index,
-            encode_tag_index,
-            read_tag_index,
-            tagged_frames,
-        )
-
-        key = (self.topic_id, self.base_seq, "tags")
-        cache = self.source.cache
-        index: Any = cache.get(key)
-        if index is None:
-            if self.tagged:
-                try:
-                    index = read_tag_index(
-                        self.source.fs,
-                        self.path,
-                        topic_id=self.topic_id,
-                        base_seq=self.base_seq,
-                        salt=self.salt,
-                        frame_count=self.count,
-                    )
-                except (FileNotFoundError, StorageCorruptionError) as exc:
-                    # The frames hold the same tags; only the shortcut is gone or damaged.
-                    log.warning(
-                        "tag index of %s unusable (%s); using the frames. `topics verify "
-                        "DATA_DIR` lists damaged files",
-                        self.path,
-                        exc,
-                    )
-                    self.tagged = None
-                except OSError as exc:
-                    raise StorageUnavailableError.for_read(self.path + ".tags", exc) from exc
-            if index is None:
-                tid, base, salt = self.topic_id, self.base_seq, self.salt
-                raw = encode_tag_index(tid, base, salt, tagged_frames(self.loaded()))
-                index = decode_tag_index(
-                    raw, path=self.path, topic_id=tid, base_seq=base, salt=salt
-                )
-            cache.put(key, index, index.nbytes)
-        return index  # type: ignore[no-any-return]
+def sparse_blocks(offsets: array.array[int]) -> tuple[array.array[int], array.array[int]]:
+    """From every frame's offset, each block's first frame and byte offset: a block holds
+    the frames that start within one aligned ``BLOCK_BYTES`` of the frame bytes."""
+    firsts, starts = array.array("I"), array.array("I")
+    i, n = 0, len(offsets)
+    while i < n:
+        firsts.append(i)
+        starts.append(offsets[i])
+        i = bisect.bisect_left(offsets, (offsets[i] // BLOCK_BYTES + 1) * BLOCK_BYTES, i + 1)
+    return firsts, starts
 
 
 def is_cold(seg: object) -> bool:
