@@ -309,13 +309,15 @@ cdef inline const _Span* _take(_Dumped* d) noexcept:
     return &d.spans[j] if j < d.valid else NULL
 
 
-cdef object _reserved_error(Py_ssize_t index, const char* p, Py_ssize_t n, Py_ssize_t at):
-    """The refusal of a meta whose top-level key at offset ``at`` (its opening quote, in
-    checked JSON) begins with "$", naming the key as a reader decodes it."""
+cdef int _refuse_reserved(Py_ssize_t index, const char* p, Py_ssize_t n,
+                          Py_ssize_t at) except -1:
+    """Raise the refusal of a meta whose top-level key at offset ``at`` (its opening
+    quote, in checked JSON) begins with "$", naming the key as a reader decodes it.
+    Called from two places, which keeps this rare path out of line."""
     cdef Py_ssize_t end = _scan_string(<const unsigned char*>p, at, n)
     key = _json.loads(PyBytes_FromStringAndSize(p + at, end - at))
     detail = f'has the key "{key}": top-level meta keys beginning with "$" are the server\'s'
-    return _record_error(index, "meta", "meta_reserved", detail)
+    raise _record_error(index, "meta", "meta_reserved", detail)
 
 
 cdef int _check_meta(object meta, Py_ssize_t index, const _Limits* lim, object dumps,
@@ -334,15 +336,18 @@ cdef int _check_meta(object meta, Py_ssize_t index, const _Limits* lim, object d
         rec.meta = _utf8(text, &rec.meta_len)
     if rec.meta_len > lim.meta:
         raise _record_error(index, "meta", "too_large")
+    # A "$" key means the meta is an object, so its refusal comes after the type check
+    # wherever it is made.
     if span != NULL:
         keys = span.members
-        reserved = span.reserved - span.start if span.reserved >= 0 else -1
+        if span.reserved >= 0 and server_meta is not None and type(meta) is not server_meta:
+            _refuse_reserved(index, rec.meta, rec.meta_len, span.reserved - span.start)
     else:
         keys = _checked(rec.meta, rec.meta_len, index, "meta", &reserved)
+        if reserved >= 0 and server_meta is not None and type(meta) is not server_meta:
+            _refuse_reserved(index, rec.meta, rec.meta_len, reserved)
     if keys < 0:
         raise _record_error(index, "meta", "type")
-    if reserved >= 0 and server_meta is not None and type(meta) is not server_meta:
-        raise _reserved_error(index, rec.meta, rec.meta_len, reserved)
     if keys > lim.keys:
         raise _record_error(index, "meta", "meta_keys")
     return 0

@@ -298,8 +298,7 @@ cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
     cdef Py_ssize_t depth = 0
     cdef unsigned char c
     cdef Py_ssize_t key
-    members[0] = -1
-    reserved[0] = -1
+    members[0] = reserved[0] = -1
     while True:
         if pos >= n:
             return ~n
@@ -320,10 +319,9 @@ cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
                     key, pos = pos, _scan_key(s, pos, n)
                     if pos < 0:
                         return pos
-                    if depth == 1:
-                        members[0] += 1
-                        if reserved[0] < 0 and _dollar_key(s, key):
-                            reserved[0] = key
+                    members[0] += depth == 1
+                    if depth == 1 and _dollar_key(s, key) and reserved[0] < 0:
+                        reserved[0] = key
                 continue
         elif c == c'"':
             pos = _scan_string(s, pos, n)
@@ -345,10 +343,9 @@ cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
                     key, pos = pos, _scan_key(s, pos, n)
                     if pos < 0:
                         return pos
-                    if depth == 1:
-                        members[0] += 1
-                        if reserved[0] < 0 and _dollar_key(s, key):
-                            reserved[0] = key
+                    members[0] += depth == 1
+                    if depth == 1 and _dollar_key(s, key) and reserved[0] < 0:
+                        reserved[0] = key
                 break
             if s[pos] != stack[depth - 1] + 2:
                 return ~pos
