@@ -20,12 +20,19 @@
 #      verbatim): hook texts that are not one JSON value each but happen to line up into
 #      valid elements again (say '"a' and 'b"' and '1,2') are not caught in a batch.
 #   3. _check_record each record in order (data, meta, tag, node, size), then write.
+#
+# A client's batch (server_meta given) also has its meta refused when a top-level key
+# begins with "$": the server stamps its own facts there (topics/ops/meta_keys.py). The
+# JSON scan of each meta, which every write makes anyway, notes such a key as it passes
+# (_scan_value's ``reserved``), so the refusal costs no pass of its own.
 
 # The dumps functions pass 2 is used with, matched by identity. Within ujson's output for
 # a list, each value's text is exactly what ujson makes of that value alone (no indent, no
 # separator spaces), so the split stores the bytes the per-record path would. Any other
 # dumps goes through the per-record path, keeping exactly what it makes of each value:
 # json.dumps writes ", " between elements, and indent= re-indents nested values.
+import json as _json
+
 cdef object _UJSON_DUMPS = None
 cdef object _UJSON_ENCODE = None
 try:
@@ -135,9 +142,10 @@ cdef inline const char* _utf8(object text, Py_ssize_t* size) except NULL:
     return PyUnicode_AsUTF8AndSize(text, size)
 
 
-cdef Py_ssize_t _checked(const char* p, Py_ssize_t n, Py_ssize_t index, str field) except -2:
+cdef Py_ssize_t _checked(const char* p, Py_ssize_t n, Py_ssize_t index, str field,
+                         Py_ssize_t* reserved) except -2:
     cdef Py_ssize_t members
-    cdef Py_ssize_t err = _scan(p, n, &members)
+    cdef Py_ssize_t err = _scan(p, n, &members, reserved)
     if err >= 0:
         raise _record_error(
             index, field, "json", _json_message(<const unsigned char*>p, n, err)
@@ -301,9 +309,20 @@ cdef inline const _Span* _take(_Dumped* d) noexcept:
     return &d.spans[j] if j < d.valid else NULL
 
 
+cdef int _refuse_reserved(Py_ssize_t index, const char* p, Py_ssize_t n,
+                          Py_ssize_t at) except -1:
+    """Raise the refusal of a meta whose top-level key at offset ``at`` (its opening
+    quote, in checked JSON) begins with "$", naming the key as a reader decodes it.
+    Called from two places, which keeps this rare path out of line."""
+    cdef Py_ssize_t end = _scan_string(<const unsigned char*>p, at, n)
+    key = _json.loads(PyBytes_FromStringAndSize(p + at, end - at))
+    detail = f'has the key "{key}": top-level meta keys beginning with "$" are the server\'s'
+    raise _record_error(index, "meta", "meta_reserved", detail)
+
+
 cdef int _check_meta(object meta, Py_ssize_t index, const _Limits* lim, object dumps,
-                     _Dumped* dm, _Rec* rec, PyObject** keep) except -1:
-    cdef Py_ssize_t keys
+                     _Dumped* dm, _Rec* rec, PyObject** keep, object server_meta) except -1:
+    cdef Py_ssize_t keys, reserved
     cdef const _Span* span = NULL
     if PyDict_Check(meta):
         span = _take(dm)
@@ -317,7 +336,16 @@ cdef int _check_meta(object meta, Py_ssize_t index, const _Limits* lim, object d
         rec.meta = _utf8(text, &rec.meta_len)
     if rec.meta_len > lim.meta:
         raise _record_error(index, "meta", "too_large")
-    keys = span.members if span != NULL else _checked(rec.meta, rec.meta_len, index, "meta")
+    # A "$" key means the meta is an object, so its refusal comes after the type check
+    # wherever it is made.
+    if span != NULL:
+        keys = span.members
+        if span.reserved >= 0 and server_meta is not None and type(meta) is not server_meta:
+            _refuse_reserved(index, rec.meta, rec.meta_len, span.reserved - span.start)
+    else:
+        keys = _checked(rec.meta, rec.meta_len, index, "meta", &reserved)
+        if reserved >= 0 and server_meta is not None and type(meta) is not server_meta:
+            _refuse_reserved(index, rec.meta, rec.meta_len, reserved)
     if keys < 0:
         raise _record_error(index, "meta", "type")
     if keys > lim.keys:
@@ -327,11 +355,13 @@ cdef int _check_meta(object meta, Py_ssize_t index, const _Limits* lim, object d
 
 cdef int _check_record(const _Fields* f, Py_ssize_t index, object default_node,
                        const _Limits* lim, object dumps, _Dumped* dd, _Dumped* dm,
-                       _Node* dflt, _Rec* rec, PyObject** keep, list tags) except -1:
+                       _Node* dflt, _Rec* rec, PyObject** keep, list tags,
+                       object server_meta) except -1:
     """Pass 3: validate one record (order: data, meta, tag, node, size) and point ``rec``
     at its parts. ``keep`` (2 slots) receives new references to the texts made here for
     data and meta; the rest points into ``f``'s values, default_node or pass 2's texts."""
     cdef const _Span* span
+    cdef Py_ssize_t unused
     data = <object>f.v[_DATA]
     if data is None:
         rec.data, rec.data_len = "null", 4
@@ -339,7 +369,7 @@ cdef int _check_record(const _Fields* f, Py_ssize_t index, object default_node,
         text = _raw_json(data)
         _keep(keep, text)
         rec.data = _utf8(text, &rec.data_len)
-        _checked(rec.data, rec.data_len, index, "data")
+        _checked(rec.data, rec.data_len, index, "data", &unused)
     else:
         span = _take(dd)
         if span != NULL:  # already checked by _split_array
@@ -348,9 +378,9 @@ cdef int _check_record(const _Fields* f, Py_ssize_t index, object default_node,
             text = _dumps_json(data, index, "data", dumps)
             _keep(keep, text)
             rec.data = _utf8(text, &rec.data_len)
-            _checked(rec.data, rec.data_len, index, "data")
+            _checked(rec.data, rec.data_len, index, "data", &unused)
     if <object>f.v[_META] is not None:
-        _check_meta(<object>f.v[_META], index, lim, dumps, dm, rec, keep + 1)
+        _check_meta(<object>f.v[_META], index, lim, dumps, dm, rec, keep + 1, server_meta)
     _name(<object>f.v[_TAG], index, "tag", lim.tag, &rec.tag, &rec.tag_len)
     if rec.tag_len:
         tag_bytes = PyBytes_FromStringAndSize(rec.tag, rec.tag_len)
@@ -414,9 +444,11 @@ cdef void _write_frames(unsigned char* out, const _Rec* recs, Py_ssize_t n, uint
 @cython.boundscheck(False)  # batch[i] with i < len(batch) of a tuple we own
 @cython.wraparound(False)
 def encode_batch(records, uint64_t first_seq, int64_t ts_ms, default_node, uint32_t salt,
-                 tuple limits not None, dumps):
+                 tuple limits not None, dumps, server_meta=None):
     """Validate and encode a write batch into concatenated record frames; see _ext.pyi."""
     cdef _Limits lim = _parse_limits(limits)
+    if server_meta is not None and not isinstance(server_meta, type):
+        raise TypeError("server_meta must be a type or None")
     # A snapshot: dumps() may run code that mutates the caller's list while we work.
     cdef tuple batch = tuple(records)
     cdef Py_ssize_t n = len(batch), i = 0, stop, total = 0
@@ -456,7 +488,7 @@ def encode_batch(records, uint64_t first_seq, int64_t ts_ms, default_node, uint3
             meta_text = _dump_all(fields, stop, True, dumps, &dm)
         for i in range(stop):
             _check_record(&fields[i], i, default_node, &lim, dumps, &dd, &dm, &dflt,
-                          &recs[i], keep + 2 * i, tags)
+                          &recs[i], keep + 2 * i, tags, server_meta)
             total += _MIN_FRAME + recs[i].node_len + recs[i].tag_len + recs[i].meta_len + recs[i].data_len
             tagged |= recs[i].tag_len > 0
         if error is not None:

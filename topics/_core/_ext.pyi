@@ -57,7 +57,7 @@ class FrameError(ValueError):
         index: position of the offending record in the batch (or frame in a buffer), -1 if none.
         field: "data" | "meta" | "tag" | "node" | "record" | "frame".
         reason: "missing" | "type" | "json" | "empty" | "too_large" | "meta_keys" |
-            "truncated" | "crc" | "seq" | "kind".
+            "meta_reserved" | "truncated" | "crc" | "seq" | "kind".
     """
 
     index: int
@@ -86,6 +86,7 @@ def encode_batch(
     salt: int,
     limits: tuple[int, int, int, int, int],
     dumps: Callable[[object], str],
+    server_meta: type | None = None,
 ) -> tuple[bytes, list[bytes | None] | None]:
     """Validate and encode a write batch into concatenated record frames.
 
@@ -104,6 +105,13 @@ def encode_batch(
     tag/node string -> "empty"; a wrong type -> "type"; a str that cannot be UTF-8 encoded
     (lone surrogates) -> "type"; dumps raising TypeError/ValueError/OverflowError -> "type"
     on "data"/"meta".
+
+    ``server_meta`` given (a type) makes the batch a client's: a meta whose top-level keys
+    include one beginning with "$" (written plainly or as the escape \\u0024) -> reason
+    "meta_reserved" on "meta", its message naming the decoded key, unless the meta's exact
+    type is ``server_meta`` (bytes the server stamped itself). Checked after the meta's JSON
+    and object type, before its key count; the JSON scan notes such a key as it passes, so
+    the check costs no pass of its own. None (the default): meta keys are not looked at.
 
     All-or-nothing: the whole batch is validated before anything is returned; the first
     failing record raises FrameError with its index.

@@ -225,24 +225,25 @@ _CRC32C_HARDWARE = bool(topics_crc32c_hw_available())
 # --- json_check ---------------------------------------------------------------------
 
 
-cdef Py_ssize_t _scan(const char* p, Py_ssize_t n, Py_ssize_t* members) noexcept:
+cdef Py_ssize_t _scan(const char* p, Py_ssize_t n, Py_ssize_t* members,
+                      Py_ssize_t* reserved) noexcept:
     """_json_scan, releasing the GIL for long inputs (p must be kept alive by the caller)."""
     cdef Py_ssize_t err
     if n < _NOGIL_BYTES:
-        return _json_scan(<const unsigned char*>p, n, members)
+        return _json_scan(<const unsigned char*>p, n, members, reserved)
     with nogil:
-        err = _json_scan(<const unsigned char*>p, n, members)
+        err = _json_scan(<const unsigned char*>p, n, members, reserved)
     return err
 
 
 def json_check(data):
     """Check that ``data`` is exactly one JSON value; see _ext.pyi."""
     cdef Py_buffer view
-    cdef Py_ssize_t members, err
+    cdef Py_ssize_t members, reserved, err
     cdef str message
     _get_buffer(data, &view)
     try:
-        err = _scan(<const char*>view.buf, view.len, &members)
+        err = _scan(<const char*>view.buf, view.len, &members, &reserved)
         if err >= 0:
             message = _json_message(<const unsigned char*>view.buf, view.len, err)
     finally:

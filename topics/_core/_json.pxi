@@ -272,20 +272,33 @@ cdef Py_ssize_t _scan_key(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n) 
     return _ws(s, pos + 1, n)
 
 
+cdef inline bint _dollar_key(const unsigned char* s, Py_ssize_t pos) noexcept nogil:
+    """Whether the checked key string at pos (its opening quote) begins with "$", written
+    plainly or as the escape \\u0024 (the only escape that decodes to "$")."""
+    if s[pos + 1] == c'$':
+        return True
+    return (s[pos + 1] == c'\\' and s[pos + 2] == c'u' and s[pos + 3] == c'0'
+            and s[pos + 4] == c'0' and s[pos + 5] == c'2' and s[pos + 6] == c'4')
+
+
 cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n,
-                            Py_ssize_t* members) noexcept nogil:
+                            Py_ssize_t* members, Py_ssize_t* reserved) noexcept nogil:
     """Scan the one JSON value that starts at s[pos] (no whitespace skipped before it).
 
     Returns the position just after the value, or ~offset of the first bad byte. Stops at
     the value's last byte whatever follows, so a value inside a larger text (an array
     element) scans exactly as it would on its own; the nesting limit counts from here.
-    members receives the value's member count when it is an object, else -1.
+    members receives the value's member count when it is an object, else -1; reserved
+    the offset of its first top-level key that begins with "$" (the key's opening quote),
+    else -1. That costs a byte test per top-level key in the pass the scan makes anyway,
+    so the encoder can refuse server-owned meta keys without a walk of its own.
     Iterative with an explicit bracket stack, so deep input cannot exhaust the C stack.
     """
     cdef unsigned char stack[_MAX_DEPTH]
     cdef Py_ssize_t depth = 0
     cdef unsigned char c
-    members[0] = -1
+    cdef Py_ssize_t key
+    members[0] = reserved[0] = -1
     while True:
         if pos >= n:
             return ~n
@@ -303,10 +316,12 @@ cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
                 pos += 1
             else:
                 if c == c'{':
-                    pos = _scan_key(s, pos, n)
+                    key, pos = pos, _scan_key(s, pos, n)
                     if pos < 0:
                         return pos
                     members[0] += depth == 1
+                    if depth == 1 and _dollar_key(s, key) and reserved[0] < 0:
+                        reserved[0] = key
                 continue
         elif c == c'"':
             pos = _scan_string(s, pos, n)
@@ -325,10 +340,12 @@ cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
             if s[pos] == c',':
                 pos = _ws(s, pos + 1, n)
                 if stack[depth - 1] == c'{':
-                    pos = _scan_key(s, pos, n)
+                    key, pos = pos, _scan_key(s, pos, n)
                     if pos < 0:
                         return pos
                     members[0] += depth == 1
+                    if depth == 1 and _dollar_key(s, key) and reserved[0] < 0:
+                        reserved[0] = key
                 break
             if s[pos] != stack[depth - 1] + 2:
                 return ~pos
@@ -336,12 +353,13 @@ cdef Py_ssize_t _scan_value(const unsigned char* s, Py_ssize_t pos, Py_ssize_t n
             pos += 1
 
 
-cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* members) noexcept nogil:
+cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* members,
+                           Py_ssize_t* reserved) noexcept nogil:
     """-1 when s[0:n] is exactly one JSON value, else the offset of the first bad byte.
 
-    members receives the top-level member count when the value is an object, else -1.
+    members and reserved receive what _scan_value finds (meaningful only without error).
     """
-    cdef Py_ssize_t pos = _scan_value(s, _ws(s, 0, n), n, members)
+    cdef Py_ssize_t pos = _scan_value(s, _ws(s, 0, n), n, members, reserved)
     if pos < 0:
         return ~pos
     pos = _ws(s, pos, n)
@@ -349,7 +367,7 @@ cdef Py_ssize_t _json_scan(const unsigned char* s, Py_ssize_t n, Py_ssize_t* mem
 
 
 ctypedef struct _Span:
-    Py_ssize_t start, size, members
+    Py_ssize_t start, size, members, reserved
 
 
 cdef Py_ssize_t _split_array(const unsigned char* s, Py_ssize_t n, Py_ssize_t count,
@@ -360,7 +378,7 @@ cdef Py_ssize_t _split_array(const unsigned char* s, Py_ssize_t n, Py_ssize_t co
     exactly what they make of that value alone; a span runs from just after one delimiter
     to just before the next (whitespace included, as a standalone text would have it), and
     must hold exactly one valid JSON value (the json_check rules; its member count goes to
-    spans[j].members). Returns count when the whole text splits cleanly into ``count``
+    spans[j].members, its first "$" key's offset within the text to spans[j].reserved). Returns count when the whole text splits cleanly into ``count``
     such spans, else 0: an element that does not check (NaN or Infinity, say), a missing
     delimiter or a wrong count means the values go through dumps() one by one, and that
     path reports the failing record exactly. (No prefix is trusted: a text from ujson's
@@ -370,7 +388,7 @@ cdef Py_ssize_t _split_array(const unsigned char* s, Py_ssize_t n, Py_ssize_t co
     if count == 0 or n == 0 or s[0] != c'[':
         return 0
     for j in range(count):
-        end = _scan_value(s, _ws(s, pos + 1, n), n, &spans[j].members)
+        end = _scan_value(s, _ws(s, pos + 1, n), n, &spans[j].members, &spans[j].reserved)
         if end < 0:
             return 0
         end = _ws(s, end, n)

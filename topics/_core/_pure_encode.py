@@ -1,4 +1,9 @@
-"""``encode_batch``: records checked in order and written as frames."""
+"""``encode_batch``: records checked in order and written as frames.
+
+A client's batch (``server_meta`` given) also has its meta refused when a top-level key
+begins with "$" (topics/ops/meta_keys.py): the JSON scan every meta gets notes such a key
+as it passes (_pure_json._value), so the refusal costs no pass of its own.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from ._pure_format import (
     crc32c,
     int_in,
 )
-from ._pure_json import json_check, split_array
+from ._pure_json import json_scan, key_at, split_array
 
 try:
     import ujson
@@ -46,11 +51,20 @@ def _record_error(index: int, field: str, reason: str, detail: str = "") -> Fram
     return FrameError(detail or _REASONS[reason], index, field, reason)
 
 
-def _checked(raw: bytes, index: int, field: str) -> int:
+def _checked(raw: bytes, index: int, field: str) -> tuple[int, int]:
+    """json_scan's (members, reserved) of ``raw``, or the record's "json" error."""
     try:
-        return json_check(raw)
+        return json_scan(raw)
     except FrameError as exc:
         raise _record_error(index, field, "json", str(exc)) from None
+
+
+def _reserved_error(index: int, raw: bytes, at: int) -> FrameError:
+    """The refusal of a meta whose top-level key at offset ``at`` (its opening quote, in
+    checked JSON) begins with "$", naming the key as a reader decodes it."""
+    key = key_at(raw, at)
+    detail = f'has the key "{key}": top-level meta keys beginning with "$" are the server\'s'
+    return _record_error(index, "meta", "meta_reserved", detail)
 
 
 def _is_buffer(value: object) -> TypeGuard[Buffer]:
@@ -71,13 +85,14 @@ def _dumps_json(value: object, index: int, field: str, dumps: Callable[[object],
 
 class _Dumped:
     """One dumps(list) call over the values a batch would otherwise dumps() one by one,
-    split per value (split_array). take() hands out the next value's (JSON, members), or
+    split per value (split_array). take() hands out the next value's (JSON, members,
+    reserved), or
     None when every value must go through dumps() on its own (no batch call was made, it
     failed, or its text did not split cleanly)."""
 
     def __init__(self, values: list[object], dumps: Callable[[object], str] | None) -> None:
         self.text = b""
-        self.spans: list[tuple[int, int, int]] = []
+        self.spans: list[tuple[int, int, int, int]] = []
         self.next = 0
         if not values or dumps is None:
             return
@@ -93,13 +108,13 @@ class _Dumped:
             self.text = text
             self.spans = split_array(text, len(values))
 
-    def take(self) -> tuple[bytes, int] | None:
+    def take(self) -> tuple[bytes, int, int] | None:
         j = self.next
         self.next += 1
         if j >= len(self.spans):
             return None
-        start, stop, members = self.spans[j]
-        return self.text[start:stop], members
+        start, stop, members, reserved = self.spans[j]
+        return self.text[start:stop], members, reserved
 
 
 def _meta_json(
@@ -108,20 +123,23 @@ def _meta_json(
     limits: tuple[int, ...],
     dumps: Callable[[object], str],
     batch: _Dumped,
+    server_meta: type | None,
 ) -> bytes:
     if not isinstance(meta, dict | bytes | bytearray | memoryview):
         raise _record_error(index, "meta", "type")
     got = batch.take() if isinstance(meta, dict) else None
     if got is not None:
-        raw, keys = got  # checked by split_array
+        raw, keys, reserved = got  # checked by split_array
     else:
         raw = as_bytes(meta) if _is_buffer(meta) else _dumps_json(meta, index, "meta", dumps)
     if len(raw) > limits[1]:
         raise _record_error(index, "meta", "too_large")
     if got is None:
-        keys = _checked(raw, index, "meta")
+        keys, reserved = _checked(raw, index, "meta")
     if keys < 0:
         raise _record_error(index, "meta", "type")
+    if reserved >= 0 and server_meta is not None and type(meta) is not server_meta:
+        raise _reserved_error(index, raw, reserved)
     if keys > limits[2]:
         raise _record_error(index, "meta", "meta_keys")
     return raw
@@ -178,6 +196,7 @@ def _encode_record(
     dumps: Callable[[object], str],
     data_batch: _Dumped,
     meta_batch: _Dumped,
+    server_meta: type | None,
 ) -> tuple[bytes, bytes, bytes, bytes]:
     """Validate one record; return its (node, tag, meta, data) bytes (b"" = absent)."""
     data, meta, tag, node = fields
@@ -191,7 +210,9 @@ def _encode_record(
         raw = got[0] if got is not None else _dumps_json(data, index, "data", dumps)
     if got is None:
         _checked(raw, index, "data")
-    meta_raw = b"" if meta is None else _meta_json(meta, index, limits, dumps, meta_batch)
+    meta_raw = (
+        b"" if meta is None else _meta_json(meta, index, limits, dumps, meta_batch, server_meta)
+    )
     tag_raw = _name(tag, index, "tag", limits[3])
     node_raw = _name(default_node if node is None else node, index, "node", limits[4])
     if len(raw) + len(meta_raw) > limits[0]:
@@ -216,11 +237,14 @@ def encode_batch(
     salt: int,
     limits: tuple[int, int, int, int, int],
     dumps: Callable[[object], str],
+    server_meta: type | None = None,
 ) -> tuple[bytes, list[bytes | None] | None]:
     int_in(first_seq, 0, U64, "first_seq")
     int_in(ts_ms, -I64, I64 - 1, "ts_ms")
     int_in(salt, 0, U32, "salt")
     checked = _check_limits(limits)
+    if server_meta is not None and not isinstance(server_meta, type):
+        raise TypeError("server_meta must be a type or None")
     batch = list(records)
     if batch and first_seq + len(batch) - 1 > U64:
         raise OverflowError("seq overflows u64")
@@ -242,7 +266,7 @@ def encode_batch(
     )
     meta_batch = _Dumped([f[1] for f in fields if isinstance(f[1], dict)], batched)
     encoded = [
-        _encode_record(f, i, default_node, checked, dumps, data_batch, meta_batch)
+        _encode_record(f, i, default_node, checked, dumps, data_batch, meta_batch, server_meta)
         for i, f in enumerate(fields)
     ]
     if error is not None:

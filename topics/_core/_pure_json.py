@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from ._pure_format import Buffer, FrameError, as_bytes
@@ -119,16 +120,30 @@ def _key(buf: bytes, pos: int) -> int:
     return _ws(buf, pos + 1)
 
 
-def _value(buf: bytes, pos: int) -> tuple[int, int]:
+def _dollar_key(buf: bytes, pos: int) -> bool:
+    """Whether the checked key string at ``pos`` (its opening quote) begins with "$",
+    written plainly or as the escape \\u0024 (the only escape that decodes to "$")."""
+    return buf[pos + 1] == 0x24 or buf.startswith(b"\\u0024", pos + 1)
+
+
+def key_at(buf: bytes, pos: int) -> str:
+    """The decoded text of the checked key string whose opening quote is at ``pos``."""
+    key: str = json.loads(buf[pos : _string(buf, pos)])
+    return key
+
+
+def _value(buf: bytes, pos: int) -> tuple[int, int, int]:
     """Scan the one JSON value that starts at ``pos`` (no whitespace skipped before it).
 
-    Returns (offset just after it, member count if it is an object else -1); raises
+    Returns (offset just after it, member count if it is an object else -1, offset of the
+    opening quote of its first top-level key that begins with "$" else -1: the encoder's
+    refusal of server-owned meta keys, noted in the pass the scan makes anyway); raises
     FrameError at the first bad byte. Stops at the value's last byte whatever follows, so a
     value inside a larger text scans exactly as it would on its own.
     """
     end = len(buf)
     stack = bytearray()  # the open brackets, innermost last
-    members = -1
+    members = reserved = -1
     while True:
         if pos >= end:
             raise _json_fail(end)
@@ -145,8 +160,11 @@ def _value(buf: bytes, pos: int) -> tuple[int, int]:
                 pos += 1
             else:
                 if c == 0x7B:
-                    pos = _key(buf, pos)
-                    members += len(stack) == 1
+                    key, pos = pos, _key(buf, pos)
+                    if len(stack) == 1:
+                        members += 1
+                        if reserved < 0 and _dollar_key(buf, key):
+                            reserved = key
                 continue
         elif c == 0x22:
             pos = _string(buf, pos)
@@ -156,15 +174,18 @@ def _value(buf: bytes, pos: int) -> tuple[int, int]:
             pos = _literal(buf, pos)
         while True:  # after a value: close containers until a "," or the end
             if not stack:
-                return pos, members
+                return pos, members, reserved
             pos = _ws(buf, pos)
             if pos >= end:
                 raise _json_fail(end)
             if buf[pos] == 0x2C:
                 pos = _ws(buf, pos + 1)
                 if stack[-1] == 0x7B:
-                    pos = _key(buf, pos)
-                    members += len(stack) == 1
+                    key, pos = pos, _key(buf, pos)
+                    if len(stack) == 1:
+                        members += 1
+                        if reserved < 0 and _dollar_key(buf, key):
+                            reserved = key
                 break
             if buf[pos] != stack[-1] + 2:
                 raise _json_fail(pos)
@@ -192,43 +213,48 @@ def _json_message(buf: bytes, err: int) -> str:
 
 
 def json_check(data: Buffer) -> int:
-    buf = as_bytes(data)
+    return json_scan(as_bytes(data))[0]
+
+
+def json_scan(buf: bytes) -> tuple[int, int]:
+    """json_check's check of ``buf``, returning (members, reserved) as _value does."""
     try:
-        pos, members = _value(buf, _ws(buf, 0))
+        pos, members, reserved = _value(buf, _ws(buf, 0))
         pos = _ws(buf, pos)
         if pos != len(buf):
             raise _json_fail(pos)
     except FrameError as exc:
         err = int(str(exc).rsplit(" ", 1)[1])
         raise FrameError(_json_message(buf, err), -1, "data", "json") from None
-    return members
+    return members, reserved
 
 
-def split_array(buf: bytes, count: int) -> list[tuple[int, int, int]]:
+def split_array(buf: bytes, count: int) -> list[tuple[int, int, int, int]]:
     """Split what dumps() made of a list of ``count`` values into one span per value.
 
     The encoders this is used with write a list as "[" + ",".join(texts) + "]", each text
-    exactly what they make of that value alone; a span (start, stop, members) runs from
-    just after one delimiter to just before the next (whitespace included, as a standalone
-    text would have it) and must hold exactly one valid JSON value (json_check's rules).
+    exactly what they make of that value alone; a span (start, stop, members, reserved)
+    runs from just after one delimiter to just before the next (whitespace included, as a
+    standalone text would have it) and must hold exactly one valid JSON value (json_check's
+    rules; reserved is _value's, counted from start).
     Returns the ``count`` spans when the whole text splits cleanly, else []: an element
     that does not check (NaN or Infinity, say), a missing delimiter or a wrong count means
     the values go through dumps() one by one, and that path reports the failing record
     exactly. (No prefix is trusted: a text from ujson's verbatim __json__ hook that holds
     a "," shifts every span after it.)
     """
-    spans: list[tuple[int, int, int]] = []
+    spans: list[tuple[int, int, int, int]] = []
     if count == 0 or not buf.startswith(b"["):
         return []
     pos = 0
     for j in range(count):
         try:
-            stop, members = _value(buf, _ws(buf, pos + 1))
+            stop, members, reserved = _value(buf, _ws(buf, pos + 1))
         except FrameError:
             return []
         stop = _ws(buf, stop)
         if stop >= len(buf) or buf[stop] != (0x2C if j + 1 < count else 0x5D):
             return []
-        spans.append((pos + 1, stop, members))
+        spans.append((pos + 1, stop, members, reserved - pos - 1 if reserved >= 0 else -1))
         pos = stop
     return spans if pos == len(buf) - 1 else []

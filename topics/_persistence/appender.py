@@ -47,6 +47,7 @@ from ..errors import (
 )
 from ..log.registry import TopicRegistry
 from ..log.topic_log import DedupeEntry, TopicLog
+from ..ops.meta_keys import reserved_meta_error
 from ..record_fields import first_unknown_field, unknown_field_error
 from ..settings import Limits
 
@@ -241,6 +242,7 @@ class Appender:
         node: str | None,
         created: bool,
         now: int,
+        server_meta: type | None = None,
     ) -> tuple[DedupeEntry, int, bytes]:
         """Validate, encode and apply one batch (synchronous: atomic between awaits).
 
@@ -248,12 +250,14 @@ class Appender:
         and the frames (what the WAL entry carries). Shared by client writes, router
         forwarding and dead-lettering; the caller decides what to log, and wakes the
         topic's listeners (``log.wake()``) once that is queued: apply -> WAL -> fan-out,
-        so no reader is handed a batch before its WAL entry exists.
+        so no reader is handed a batch before its WAL entry exists. ``server_meta``: a
+        client's batch, whose meta may not hold a top-level ``$`` key unless it is of that
+        type (``encode_batch``; topics/ops/meta_keys.py).
         """
         n = self.batch_size(records)
         seg = log.writable_segment()
         ts = log.next_ts(now)
-        frames, tags = self._encode(records, log.head + 1, ts, node, seg.salt)
+        frames, tags = self._encode(records, log.head + 1, ts, node, seg.salt, server_meta)
         self._check_room(log, n, len(frames))
         if created:
             self.check_topic_cap(log.name)
@@ -287,18 +291,18 @@ class Appender:
         ts: int,
         node: str | None,
         salt: int,
+        server_meta: type | None,
     ) -> tuple[bytes, list[bytes | None] | None]:
         bad = first_unknown_field(records)
+        limits, dumps = self._encode_limits, ujson.dumps
         try:
             if bad is None:
-                return encode_batch(
-                    records, first_seq, ts, node, salt, self._encode_limits, ujson.dumps
-                )
+                return encode_batch(records, first_seq, ts, node, salt, limits, dumps, server_meta)
             # An earlier record's own error wins (SEMANTICS rule 18): check those first.
             if bad[0]:
-                encode_batch(records[: bad[0]], first_seq, ts, node, salt, self._encode_limits, ujson.dumps)  # fmt: skip
+                encode_batch(records[: bad[0]], first_seq, ts, node, salt, limits, dumps, server_meta)  # fmt: skip
         except FrameError as exc:
-            raise _record_error(exc, self.limits) from None
+            raise _record_error(exc, self.limits, records) from None
         raise unknown_field_error(*bad)
 
     def _check_room(self, log: TopicLog, n: int, size: int) -> None:
@@ -395,7 +399,11 @@ class Appender:
             await trio.lowlevel.checkpoint_if_cancelled()
 
 
-def _record_error(exc: FrameError, limits: Limits) -> Exception:
+def _record_error(exc: FrameError, limits: Limits, records: Sequence[Any]) -> Exception:
+    if exc.reason == "meta_reserved":  # the check's own 400, naming the key as it does
+        named = reserved_meta_error(exc.index, records[exc.index].get("meta"))
+        if named is not None:
+            return named
     field = f"records[{exc.index}].{exc.field}" if exc.index >= 0 else "records"
     detail: dict[str, Any] = {"field": field, "index": exc.index}
     if exc.field == "record" and exc.reason == "too_large":

@@ -4,9 +4,13 @@ Why: the engine stamps its own facts into a record's meta (``$deliver_at``,
 ``$dedupe_key``/``$dedupe_until``, ``$dead_letter_*``, ``$redrive_*``) and reads them back as
 the truth: a job's schedule, a dead letter's origin queue. A client that could write them
 could park a queue's /work streams on an absurd ``$deliver_at`` or forge a dead letter naming
-another tenant's queue (issue #30, finding 5). So every record a client writes is checked
-here, in ``Engine.write`` (and so the HTTP write route, its fast lane, WebSocket publish, the
-Spark sink and the embedded API), and a reserved key is ``400 invalid_request`` naming it.
+another tenant's queue (issue #30, finding 5). So every record a client writes through
+``Engine.write`` (and so the HTTP write route, its fast lane, WebSocket publish, the Spark
+sink and the embedded API) is checked, and a reserved key is ``400 invalid_request`` naming
+it. The record encoder does the check (``encode_batch``'s ``server_meta``): its JSON scan of
+each meta notes a ``$`` key as it passes, so a write pays no walk of its own for it (issue
+29). A queue write is checked here instead, before its job options stamp their own ``$``
+keys into the records (:func:`check_client_meta`).
 
 Clients set a job's schedule and dedupe key through the record members ``deliver_at``,
 ``delay_ms`` and ``dedupe_key`` (docs/QUEUES.md), which the engine stamps after this check.
@@ -26,7 +30,13 @@ import ujson
 
 from ..errors import InvalidRequestError
 
-__all__ = ["RESERVED_PREFIX", "ServerMeta", "check_client_meta", "reserved_key"]
+__all__ = [
+    "RESERVED_PREFIX",
+    "ServerMeta",
+    "check_client_meta",
+    "reserved_key",
+    "reserved_meta_error",
+]
 
 RESERVED_PREFIX = "$"
 
@@ -105,11 +115,20 @@ def check_client_meta(records: Sequence[Any]) -> None:
         meta = record.get("meta")
         if meta is None or type(meta) is ServerMeta:
             continue
-        key = reserved_key(meta)
-        if key is not None:
-            raise InvalidRequestError.for_field(
-                f"records[{i}].meta",
-                f'has the key "{key}": meta keys beginning with "$" are the server\'s '
-                "(a queue job's schedule and dedupe key are the record members deliver_at, "
-                "delay_ms and dedupe_key)",
-            )
+        error = reserved_meta_error(i, meta)
+        if error is not None:
+            raise error
+
+
+def reserved_meta_error(index: int, meta: object) -> InvalidRequestError | None:
+    """The ``400`` for record ``index`` whose ``meta`` has a reserved key (None if none):
+    this check's answer, and the engine's for the encoder's ``meta_reserved`` refusal."""
+    key = reserved_key(meta)
+    if key is None:
+        return None
+    return InvalidRequestError.for_field(
+        f"records[{index}].meta",
+        f'has the key "{key}": meta keys beginning with "$" are the server\'s '
+        "(a queue job's schedule and dedupe key are the record members deliver_at, "
+        "delay_ms and dedupe_key)",
+    )

@@ -29,7 +29,7 @@ from ..errors import InvalidRequestError
 from ..log.producer_state import ProducerClaim, ProducerState
 from ..log.topic_log import DedupeEntry
 from ..types import WriteResult
-from .meta_keys import check_client_meta
+from .meta_keys import ServerMeta, check_client_meta
 from .producers import check_expected_head, check_producer, producer_arg
 
 if TYPE_CHECKING:
@@ -144,14 +144,18 @@ class Writes:
                 return await self._deduped(log, hit, return_seqs, claim if fence else None)
         if expected_head_seq is not None:
             check_expected_head(log, expected_head_seq)
-        # The records' own checks (rule 18's order); before the job options stamp theirs.
-        check_client_meta(records)
+        # The records' own checks (rule 18's order): the encoder refuses a client's "$" meta
+        # key in the scan it makes anyway (server_meta), unless job options stamp their own
+        # "$" keys into the records: those are checked here first.
         plan = None
+        server_meta: type | None = ServerMeta
         if jobs is not None or log.config.type == "queue":
+            check_client_meta(records)
+            server_meta = None
             records, plan = self._job_ops.plan_jobs(log, records, jobs, now)
             if plan is not None and not records:  # every job was a duplicate
                 return await self._all_held(log, plan, now, return_seqs, claim if fence else None)
-        entry, salt, frames = self._append_batch(log, records, node, created, now)
+        entry, salt, frames = self._append_batch(log, records, node, created, now, server_meta)
         if plan is not None:
             self._job_ops.settle_jobs(log, plan)
         if key is not None:
