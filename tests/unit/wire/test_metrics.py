@@ -57,7 +57,6 @@ EXTENSION_NAMES = {
     "topics_cursor_seq",
     "topics_topic_queue_scheduled",
     # Issues 31 and 32: the block cache and damaged files.
-    "topics_storage_damaged_files",
     "topics_cache_bytes",
     "topics_cache_capacity_bytes",
     "topics_cache_segments",
