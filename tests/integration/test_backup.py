@@ -165,6 +165,10 @@ def test_a_backup_under_write_load_restores_every_acknowledged_prefix(
     restored = str(tmp_path / "restored")
     assert cli_main(["restore", archive, restored]) == 0
     assert "restored" in capsys.readouterr().out
+    # The restored directory passes `topics verify` (nothing damaged, nothing fatal) ...
+    assert cli_main(["verify", restored]) == 0
+    capsys.readouterr()
+    # ... and starts.
     records = trio.run(_restored_records, restored)
     for topic, durability in TOPICS.items():
         got = records[topic]

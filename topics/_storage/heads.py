@@ -92,10 +92,17 @@ def read_heads(root: str, boot: bytes | None = None) -> dict[int, int] | None:
     if magic != _MAGIC or version != _VERSION or written_in != boot:
         return None
     heads: dict[int, int] = {}
+    twice: set[int] = set()
     for off in range(_HEADER.size, len(data) - _SLOT.size + 1, _SLOT.size):
         topic_id, head = _SLOT.unpack_from(data, off)
         if topic_id:
+            if topic_id in heads:
+                twice.add(topic_id)
             heads[topic_id] = head
+    # A topic has one slot: two name it only if one was damaged, and neither is trusted
+    # then (the topic falls back to its durable watermark: a wider skip, never a narrower).
+    for topic_id in twice:
+        del heads[topic_id]
     return heads
 
 

@@ -85,3 +85,45 @@ def test_no_disk_blocks_means_no_table_not_a_failed_open(
 
     assert trio.run(main) == 1
     assert not (tmp_path / "data" / HEADS_FILE).exists()
+
+
+@pytest.mark.parametrize("damage", ["flip-header", "truncate", "zero-page", "flip-topic-id"])
+def test_a_damaged_table_loses_slots_never_invents_a_topics_head(
+    tmp_path: Path, damage: str
+) -> None:
+    """Issue 32: the table is advice, so a damaged header, a cut, a zeroed page or a slot
+    whose topic id changed only make recovery fall back to the durable watermark for some
+    topics (a wider skip). A changed head value cannot be told from a real one: the table
+    is unsynced and rewritten at every recovery, so that needs memory damage, not disk."""
+    logs = [_Log(i + 1, head=100 + i) for i in range(600)]
+    table = HeadTable.create(str(tmp_path), logs)
+    assert table is not None
+    table.close()
+    path = tmp_path / HEADS_FILE
+    raw = bytearray(path.read_bytes())
+    if damage == "flip-header":
+        raw[3] ^= 0x10
+    elif damage == "truncate":
+        del raw[len(raw) // 2 + 5 :]
+    elif damage == "zero-page":
+        raw[4096:8192] = bytes(4096)
+    else:  # topic 9's slot now names topic 8, which has its own slot
+        raw[32 + 16 * 8] ^= 0x01
+    path.write_bytes(bytes(raw))
+    got = read_heads(str(tmp_path)) or {}
+    truth = {log.topic_id: log.head for log in logs}
+    assert len(got) < len(truth) or damage == "flip-topic-id"
+    assert all(truth.get(tid) == head for tid, head in got.items() if tid in truth)
+    if damage == "flip-topic-id":
+        assert 8 not in got  # named twice: neither slot is trusted
+        assert 9 not in got  # its slot is gone
+
+
+async def test_an_engine_starts_beside_a_garbage_table(tmp_path: Path) -> None:
+    async with open_engine(str(tmp_path)) as engine:
+        await engine.write("t", [{"data": 1}])
+    (tmp_path / HEADS_FILE).write_bytes(os.urandom(5000))
+    async with open_engine(str(tmp_path)) as engine:
+        res = await engine.diff("t", from_seq=0)
+        assert res.record_count == 1
+        await engine.write("t", [{"data": 2}])
