@@ -3,7 +3,7 @@
 A client used to write ``$deliver_at`` into a job's meta itself (a 401-digit one made every
 ``/work`` stream of the queue close and reconnect every 2 s), or forge ``$dead_letter_from``
 naming another tenant's queue and probe it with a redrive. Top-level meta keys beginning
-with ``$`` are now ``400 invalid_request`` on every surface (topics/ops/meta_keys.py), nothing
+with ``$`` are now ``400 invalid_request`` on every surface (topics/_meta_keys.py), nothing
 is stored, and the documented request option ``deliver_at`` still schedules a job.
 """
 

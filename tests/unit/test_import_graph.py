@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "topics/errors.py",
             "topics/_names.py",
             "topics/_args.py",
+            "topics/_meta_keys.py",
         ),
     ),
     ("storage", ("topics/_storage/",)),

@@ -22,7 +22,7 @@
 #   3. _check_record each record in order (data, meta, tag, node, size), then write.
 #
 # A client's batch (server_meta given) also has its meta refused when a top-level key
-# begins with "$": the server stamps its own facts there (topics/ops/meta_keys.py). The
+# begins with "$": the server stamps its own facts there (topics/_meta_keys.py). The
 # JSON scan of each meta, which every write makes anyway, notes such a key as it passes
 # (_scan_value's ``reserved``), so the refusal costs no pass of its own.
 

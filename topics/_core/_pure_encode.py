@@ -1,7 +1,7 @@
 """``encode_batch``: records checked in order and written as frames.
 
 A client's batch (``server_meta`` given) also has its meta refused when a top-level key
-begins with "$" (topics/ops/meta_keys.py): the JSON scan every meta gets notes such a key
+begins with "$" (topics/_meta_keys.py): the JSON scan every meta gets notes such a key
 as it passes (_pure_json._value), so the refusal costs no pass of its own.
 """
 

@@ -31,6 +31,7 @@ import ujson
 from .. import _args
 from .._clock import Clock
 from .._core import FrameError, encode_batch
+from .._meta_keys import reserved_meta_error
 from .._storage.damage import DamageRegistry
 from .._storage.wal import WalError, WalFullError
 from ..config import TopicConfig, parse_config
@@ -47,7 +48,6 @@ from ..errors import (
 )
 from ..log.registry import TopicRegistry
 from ..log.topic_log import DedupeEntry, TopicLog
-from ..ops.meta_keys import reserved_meta_error
 from ..record_fields import first_unknown_field, unknown_field_error
 from ..settings import Limits
 
@@ -252,7 +252,7 @@ class Appender:
         topic's listeners (``log.wake()``) once that is queued: apply -> WAL -> fan-out,
         so no reader is handed a batch before its WAL entry exists. ``server_meta``: a
         client's batch, whose meta may not hold a top-level ``$`` key unless it is of that
-        type (``encode_batch``; topics/ops/meta_keys.py).
+        type (``encode_batch``; topics/_meta_keys.py).
         """
         n = self.batch_size(records)
         seg = log.writable_segment()

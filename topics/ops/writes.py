@@ -24,12 +24,12 @@ from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, Any
 
 from .. import _args
+from .._meta_keys import ServerMeta, check_client_meta
 from .._names import check_topic_name
 from ..errors import InvalidRequestError
 from ..log.producer_state import ProducerClaim, ProducerState
 from ..log.topic_log import DedupeEntry
 from ..types import WriteResult
-from .meta_keys import ServerMeta, check_client_meta
 from .producers import check_expected_head, check_producer, producer_arg
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 import ujson
 
+from .._meta_keys import ServerMeta
 from ..errors import InvalidRequestError, RecordTooLargeError, TopicsError
-from ..ops.meta_keys import ServerMeta
 from .state import DEAD_LETTERED, QueueState
 
 if TYPE_CHECKING:

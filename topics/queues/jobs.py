@@ -206,7 +206,7 @@ def read_stamps(meta: object) -> Stamps | None:
     )
 
 
-#: The latest time a stamp may name. Clients cannot write stamps (topics/ops/meta_keys.py), but
+#: The latest time a stamp may name. Clients cannot write stamps (topics/_meta_keys.py), but
 #: a record stored before that rule could carry any integer, and a 400-digit one made the
 #: wait computations (ms / 1000 as a float) raise OverflowError on every /work poll.
 _STAMP_MS_MAX = (1 << 63) - 1

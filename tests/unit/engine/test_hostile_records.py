@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import ujson
 
+from topics._meta_keys import ServerMeta
 from topics.engine import Engine
 from topics.errors import ForbiddenError, InvalidRequestError
-from topics.ops.meta_keys import ServerMeta
 from topics.query.cloudevents import DEFAULT_TYPE, to_cloudevents
 from topics.query.where import compile_where
 from topics.queues.jobs import read_stamps
@@ -208,7 +208,7 @@ async def test_reads_carry_on_past_records_an_older_version_stored(
     ],
 )
 def test_the_check_finds_a_reserved_key_whatever_the_batch_mixes(metas: list[Any]) -> None:
-    from topics.ops.meta_keys import check_client_meta
+    from topics._meta_keys import check_client_meta
 
     records = [{"data": 1} if m is None else {"data": 1, "meta": m} for m in metas]
     with pytest.raises(InvalidRequestError) as info:

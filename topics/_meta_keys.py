@@ -28,7 +28,7 @@ from typing import Any
 
 import ujson
 
-from ..errors import InvalidRequestError
+from .errors import InvalidRequestError
 
 __all__ = [
     "RESERVED_PREFIX",
