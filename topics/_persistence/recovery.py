@@ -38,10 +38,6 @@ Rules:
    records comes back empty with its eviction floor at head+1 (readers below get a
    tombstone with reason ``restart``: the loss is involuntary for them, and it is what
    the class promises, not capacity; ``_log`` rule 3a).
-8. A sealed segment of a ``disk``/``fsync`` topic whose counters the manifest recorded
-   is not read: it becomes a ``ColdSegment`` (``log/cold_segment.py``) read through the
-   cache when a read needs it, so start-up time and memory do not grow with history.
-   One sealed before counters were recorded is read once and then goes cold too.
 7. With ``repair=True``, segment files that no manifest on disk lists (neither the loaded
    one nor the older generation kept as its fallback) are removed before the engine
    writes again: files of a checkpoint that crashed before its manifest, and files of
@@ -49,6 +45,10 @@ Rules:
    manifest lists them) or lost. Nothing else would ever remove them. Files only the
    fallback generation lists are returned in ``Recovered.files`` too, so the store drops
    them once a newer manifest supersedes that fallback.
+8. A sealed segment of a ``disk``/``fsync`` topic whose counters the manifest recorded
+   is not read: it becomes a ``ColdSegment`` (``log/cold_segment.py``) read through the
+   cache when a read needs it, so start-up time and memory do not grow with history.
+   One sealed before counters were recorded is read once and then goes cold too.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ the store's byte-bounded cache (``_storage/segment_cache.py``).
 
 Rules:
 1. What stays in memory is per segment, never per record: seq range, salt, last ``$ts``,
-   the live count and bytes, the retired prefix, whether the segment has tags, and the
-   frame indexes deleted since the last checkpoint flipped their flags on disk
-   (``pending``; emptied by that checkpoint, ``store.py``).
+   the live count and bytes, the retired prefix, whether the segment has tags, the sparse
+   block index (rule 6), and the frame indexes deleted since the last checkpoint flipped
+   their flags on disk (``pending``; emptied by that checkpoint, ``store.py``).
 2. The loaded copy is made to agree with those counters: the retired prefix and the
    pending deletes are applied to every copy read from the file, so evicting it loses
    nothing (segment_cache rule 2).
@@ -24,15 +24,17 @@ Rules:
 4. Questions answered without the file: ``first_live``/``is_live`` when nothing or
    everything after the retired prefix is live, and retiring a whole segment whose
    records are all live (cap and TTL drop old segments without reading them).
-6. Reads load one block (about ``BLOCK_BYTES`` of whole frames, found with the offsets
-   of the segment's index file, itself cached) rather than the whole segment, so a diff
-   far back reads about what it returns. Changes (deletes, retiring part of a segment)
-   and everything during recovery load the whole segment, where rule 3's check runs:
-   once recovery has replayed the WAL the file's flags are the truth, so a block needs
-   no such check. Every cached copy of a frame takes a change made to it.
 5. A file that cannot be read fails the one call that needed it with
    ``StorageUnavailableError`` (503, retry): the server stays up and the next call reads
    again.
+6. Reads load one block (about ``BLOCK_BYTES`` of whole frames) rather than the whole
+   segment, so a diff far back reads about what it returns. Blocks are found with a
+   sparse index kept in the segment (each block's first frame and byte offset: a few
+   dozen bytes), built from the index file on first use or from the frames when the
+   segment goes cold. Changes (deletes, retiring part of a segment) and everything
+   during recovery load the whole segment, where rule 3's check runs: once recovery has
+   replayed the WAL the file's flags are the truth, so a block needs no such check.
+   Every cached copy of a frame takes a change made to it.
 7. Frames or a header that fail their checks quarantine the segment (``damaged.py``):
    from the first bad frame on is ``damaged``, the only copy is the readable prefix
    (whole, no blocks), the records past it stop counting (``on_adjust``) and the owner
