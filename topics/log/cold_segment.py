@@ -70,10 +70,12 @@ log = logging.getLogger("topics.storage")
 _PER_FRAME = 4
 _OVERHEAD = 128
 
-#: The unit of a cold read (rule 6): the frames that start within one aligned 128 KiB of
-#: the segment's frame bytes. About 1,000 records of 100 B: what one diff returns. The
-#: tiny cache test pass (scripts/test) shrinks it with ``_TOPICS_TEST_BLOCK_BYTES``.
-BLOCK_BYTES = int(os.environ.get("_TOPICS_TEST_BLOCK_BYTES") or 128 << 10)
+#: The unit of a cold read (rule 6): the frames that start within one aligned 64 KiB of
+#: the segment's frame bytes. A diff of 1,000 records of ~100 B spans two or three: 64 KiB
+#: read ~10 % less per cold diff than 128 KiB (fewer bytes past the window) and 32 KiB no
+#: better (more calls), docs/BENCHMARKS_NOTES.md. The tiny cache test pass
+#: (scripts/test) shrinks it with ``_TOPICS_TEST_BLOCK_BYTES``.
+BLOCK_BYTES = int(os.environ.get("_TOPICS_TEST_BLOCK_BYTES") or 64 << 10)
 
 
 class ColdSource:
